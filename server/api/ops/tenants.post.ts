@@ -1,0 +1,14 @@
+import { z } from 'zod'
+import { useDatabaseHandle } from '../../db'
+import { readValidatedJson } from '../../http/body'
+import { createTenant } from '../../tenants/service'
+
+const CreateTenantSchema = z.object({ name: z.string().trim().min(1).max(100) })
+
+export default defineEventHandler(async (event) => {
+  requireOps(event)
+  const { name } = await readValidatedJson(event, CreateTenantSchema)
+  const created = await createTenant(useDatabaseHandle().db, name)
+  setResponseStatus(event, 201)
+  return created
+})

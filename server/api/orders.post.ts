@@ -1,0 +1,19 @@
+import { useConfig } from '../config'
+import { readValidatedJson } from '../http/body'
+import { requireIdempotencyKey, runIdempotent } from '../idempotency/handler'
+import { CreateOrderSchema } from '../orders/schema'
+import { createOrder } from '../orders/service'
+
+export default defineEventHandler(async (event) => {
+  const tenant = await requireTenant(event)
+  const key = requireIdempotencyKey(event)
+  const order = await readValidatedJson(event, CreateOrderSchema)
+  return runIdempotent(event, {
+    scope: `tenant:${tenant.id}`,
+    route: 'POST /api/orders',
+    key,
+    payload: order,
+    ttlSeconds: useConfig().IDEMPOTENCY_TTL_SECONDS,
+    execute: tx => createOrder(tx, { tenantId: tenant.id, idempotencyKey: key, requestId: event.context.requestId }, order),
+  })
+})

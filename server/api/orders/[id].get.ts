@@ -1,0 +1,12 @@
+import { useDatabaseHandle } from '../../db'
+import { OrderIdSchema } from '../../orders/schema'
+import { findOrder, serializeOrder } from '../../orders/service'
+import { problem } from '../../problems'
+
+export default defineEventHandler(async (event) => {
+  const tenant = await requireTenant(event)
+  const id = OrderIdSchema.safeParse(getRouterParam(event, 'id'))
+  const order = id.success ? await findOrder(useDatabaseHandle().db, tenant.id, id.data) : undefined
+  if (!order) throw problem('not-found', `No order "${getRouterParam(event, 'id')}" exists for your tenant. Check the id returned by POST /api/orders.`)
+  return serializeOrder(order)
+})

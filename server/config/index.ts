@@ -1,0 +1,84 @@
+import { randomBytes } from 'node:crypto'
+import { z } from 'zod'
+
+/**
+ * The one module that reads the environment (SPEC §10). Validated with zod at start-up: a bad value
+ * stops the process with a message naming the variable. Secrets are generated (and printed) only
+ * when the app runs embedded or in `nuxt dev`; a deployment with DATABASE_URL must set them.
+ */
+
+const flag = (fallback: boolean) =>
+  z.enum(['true', 'false', '1', '0']).optional().transform(v => (v === undefined ? fallback : v === 'true' || v === '1'))
+const intIn = (min: number, max: number, fallback: number) =>
+  z.string().regex(/^\d+$/, 'must be a whole number').optional()
+    .transform(v => (v === undefined ? fallback : Number(v)))
+    .pipe(z.number().int().min(min).max(max))
+const secret = (prefix = '') => z.string().min(prefix.length + 16, `must be at least ${prefix.length + 16} characters`)
+  .refine(v => v.startsWith(prefix), `must start with "${prefix}"`).optional()
+
+const EnvSchema = z.object({
+  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
+  REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').optional(),
+  REDIS_KEY_PREFIX: z.string().regex(/^[\w:.-]{1,64}$/).default('ic:'),
+  PGLITE_DIR: z.string().min(1).default('.data/pglite'),
+  MIGRATIONS_DIR: z.string().min(1).default('drizzle'),
+  OPS_TOKEN: secret(),
+  WEBHOOK_STANDARD_SECRET: secret('whsec_'),
+  WEBHOOK_STRIPE_SECRET: secret(),
+  MIDTRANS_SERVER_KEY: secret(),
+  FAULTS_ENABLED: flag(false),
+  IDEMPOTENCY_TTL_SECONDS: intIn(60, 60 * 60 * 24 * 30, 60 * 60 * 24),
+  WEBHOOK_IDEMPOTENCY_TTL_SECONDS: intIn(60, 60 * 60 * 24 * 365, 60 * 60 * 24 * 30),
+  IDEMPOTENCY_LEASE_MS: intIn(200, 10 * 60 * 1000, 30_000),
+  WORKER_ENABLED: flag(true),
+  WORKER_CONCURRENCY: intIn(1, 64, 4),
+  LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
+})
+
+type Env = z.infer<typeof EnvSchema>
+const secretNames = ['OPS_TOKEN', 'WEBHOOK_STANDARD_SECRET', 'WEBHOOK_STRIPE_SECRET', 'MIDTRANS_SERVER_KEY'] as const
+type SecretName = typeof secretNames[number]
+
+export type AppConfig = Omit<Env, SecretName> & Record<SecretName, string> & {
+  /** No DATABASE_URL: PGlite in PGLITE_DIR, one process. */
+  embedded: boolean
+  /** Secrets that were generated because they were missing (dev/embedded only). */
+  generatedSecrets: SecretName[]
+}
+
+export class ConfigError extends Error {}
+
+function generateSecret(name: SecretName): string {
+  const raw = randomBytes(24)
+  if (name === 'WEBHOOK_STANDARD_SECRET') return `whsec_${raw.toString('base64')}`
+  if (name === 'OPS_TOKEN') return `ops_${raw.toString('base64url')}`
+  return raw.toString('base64url')
+}
+
+export function parseConfig(env: Record<string, string | undefined>, options: { dev?: boolean } = {}): AppConfig {
+  // Empty strings mean "unset": shells and .env files often export them that way.
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''))
+  const parsed = EnvSchema.safeParse(present)
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map(i => `  ${i.path.join('.')}: ${i.message}`)
+    throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`)
+  }
+  const values = parsed.data
+  const embedded = !values.DATABASE_URL
+  const mayGenerate = embedded || options.dev === true
+  const missing = secretNames.filter(name => !values[name])
+  if (missing.length && !mayGenerate) {
+    throw new ConfigError(`Missing required secrets: ${missing.join(', ')}. Set them in the environment; `
+      + 'they are generated only when the app runs embedded (no DATABASE_URL) or in development.')
+  }
+  const secrets = Object.fromEntries(secretNames.map(name => [name, values[name] ?? generateSecret(name)])) as Record<SecretName, string>
+  return { ...values, ...secrets, embedded, generatedSecrets: missing }
+}
+
+let current: AppConfig | undefined
+
+/** The process-wide configuration, parsed from process.env on first use. */
+export function useConfig(): AppConfig {
+  current ??= parseConfig(process.env, { dev: import.meta.dev })
+  return current
+}

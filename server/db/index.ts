@@ -1,0 +1,23 @@
+import { useConfig } from '../config'
+import { type Database, type DatabaseHandle, openDatabase } from './client'
+
+export type { Database, DatabaseHandle }
+
+let opening: Promise<DatabaseHandle> | undefined
+let ready: DatabaseHandle | undefined
+
+/** Opens the database and applies migrations once per process; every request awaits this first. */
+export function databaseReady(): Promise<DatabaseHandle> {
+  opening ??= (() => {
+    const config = useConfig()
+    return openDatabase({ url: config.DATABASE_URL, pgliteDir: config.PGLITE_DIR, migrationsDir: config.MIGRATIONS_DIR })
+      .then(handle => (ready = handle))
+  })()
+  return opening
+}
+
+/** The database, once `databaseReady()` resolved (the request middleware guarantees it for /api). */
+export function useDatabaseHandle(): DatabaseHandle {
+  if (!ready) throw new Error('The database is not ready yet: await databaseReady() first.')
+  return ready
+}

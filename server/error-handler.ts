@@ -1,0 +1,46 @@
+import type { NitroErrorHandler } from 'nitropack'
+import { log } from './observability/logger'
+import { problemBody, type ProblemBody, problemOf, type ProblemSlug } from './problems'
+
+const slugByStatus: Record<number, ProblemSlug> = {
+  400: 'validation-failed',
+  401: 'unauthorized',
+  404: 'not-found',
+  405: 'method-not-allowed',
+  413: 'payload-too-large',
+  415: 'unsupported-media-type',
+  503: 'service-unavailable',
+}
+
+/**
+ * Every error under /api becomes RFC 9457 application/problem+json; pages fall through to Nuxt's
+ * own error page (the next handler).
+ */
+export default <NitroErrorHandler> function problemErrorHandler(error, event) {
+  if (!event.path.startsWith('/api/')) return
+  const known = problemOf(error)
+  const headers = { ...known?.headers }
+  let body: ProblemBody
+  if (known) {
+    body = known.body
+  }
+  else {
+    const status = error.statusCode ?? 500
+    const slug = slugByStatus[status] ?? 'internal-error'
+    body = problemBody(slug, status === 404
+      ? `No API route matches ${event.method} ${event.path.split('?')[0]}. See the README for the routes.`
+      : status === 405
+        ? `${event.method} is not allowed on ${event.path.split('?')[0]}.`
+        : 'Something went wrong on our side; nothing was committed. Retry the request with the same Idempotency-Key.')
+    if (body.status >= 500) log.error('unhandled error', { requestId: event.context.requestId, path: event.path, error: error.cause ?? error })
+  }
+  const res = event.node.res
+  if (res.headersSent) return
+  res.statusCode = body.status
+  for (const [name, value] of Object.entries(headers)) res.setHeader(name, value)
+  res.setHeader('Content-Type', 'application/problem+json')
+  res.setHeader('X-Request-Id', event.context.requestId ?? '')
+  res.removeHeader('Location')
+  res.removeHeader('Idempotent-Replayed')
+  res.end(JSON.stringify(body))
+}

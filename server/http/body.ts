@@ -1,0 +1,49 @@
+import { getHeader, type H3Event } from 'h3'
+import type { z } from 'zod'
+import { problem } from '../problems'
+
+export const MAX_BODY_BYTES = 64 * 1024
+
+/** Reads the raw body, refusing more than MAX_BODY_BYTES without buffering the rest (413). */
+export async function readLimitedRawBody(event: H3Event): Promise<Buffer> {
+  const declared = Number(getHeader(event, 'content-length') ?? Number.NaN)
+  if (declared > MAX_BODY_BYTES) throw tooLarge()
+  const chunks: Buffer[] = []
+  let size = 0
+  for await (const chunk of event.node.req) {
+    size += (chunk as Buffer).length
+    if (size > MAX_BODY_BYTES) throw tooLarge()
+    chunks.push(chunk as Buffer)
+  }
+  return Buffer.concat(chunks)
+}
+
+/**
+ * Parses a JSON body and validates it: 415 for a non-JSON content type, 413 past 64 KiB, 400
+ * `malformed-json`, 400 `validation-failed` with `errors: [{path, message}]`. The schema strips
+ * unknown fields, so they neither reach the handler nor change the idempotency fingerprint.
+ */
+export async function readValidatedJson<S extends z.ZodType>(event: H3Event, schema: S): Promise<z.output<S>> {
+  const contentType = (getHeader(event, 'content-type') ?? '').split(';')[0]!.trim().toLowerCase()
+  if (!/^application\/([\w.+-]+\+)?json$/.test(contentType)) {
+    throw problem('unsupported-media-type', `Expected Content-Type: application/json, got "${contentType || 'none'}". Send the body as JSON.`)
+  }
+  const raw = await readLimitedRawBody(event)
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(raw.toString('utf8'))
+  }
+  catch (error) {
+    throw problem('malformed-json', `The body is not valid JSON (${(error as Error).message}). Fix the syntax and send it again with the same Idempotency-Key.`)
+  }
+  const result = schema.safeParse(parsed)
+  if (!result.success) {
+    const errors = result.error.issues.map(issue => ({ path: issue.path.join('.') || '(body)', message: issue.message }))
+    throw problem('validation-failed', `The body has ${errors.length} invalid field${errors.length === 1 ? '' : 's'}; see errors. Nothing was stored: fix them and send the request again with the same Idempotency-Key.`, { extensions: { errors } })
+  }
+  return result.data
+}
+
+function tooLarge() {
+  return problem('payload-too-large', `Request bodies are limited to ${MAX_BODY_BYTES / 1024} KiB. Send a smaller body.`)
+}

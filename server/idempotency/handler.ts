@@ -1,0 +1,250 @@
+import { getHeader, type H3Event, setResponseHeader, setResponseHeaders, setResponseStatus } from 'h3'
+import { useConfig } from '../config'
+import { useDatabaseHandle } from '../db'
+import type { Database } from '../db/client'
+import { isDatabaseUnavailable } from '../db/errors'
+import { readCommitFaults } from '../faults'
+import { acquireShield, releaseShield, type ShieldResult, waitForShield } from '../locks/shield'
+import { useLocks } from '../locks'
+import { log } from '../observability/logger'
+import { metrics } from '../observability/metrics'
+import { problem, problemBody, problemOf } from '../problems'
+import { fingerprint } from './fingerprint'
+import { checkIdempotencyKey } from './key'
+import { canTakeOver, type Claim, type ClaimInput, createIdempotencyStore, type IdempotencyStore, type RecordView, type StoredResponse } from './store'
+
+/**
+ * The one idempotency layer (SPEC §3), shared by every idempotent route. Hot path for a new key:
+ * read the record (1 round trip), take the Redis shield, insert the claim (1 commit), then business
+ * writes and the stored response in one fenced transaction. A replay costs one read.
+ */
+
+export type IdempotencyOutcome = 'miss' | 'replay' | 'conflict' | 'in_progress' | 'missing_key' | 'invalid' | 'error'
+
+export interface IdempotentResult {
+  status: number
+  body: Record<string, unknown>
+  /** Headers that must replay with the body, e.g. Location. */
+  headers?: Record<string, string>
+  resourceType?: string
+  resourceId?: string
+}
+
+export interface IdempotentOperation {
+  /** Whose keys these are: `tenant:<id>`, `webhook:<provider>`. */
+  scope: string
+  /** `POST /api/orders`: part of the fingerprint, so a key reused on another route is a conflict. */
+  route: string
+  key: string
+  /** The validated payload; it alone (with method, route and scope) makes the fingerprint. */
+  payload: unknown
+  ttlSeconds: number
+  /**
+   * The business work, inside the transaction that stores its response. Throw a 4xx `problem()`
+   * for a deterministic failure: its writes roll back and the problem is stored and replayed.
+   */
+  execute: (tx: Database) => Promise<IdempotentResult>
+}
+
+const MAX_PREFER_WAIT_SECONDS = 10
+
+/** The validated Idempotency-Key header, or a 400 problem. */
+export function requireIdempotencyKey(event: H3Event): string {
+  const checked = checkIdempotencyKey(getHeader(event, 'idempotency-key'))
+  if (checked.ok) return checked.key
+  event.context.idempotencyOutcome = checked.reason === 'missing' ? 'missing_key' : 'invalid'
+  throw checked.reason === 'missing'
+    ? problem('idempotency-key-missing', 'Send an Idempotency-Key header (for example a UUID v4) and reuse it when you retry this request.')
+    : problem('idempotency-key-invalid', 'The Idempotency-Key must be 1–255 visible ASCII characters (0x21–0x7E); generate a UUID v4 and use that.')
+}
+
+let cachedStore: { db: Database, store: IdempotencyStore } | undefined
+function useStore(db: Database): IdempotencyStore {
+  if (cachedStore?.db !== db) cachedStore = { db, store: createIdempotencyStore(db) }
+  return cachedStore.store
+}
+
+type Decision =
+  | { kind: 'replay', record: RecordView }
+  | { kind: 'conflict', record: RecordView }
+  | { kind: 'in_progress', record?: RecordView }
+  | { kind: 'owner', claim: Claim, shield: ShieldResult, takeover: boolean }
+
+export async function runIdempotent(event: H3Event, operation: IdempotentOperation): Promise<Record<string, unknown>> {
+  const { db } = useDatabaseHandle()
+  const config = useConfig()
+  const store = useStore(db)
+  const input: ClaimInput = {
+    scope: operation.scope,
+    key: operation.key,
+    route: operation.route,
+    fingerprint: fingerprint({ method: event.method, route: operation.route, scope: operation.scope, payload: operation.payload }),
+    requestId: event.context.requestId,
+    leaseMs: config.IDEMPOTENCY_LEASE_MS,
+    ttlSeconds: operation.ttlSeconds,
+  }
+  event.context.idempotency = { scope: operation.scope, key: operation.key }
+  const shieldKey = `idem:${operation.scope}:${operation.key}`
+  const waitUntil = Date.now() + preferredWaitMs(event)
+
+  try {
+    for (;;) {
+      const decision = await decide(store, input, shieldKey)
+      if (decision.kind === 'owner') return await executeAsOwner(event, store, operation, decision, shieldKey)
+      if (decision.kind === 'replay') return replay(event, decision.record)
+      if (decision.kind === 'conflict') {
+        record(event, 'conflict')
+        throw problem('idempotency-key-reused', `Idempotency-Key "${operation.key}" was first used for a different request (${decision.record.route}, other body). Send a new key for a new operation; retries must repeat the original request exactly.`)
+      }
+      const remaining = waitUntil - Date.now()
+      if (remaining <= 0) {
+        record(event, 'in_progress')
+        const retryAfter = Math.max(1, Math.ceil((decision.record?.leaseRemainingMs ?? 0) / 1000))
+        throw problem('request-in-progress', `A request with Idempotency-Key "${operation.key}" is still being processed. Retry with the same key after ${retryAfter} s, or send "Prefer: wait=10" to wait for its result.`, { headers: { 'Retry-After': String(retryAfter) } })
+      }
+      await waitForShield(useLocks(), shieldKey, Math.min(remaining, 1000))
+      // Without a lock backend (or when the shield is gone but the record is not final), re-check gently.
+      if (Date.now() < waitUntil) await new Promise(resolve => setTimeout(resolve, 25))
+    }
+  }
+  catch (error) {
+    if (isDatabaseUnavailable(error)) {
+      record(event, 'error')
+      throw problem('service-unavailable', 'The idempotency store (Postgres) is unreachable, so nothing was executed. Retry with the same Idempotency-Key after Retry-After seconds.', { headers: { 'Retry-After': '2' }, cause: error })
+    }
+    throw error
+  }
+}
+
+async function decide(store: IdempotencyStore, input: ClaimInput, shieldKey: string): Promise<Decision> {
+  let existing = await store.find(input.scope, input.key)
+  // Bounded: each pass either decides or observes someone else's progress.
+  for (let pass = 0; pass < 3; pass++) {
+    if (existing && !canTakeOver(existing, input.fingerprint)) {
+      if (existing.fingerprint !== input.fingerprint) return { kind: 'conflict', record: existing }
+      return existing.status === 'processing' ? { kind: 'in_progress', record: existing } : { kind: 'replay', record: existing }
+    }
+    const shield = await acquireShield(useLocks(), shieldKey, input.leaseMs)
+    if (shield.state === 'held') return { kind: 'in_progress', record: existing }
+    const claim = existing ? await store.takeOver(existing, input) : await store.insert(input)
+    if (claim) return { kind: 'owner', claim, shield, takeover: existing !== undefined }
+    await releaseShield(useLocks(), shieldKey, shield)
+    existing = await store.find(input.scope, input.key)
+  }
+  return { kind: 'in_progress', record: existing }
+}
+
+async function executeAsOwner(
+  event: H3Event,
+  store: IdempotencyStore,
+  operation: IdempotentOperation,
+  owner: Extract<Decision, { kind: 'owner' }>,
+  shieldKey: string,
+): Promise<Record<string, unknown>> {
+  const { claim, shield } = owner
+  const locks = useLocks()
+  const leaseMs = useConfig().IDEMPOTENCY_LEASE_MS
+  if (owner.takeover) metrics.leaseTakeovers.inc({ scope: scopeKind(operation.scope) })
+  const faults = readCommitFaults(event)
+  const renewal = setInterval(() => {
+    void store.renew(claim, leaseMs).catch(() => {})
+    if (shield.state === 'acquired') void locks.extend(shieldKey, shield.token, leaseMs).catch(() => {})
+  }, Math.max(50, Math.floor(leaseMs / 3)))
+  renewal.unref()
+  try {
+    let outcome
+    try {
+      outcome = await store.commit(claim, async (tx) => {
+        const result = await operation.execute(tx)
+        return { response: toStoredResponse(result, operation.key), value: undefined }
+      }, faults.beforeCommit)
+    }
+    catch (error) {
+      const failure = problemOf(error)
+      if (failure && failure.body.status < 500) {
+        const response: StoredResponse = {
+          status: failure.body.status,
+          body: { ...failure.body, idempotency: { key: operation.key, replayed: false } },
+          headers: { 'Content-Type': 'application/problem+json' },
+          error: failure.body.type.replace('/problems/', ''),
+        }
+        if (await store.storeFailure(claim, response)) {
+          record(event, 'miss')
+          return respond(event, response, false)
+        }
+        return leaseLost(event, operation)
+      }
+      await store.release(claim, summarise(error)).catch(() => {})
+      throw unexpected(event, error)
+    }
+    if (outcome.kind === 'lease-lost') return leaseLost(event, operation)
+    record(event, 'miss')
+    if (faults.afterCommit && await faults.afterCommit(event)) return {}
+    return respond(event, outcome.response, false)
+  }
+  finally {
+    clearInterval(renewal)
+    await releaseShield(locks, shieldKey, shield)
+  }
+}
+
+function toStoredResponse(result: IdempotentResult, key: string): StoredResponse {
+  return {
+    status: result.status,
+    body: { ...result.body, idempotency: { key, replayed: false } },
+    headers: result.headers,
+    resourceType: result.resourceType,
+    resourceId: result.resourceId,
+  }
+}
+
+function replay(event: H3Event, stored: RecordView): Record<string, unknown> {
+  record(event, 'replay')
+  return respond(event, {
+    status: stored.responseStatus ?? 200,
+    body: stored.responseBody ?? {},
+    headers: stored.responseHeaders ?? undefined,
+  }, true)
+}
+
+function respond(event: H3Event, response: StoredResponse, replayed: boolean): Record<string, unknown> {
+  setResponseStatus(event, response.status)
+  if (response.headers) setResponseHeaders(event, response.headers)
+  if (replayed) setResponseHeader(event, 'Idempotent-Replayed', 'true')
+  const idempotency = response.body.idempotency as Record<string, unknown> | undefined
+  return { ...response.body, idempotency: { ...idempotency, replayed } }
+}
+
+function leaseLost(event: H3Event, operation: IdempotentOperation): never {
+  metrics.leaseLost.inc({ scope: scopeKind(operation.scope) })
+  record(event, 'in_progress')
+  log.warn('idempotency lease lost before commit; nothing stored', { requestId: event.context.requestId, idempotencyKey: operation.key })
+  throw problem('request-in-progress', 'This attempt took too long and another attempt with the same Idempotency-Key took over. Retry with the same key to get its result.', { headers: { 'Retry-After': '1' } })
+}
+
+function unexpected(event: H3Event, error: unknown) {
+  record(event, 'error')
+  if (isDatabaseUnavailable(error)) {
+    return problem('service-unavailable', 'The database became unreachable; nothing was committed and the key was released. Retry with the same Idempotency-Key after Retry-After seconds.', { headers: { 'Retry-After': '2' }, cause: error })
+  }
+  log.error('idempotent request failed unexpectedly; rolled back and released the key', { requestId: event.context.requestId, error })
+  return problem('internal-error', 'Something went wrong; nothing was committed and the key was released. Retry with the same Idempotency-Key.', { cause: error })
+}
+
+function record(event: H3Event, outcome: IdempotencyOutcome): void {
+  event.context.idempotencyOutcome = outcome
+  metrics.idempotencyOutcomes.inc({ outcome })
+}
+
+function preferredWaitMs(event: H3Event): number {
+  const match = /(?:^|[,;\s])wait=(\d{1,5})(?:$|[,;\s])/i.exec(getHeader(event, 'prefer') ?? '')
+  if (!match) return 0
+  const seconds = Math.min(Number(match[1]), MAX_PREFER_WAIT_SECONDS)
+  setResponseHeader(event, 'Preference-Applied', `wait=${seconds}`)
+  return seconds * 1000
+}
+
+const scopeKind = (scope: string) => scope.split(':')[0] ?? scope
+const summarise = (error: unknown) => (error instanceof Error ? `${error.name}: ${error.message}` : String(error))
+
+export { problemBody }

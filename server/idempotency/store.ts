@@ -1,0 +1,178 @@
+import { and, eq, getTableColumns, inArray, isNull, lt, or, sql } from 'drizzle-orm'
+import type { Database } from '../db/client'
+import { idempotencyRecords as records } from '../db/schema'
+
+/**
+ * Postgres is the source of truth for idempotency. A record is claimed with a lease token; the
+ * owner's business writes and its stored response commit in one transaction that first re-checks
+ * (and row-locks) that token, so an owner whose lease was taken over can never store a result.
+ * All time comparisons use the database clock, never an instance's.
+ */
+
+export type IdempotencyRecord = typeof records.$inferSelect
+export type RecordView = IdempotencyRecord & {
+  /** Someone holds an unexpired lease. */
+  leaseLive: boolean
+  /** Past expires_at: treated as if it did not exist. */
+  expired: boolean
+  leaseRemainingMs: number
+}
+
+export interface ClaimInput {
+  scope: string
+  key: string
+  route: string
+  fingerprint: string
+  requestId: string
+  leaseMs: number
+  ttlSeconds: number
+}
+
+export interface Claim { record: IdempotencyRecord, leaseToken: string }
+
+export interface StoredResponse {
+  status: number
+  body: Record<string, unknown>
+  headers?: Record<string, string>
+  resourceType?: string
+  resourceId?: string
+  /** Problem slug of a stored deterministic failure. */
+  error?: string
+}
+
+export type CommitOutcome<T> = { kind: 'committed', response: StoredResponse, value: T } | { kind: 'lease-lost' }
+
+const inMs = (ms: number) => sql`now() + (${ms}::int * interval '1 millisecond')`
+const inSeconds = (seconds: number) => sql`now() + (${seconds}::int * interval '1 second')`
+
+const viewColumns = {
+  ...getTableColumns(records),
+  leaseLive: sql<boolean>`coalesce(${records.leaseExpiresAt} > now(), false)`.mapWith(Boolean),
+  expired: sql<boolean>`${records.expiresAt} <= now()`.mapWith(Boolean),
+  leaseRemainingMs: sql<number>`greatest(0, coalesce(extract(epoch from ${records.leaseExpiresAt} - now()) * 1000, 0))::int`.mapWith(Number),
+}
+
+/** Whether `claimant` may take the record over: it expired, or its owner's lease ran out. */
+export function canTakeOver(record: RecordView, fingerprint: string): boolean {
+  const running = record.status === 'processing' && record.leaseLive
+  if (record.expired) return !running
+  return record.status === 'processing' && !record.leaseLive && record.fingerprint === fingerprint
+}
+
+export function createIdempotencyStore(db: Database) {
+  const owned = (id: string, leaseToken: string) =>
+    and(eq(records.id, id), eq(records.leaseToken, leaseToken), eq(records.status, 'processing'))
+
+  return {
+    async find(scope: string, key: string): Promise<RecordView | undefined> {
+      const [row] = await db.select(viewColumns).from(records)
+        .where(and(eq(records.scope, scope), eq(records.key, key)))
+      return row
+    },
+
+    /** Inserts a fresh record; undefined when the (scope, key) already exists. */
+    async insert(input: ClaimInput): Promise<Claim | undefined> {
+      const leaseToken = crypto.randomUUID()
+      const [record] = await db.insert(records).values({
+        scope: input.scope,
+        key: input.key,
+        route: input.route,
+        fingerprint: input.fingerprint,
+        status: 'processing',
+        leaseToken,
+        leaseExpiresAt: inMs(input.leaseMs),
+        requestId: input.requestId,
+        expiresAt: inSeconds(input.ttlSeconds),
+      }).onConflictDoNothing({ target: [records.scope, records.key] }).returning()
+      return record && { record, leaseToken }
+    },
+
+    /**
+     * Takes over an abandoned claim (same request, lease ran out) or reuses an expired record as new.
+     * The conditions are re-checked under a row lock that skips a row someone is committing, so at
+     * most one claimant wins and a committing owner is never overtaken.
+     */
+    async takeOver(existing: RecordView, input: ClaimInput): Promise<Claim | undefined> {
+      const leaseToken = crypto.randomUUID()
+      const leaseRanOut = or(isNull(records.leaseExpiresAt), lt(records.leaseExpiresAt, sql`now()`))
+      const stillTakeable = existing.expired
+        ? and(sql`${records.expiresAt} <= now()`, or(sql`${records.status} <> 'processing'`, leaseRanOut))
+        : and(eq(records.status, 'processing'), leaseRanOut, eq(records.fingerprint, input.fingerprint))
+      const lockable = db.select({ id: records.id }).from(records)
+        .where(and(eq(records.id, existing.id), stillTakeable))
+        .for('update', { skipLocked: true })
+      const fresh = existing.expired
+        ? {
+            route: input.route, fingerprint: input.fingerprint, requestId: input.requestId, attempts: 1,
+            responseStatus: null, responseBody: null, responseHeaders: null, resourceType: null, resourceId: null,
+            error: null, createdAt: sql`now()`, expiresAt: inSeconds(input.ttlSeconds),
+          }
+        : { attempts: sql`${records.attempts} + 1` }
+      const [record] = await db.update(records)
+        .set({ ...fresh, status: 'processing', leaseToken, leaseExpiresAt: inMs(input.leaseMs), updatedAt: sql`now()` })
+        .where(inArray(records.id, lockable))
+        .returning()
+      return record && { record, leaseToken }
+    },
+
+    /**
+     * Runs `work` and stores its response in one transaction, fenced by the lease token: the row
+     * is locked first, so nobody can take the claim over while the owner commits.
+     */
+    async commit<T>(
+      claim: Claim,
+      work: (tx: Database) => Promise<{ response: StoredResponse, value: T }>,
+      beforeCommit?: () => Promise<void>,
+    ): Promise<CommitOutcome<T>> {
+      return db.transaction(async (tx) => {
+        const [holder] = await tx.select({ id: records.id }).from(records)
+          .where(owned(claim.record.id, claim.leaseToken)).for('update')
+        if (!holder) return { kind: 'lease-lost' as const }
+        const { response, value } = await work(tx as Database)
+        await tx.update(records).set(finalFields(response)).where(eq(records.id, claim.record.id))
+        await beforeCommit?.()
+        return { kind: 'committed' as const, response, value }
+      })
+    },
+
+    /** Stores a deterministic failure whose business writes were rolled back. Fenced like commit. */
+    async storeFailure(claim: Claim, response: StoredResponse): Promise<boolean> {
+      const rows = await db.update(records).set(finalFields(response))
+        .where(owned(claim.record.id, claim.leaseToken)).returning({ id: records.id })
+      return rows.length === 1
+    },
+
+    /** Extends the lease while the owner works; a row being committed is skipped, not waited for. */
+    async renew(claim: Claim, leaseMs: number): Promise<boolean> {
+      const lockable = db.select({ id: records.id }).from(records)
+        .where(owned(claim.record.id, claim.leaseToken)).for('update', { skipLocked: true })
+      const rows = await db.update(records).set({ leaseExpiresAt: inMs(leaseMs) })
+        .where(inArray(records.id, lockable)).returning({ id: records.id })
+      return rows.length === 1
+    },
+
+    /** Ends the lease now after an unexpected failure, so the client's retry re-executes at once. */
+    async release(claim: Claim, error: string): Promise<void> {
+      await db.update(records)
+        .set({ leaseToken: null, leaseExpiresAt: sql`now()`, error: error.slice(0, 500), updatedAt: sql`now()` })
+        .where(owned(claim.record.id, claim.leaseToken))
+    },
+  }
+}
+
+export type IdempotencyStore = ReturnType<typeof createIdempotencyStore>
+
+function finalFields(response: StoredResponse) {
+  return {
+    status: response.status >= 400 ? 'failed' as const : 'succeeded' as const,
+    responseStatus: response.status,
+    responseBody: response.body,
+    responseHeaders: response.headers ?? {},
+    resourceType: response.resourceType ?? null,
+    resourceId: response.resourceId ?? null,
+    error: response.error ?? null,
+    leaseToken: null,
+    leaseExpiresAt: null,
+    updatedAt: sql`now()`,
+  }
+}

@@ -1,0 +1,89 @@
+import { randomUUID } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { Redis } from 'ioredis'
+import { LockBackendError, type Locks } from './types'
+
+// Owner-checked writes must be one atomic step: a GET followed by a separate PEXPIRE/DEL could act
+// on a lock that expired and was re-acquired by someone else in between.
+const EXTEND_IF_OWNER = `
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('pexpire', KEYS[1], ARGV[2])
+end
+return 0`
+
+const RELEASE_IF_OWNER = `
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('del', KEYS[1])
+end
+return 0`
+
+const FIRST_POLL_DELAY_MS = 10
+const MAX_POLL_DELAY_MS = 100
+
+/**
+ * Locks stored as `key = owner token` with a PX expiry. The caller owns `redis` (connection,
+ * keyPrefix, timeouts) and should disable the offline queue and bound retries and command time, so
+ * that an unreachable Redis surfaces here as a prompt LockBackendError rather than a hang.
+ */
+export function createRedisLocks(redis: Redis): Locks {
+  // Aborted by close() so that waitForRelease polls stop instead of outliving their owner.
+  const closing = new AbortController()
+
+  async function send<T>(operation: string, key: string, command: () => Promise<T>): Promise<T> {
+    try {
+      return await command()
+    }
+    catch (cause) {
+      throw new LockBackendError(`Redis lock ${operation} failed for key "${key}"`, { cause })
+    }
+  }
+
+  async function isHeld(key: string): Promise<boolean> {
+    return await send('waitForRelease', key, () => redis.exists(key)) === 1
+  }
+
+  return {
+    kind: 'redis',
+
+    async acquire(key, ttlMs) {
+      const token = randomUUID()
+      const reply = await send('acquire', key, () => redis.set(key, token, 'PX', ttlMs, 'NX'))
+      return reply === 'OK' ? token : null
+    },
+
+    async extend(key, token, ttlMs) {
+      // eval (not a raw key string) so that ioredis applies the client's keyPrefix to KEYS[1].
+      const reply = await send('extend', key, () => redis.eval(EXTEND_IF_OWNER, 1, key, token, ttlMs))
+      return reply === 1
+    },
+
+    async release(key, token) {
+      const reply = await send('release', key, () => redis.eval(RELEASE_IF_OWNER, 1, key, token))
+      return reply === 1
+    },
+
+    // Redis has no cheap "notify on delete or expiry" for a single key, so poll with a short
+    // backoff: quick to notice a release, yet at most ~10 commands a second per waiter.
+    async waitForRelease(key, timeoutMs) {
+      const deadline = performance.now() + timeoutMs
+      let pollDelayMs = FIRST_POLL_DELAY_MS
+      while (await isHeld(key)) {
+        const remainingMs = deadline - performance.now()
+        if (remainingMs <= 0 || closing.signal.aborted) return false
+        try {
+          await sleep(Math.min(pollDelayMs, remainingMs), undefined, { signal: closing.signal, ref: false })
+        }
+        catch {
+          return false // close() aborted the sleep
+        }
+        pollDelayMs = Math.min(pollDelayMs * 2, MAX_POLL_DELAY_MS)
+      }
+      return true
+    },
+
+    // The connection belongs to the caller; only our own poll timers are stopped here.
+    async close() {
+      closing.abort()
+    },
+  }
+}

@@ -1,0 +1,26 @@
+/**
+ * A short-lived mutual-exclusion lock with an owner token. Only the owner may extend or release
+ * it (atomic compare). Locks are an optimisation and a contention shield: correctness always rests
+ * on Postgres (unique constraints and fenced lease tokens), never on a lock alone.
+ */
+export interface Locks {
+  readonly kind: 'redis' | 'memory'
+  /** Tries once. Resolves to a fresh owner token, or null when someone else holds the key. */
+  acquire(key: string, ttlMs: number): Promise<string | null>
+  /** Pushes the expiry to now + ttlMs if `token` still owns the key. */
+  extend(key: string, token: string, ttlMs: number): Promise<boolean>
+  /** Frees the key if `token` still owns it. */
+  release(key: string, token: string): Promise<boolean>
+  /** Resolves true once the key is free (immediately if it is), false when timeoutMs passes first. */
+  waitForRelease(key: string, timeoutMs: number): Promise<boolean>
+  /** Frees connections and timers. */
+  close(): Promise<void>
+}
+
+/** Thrown when the lock backend (Redis) cannot answer; callers decide how to degrade. */
+export class LockBackendError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'LockBackendError'
+  }
+}

@@ -1,0 +1,32 @@
+import { z } from 'zod'
+
+const MAX_MINOR_UNITS = Number.MAX_SAFE_INTEGER
+const minorUnits = z.number().int('must be an integer in minor units').min(0).max(MAX_MINOR_UNITS)
+
+export const paymentMethods = ['card', 'bank_transfer', 'ewallet'] as const
+
+export const OrderItemSchema = z.object({
+  sku: z.string().regex(/^[\x21-\x7E]{1,64}$/, 'must be 1–64 visible ASCII characters'),
+  quantity: z.number().int().min(1).max(10_000),
+  unitPrice: minorUnits,
+})
+
+/** SPEC §4. Unknown fields are stripped; amounts are integers in minor units. */
+export const CreateOrderSchema = z.object({
+  cartId: z.string().regex(/^[\x21-\x7E]{1,128}$/, 'must be 1–128 visible ASCII characters'),
+  currency: z.string().regex(/^[A-Z]{3}$/, 'must be an ISO 4217 code: 3 upper-case letters'),
+  amount: minorUnits,
+  paymentMethod: z.enum(paymentMethods),
+  items: z.array(OrderItemSchema).min(1).max(100),
+  customer: z.object({ email: z.email().max(254) }),
+}).superRefine((order, ctx) => {
+  // BigInt: quantity × unitPrice can pass 2^53 even when each factor is safe.
+  const total = order.items.reduce((sum, item) => sum + BigInt(item.quantity) * BigInt(item.unitPrice), 0n)
+  if (total !== BigInt(order.amount)) {
+    ctx.addIssue({ code: 'custom', path: ['amount'], message: `must equal the sum of quantity × unitPrice over items (${total})` })
+  }
+})
+
+export type CreateOrderInput = z.output<typeof CreateOrderSchema>
+
+export const OrderIdSchema = z.string().regex(/^ord_[\w-]{1,64}$/)

@@ -1,0 +1,50 @@
+import { ConfigError, useConfig } from '../config'
+import { databaseReady, useDatabaseHandle } from '../db'
+import { closeLocks, useLocks } from '../locks'
+import { log, setLogLevel } from '../observability/logger'
+import { recordRequest } from '../observability/request-log'
+
+/**
+ * Start-up: validate the configuration, print generated dev secrets, migrate. Nitro does not await
+ * plugins, so requests wait on databaseReady() in the request middleware; a failed start exits.
+ */
+export default defineNitroPlugin((nitroApp) => {
+  let config
+  try {
+    config = useConfig()
+  }
+  catch (error) {
+    console.error(error instanceof ConfigError ? error.message : error)
+    process.exit(1)
+  }
+  setLogLevel(config.LOG_LEVEL)
+  if (config.generatedSecrets.length) {
+    const lines = config.generatedSecrets.map(name => `  ${name}=${config[name]}`)
+    console.log(`Generated development secrets (set them in the environment to keep them stable):\n${lines.join('\n')}`)
+  }
+
+  // Connect the lock backend now, so the first request does not find it still connecting.
+  useLocks()
+  databaseReady().then(
+    handle => log.info('database ready', { driver: handle.driver }),
+    (error) => {
+      console.error('Start-up failed: could not open or migrate the database.', error)
+      process.exit(1)
+    },
+  )
+
+  nitroApp.hooks.hook('afterResponse', (event) => {
+    if (!event.path.startsWith('/api/') || event.path === '/api/health') return
+    let db
+    try {
+      db = useDatabaseHandle().db
+    }
+    catch {}
+    recordRequest(event, db)
+  })
+
+  nitroApp.hooks.hook('close', async () => {
+    await closeLocks()
+    await databaseReady().then(handle => handle.close(), () => {})
+  })
+})

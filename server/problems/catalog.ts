@@ -1,0 +1,24 @@
+/**
+ * Every problem type the API can answer with (RFC 9457). `type` is `/problems/<slug>`, served as a
+ * short page by server/routes/problems/[slug].get.ts from the `explanation` below.
+ */
+export const problemCatalog = {
+  'validation-failed': { status: 400, title: 'Validation failed', explanation: 'The request body does not match the schema. `errors` lists each field with what is wrong. Nothing was stored and the idempotency key stays free: fix the body and send it again.' },
+  'malformed-json': { status: 400, title: 'Malformed JSON', explanation: 'The body is not valid JSON. Nothing was stored.' },
+  'idempotency-key-missing': { status: 400, title: 'Idempotency-Key header missing', explanation: 'This route changes state and needs an `Idempotency-Key` header: 1–255 visible ASCII characters, unique per intended operation (a UUID v4 is a good choice). Reuse the same key when you retry.' },
+  'idempotency-key-invalid': { status: 400, title: 'Idempotency-Key header invalid', explanation: 'The key must be 1–255 visible ASCII characters (0x21–0x7E): no spaces, control characters or non-ASCII.' },
+  'idempotency-key-reused': { status: 422, title: 'Idempotency key reused with a different request', explanation: 'This key was already used for a request with a different method, route or body. Retries must resend exactly the same request; a new operation needs a new key.' },
+  'request-in-progress': { status: 409, title: 'Request with this key is in progress', explanation: 'A request with the same key and body is still being processed. Retry after `Retry-After` seconds with the same key, or send `Prefer: wait=N` (N ≤ 10) to wait for its result.' },
+  'cart-already-ordered': { status: 409, title: 'Cart already ordered', explanation: 'An order already exists for this cart (under another idempotency key). `orderId` names it: fetch it with GET /api/orders/{orderId} instead of ordering again.' },
+  'unauthorized': { status: 401, title: 'Unauthorized', explanation: 'Send `Authorization: Bearer <secret key>` with a valid, unrevoked key (operators: the OPS_TOKEN).' },
+  'not-found': { status: 404, title: 'Not found', explanation: 'Nothing exists at this address for your credentials.' },
+  'method-not-allowed': { status: 405, title: 'Method not allowed', explanation: 'This route does not accept that HTTP method.' },
+  'payload-too-large': { status: 413, title: 'Payload too large', explanation: 'Request bodies are limited to 64 KiB.' },
+  'unsupported-media-type': { status: 415, title: 'Unsupported media type', explanation: 'Send the body as JSON with `Content-Type: application/json`.' },
+  'webhook-signature-invalid': { status: 401, title: 'Webhook signature invalid', explanation: 'The signature or timestamp headers are missing, wrong, or outside the ±300 s tolerance. Nothing was stored.' },
+  'payload-invalid': { status: 400, title: 'Webhook payload invalid', explanation: 'The signature is valid but the event is not one this provider integration understands.' },
+  'internal-error': { status: 500, title: 'Internal error', explanation: 'An unexpected error; nothing was committed and the idempotency key was released. Retry with the same key.' },
+  'service-unavailable': { status: 503, title: 'Service unavailable', explanation: 'A dependency (the database) is unreachable; nothing was executed. Retry with the same key after `Retry-After` seconds.' },
+} as const satisfies Record<string, { status: number, title: string, explanation: string }>
+
+export type ProblemSlug = keyof typeof problemCatalog

@@ -1,0 +1,33 @@
+import { timingSafeEqual } from 'node:crypto'
+import { getHeader, type H3Event } from 'h3'
+import { useConfig } from '../config'
+import { useDatabaseHandle } from '../db'
+import { problem } from '../problems'
+import { findTenantBySecretKey, type Tenant } from '../tenants/service'
+
+function bearerToken(event: H3Event): string | undefined {
+  const match = /^Bearer ([\x21-\x7E]{1,512})$/.exec(getHeader(event, 'authorization') ?? '')
+  return match?.[1]
+}
+
+/** The tenant of the request's secret key; 401 when it is missing, unknown or revoked. */
+export async function requireTenant(event: H3Event): Promise<Tenant> {
+  const token = bearerToken(event)
+  const tenant = token ? await findTenantBySecretKey(useDatabaseHandle().db, token) : undefined
+  if (!tenant) {
+    throw problem('unauthorized', token
+      ? 'The secret key is unknown or revoked. Use a current key from your tenant (POST /api/ops/tenants issues one).'
+      : 'Send your secret key as "Authorization: Bearer sk_…".')
+  }
+  event.context.tenant = tenant
+  return tenant
+}
+
+/** Operators only: `Authorization: Bearer <OPS_TOKEN>`, compared in constant time. */
+export function requireOps(event: H3Event): void {
+  const token = Buffer.from(bearerToken(event) ?? '')
+  const expected = Buffer.from(useConfig().OPS_TOKEN)
+  if (token.length !== expected.length || !timingSafeEqual(token, expected)) {
+    throw problem('unauthorized', 'This is an operator route: send "Authorization: Bearer <OPS_TOKEN>".')
+  }
+}

@@ -1,0 +1,237 @@
+import { setTimeout as delay } from 'node:timers/promises'
+import { Redis } from 'ioredis'
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { createMemoryLocks } from '../../server/locks/memory'
+import { createRedisLocks } from '../../server/locks/redis'
+import { LockBackendError, type Locks } from '../../server/locks/types'
+import { describeWithServices, freePort, redisUrl, uniqueRedisPrefix } from '../support/services'
+
+const SHORT_TTL_MS = 150
+const PAST_SHORT_TTL_MS = 300
+const LONG_TTL_MS = 10_000
+
+/** The behaviour every Locks implementation must share; `createLocks` runs once per test. */
+function lockContract(createLocks: () => Locks) {
+  let locks: Locks
+  let keyCounter = 0
+  // A fresh key per test, so a lock left to expire in one test cannot leak into the next.
+  let key: string
+
+  beforeEach(() => {
+    locks = createLocks()
+    key = `contract-lock-${++keyCounter}`
+  })
+
+  afterEach(async () => {
+    await locks.close()
+  })
+
+  it('acquire returns a non-empty owner token', async () => {
+    const token = await locks.acquire(key, LONG_TTL_MS)
+    expect(typeof token).toBe('string')
+    expect(token).not.toBe('')
+  })
+
+  it('a second acquire of a held key returns null', async () => {
+    expect(await locks.acquire(key, LONG_TTL_MS)).not.toBeNull()
+    expect(await locks.acquire(key, LONG_TTL_MS)).toBeNull()
+  })
+
+  it('different keys are independent', async () => {
+    const first = await locks.acquire(`${key}:a`, LONG_TTL_MS)
+    const second = await locks.acquire(`${key}:b`, LONG_TTL_MS)
+    expect(first).not.toBeNull()
+    expect(second).not.toBeNull()
+    expect(second).not.toBe(first)
+  })
+
+  it('release with a wrong token returns false and the key stays held', async () => {
+    const token = await locks.acquire(key, LONG_TTL_MS)
+    expect(await locks.release(key, `${token}-not-the-owner`)).toBe(false)
+    expect(await locks.acquire(key, LONG_TTL_MS)).toBeNull()
+  })
+
+  it('release by the owner returns true and the key can be acquired again', async () => {
+    const token = await locks.acquire(key, LONG_TTL_MS)
+    expect(await locks.release(key, token!)).toBe(true)
+    const next = await locks.acquire(key, LONG_TTL_MS)
+    expect(next).not.toBeNull()
+    expect(next).not.toBe(token)
+  })
+
+  it('a lock whose ttl passed can be acquired without a release', async () => {
+    expect(await locks.acquire(key, SHORT_TTL_MS)).not.toBeNull()
+    await delay(PAST_SHORT_TTL_MS)
+    expect(await locks.acquire(key, LONG_TTL_MS)).not.toBeNull()
+  })
+
+  it('extend by the owner keeps the lock past its original ttl', async () => {
+    const token = await locks.acquire(key, SHORT_TTL_MS)
+    await delay(100)
+    expect(await locks.extend(key, token!, 400)).toBe(true)
+    await delay(150) // 250 ms after acquire: past the original ttl, inside the extended one
+    expect(await locks.acquire(key, LONG_TTL_MS)).toBeNull()
+    expect(await locks.release(key, token!)).toBe(true)
+  })
+
+  it('extend with a wrong token returns false', async () => {
+    const token = await locks.acquire(key, LONG_TTL_MS)
+    expect(await locks.extend(key, `${token}-not-the-owner`, LONG_TTL_MS)).toBe(false)
+    expect(await locks.release(key, token!)).toBe(true)
+  })
+
+  it('extend after expiry and re-acquisition by someone else returns false and steals nothing', async () => {
+    const expiredToken = await locks.acquire(key, SHORT_TTL_MS)
+    await delay(PAST_SHORT_TTL_MS)
+    const newOwnerToken = await locks.acquire(key, LONG_TTL_MS)
+    expect(newOwnerToken).not.toBeNull()
+    expect(await locks.extend(key, expiredToken!, LONG_TTL_MS)).toBe(false)
+    expect(await locks.acquire(key, LONG_TTL_MS)).toBeNull()
+    expect(await locks.release(key, newOwnerToken!)).toBe(true)
+  })
+
+  it('release after expiry and re-acquisition by someone else returns false and keeps the new owner', async () => {
+    const expiredToken = await locks.acquire(key, SHORT_TTL_MS)
+    await delay(PAST_SHORT_TTL_MS)
+    const newOwnerToken = await locks.acquire(key, LONG_TTL_MS)
+    expect(newOwnerToken).not.toBeNull()
+    expect(await locks.release(key, expiredToken!)).toBe(false)
+    expect(await locks.acquire(key, LONG_TTL_MS)).toBeNull()
+    expect(await locks.release(key, newOwnerToken!)).toBe(true)
+  })
+
+  it('50 concurrent acquires of one key yield exactly one token', async () => {
+    const results = await Promise.all(Array.from({ length: 50 }, () => locks.acquire(key, LONG_TTL_MS)))
+    expect(results.filter(token => token !== null)).toHaveLength(1)
+    expect(results.filter(token => token === null)).toHaveLength(49)
+  })
+
+  it('waitForRelease resolves true immediately on a free key', async () => {
+    const startedAt = performance.now()
+    expect(await locks.waitForRelease(key, 5_000)).toBe(true)
+    expect(performance.now() - startedAt).toBeLessThan(500)
+  })
+
+  it('waitForRelease resolves true soon after the owner releases, not before', async () => {
+    const token = await locks.acquire(key, LONG_TTL_MS)
+    let resolvedAt: number | undefined
+    const waiting = locks.waitForRelease(key, 5_000).then((released) => {
+      resolvedAt = performance.now()
+      return released
+    })
+    await delay(200)
+    expect(resolvedAt).toBeUndefined()
+    const releaseStartedAt = performance.now()
+    expect(await locks.release(key, token!)).toBe(true)
+    expect(await waiting).toBe(true)
+    expect(resolvedAt! - releaseStartedAt).toBeGreaterThanOrEqual(0)
+    expect(resolvedAt! - releaseStartedAt).toBeLessThan(500)
+  })
+
+  it('waitForRelease resolves true once the lock expires', async () => {
+    expect(await locks.acquire(key, SHORT_TTL_MS)).not.toBeNull()
+    const startedAt = performance.now()
+    expect(await locks.waitForRelease(key, 5_000)).toBe(true)
+    const waitedMs = performance.now() - startedAt
+    expect(waitedMs).toBeGreaterThanOrEqual(SHORT_TTL_MS - 50) // minus the acquire round trip
+    expect(waitedMs).toBeLessThan(SHORT_TTL_MS + 500)
+  })
+
+  it('waitForRelease resolves false on timeout while the key is still held', async () => {
+    const token = await locks.acquire(key, LONG_TTL_MS)
+    const startedAt = performance.now()
+    expect(await locks.waitForRelease(key, 200)).toBe(false)
+    const waitedMs = performance.now() - startedAt
+    expect(waitedMs).toBeGreaterThanOrEqual(190) // timers may fire a hair early against performance.now()
+    expect(waitedMs).toBeLessThan(1_000)
+    expect(await locks.acquire(key, LONG_TTL_MS)).toBeNull()
+    expect(await locks.release(key, token!)).toBe(true)
+  })
+
+  it('close resolves pending waitForRelease calls with false', async () => {
+    expect(await locks.acquire(key, LONG_TTL_MS)).not.toBeNull()
+    const startedAt = performance.now()
+    const waiting = locks.waitForRelease(key, 5_000)
+    await delay(50)
+    await locks.close()
+    expect(await waiting).toBe(false)
+    expect(performance.now() - startedAt).toBeLessThan(1_000)
+  })
+}
+
+describe('memory locks', () => {
+  lockContract(() => createMemoryLocks())
+})
+
+describeWithServices('redis locks', ['redis'], () => {
+  let redis: Redis
+
+  beforeAll(async () => {
+    redis = new Redis(redisUrl, {
+      keyPrefix: uniqueRedisPrefix('locks contract'),
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+      commandTimeout: 2_000,
+    })
+    // With the offline queue disabled, commands sent before the connection is ready would fail.
+    await redis.connect()
+  })
+
+  afterAll(async () => {
+    await redis?.quit()
+  })
+
+  lockContract(() => createRedisLocks(redis))
+})
+
+// Needs no running Redis: the point is a server that is not there.
+describe('redis locks with an unreachable server', () => {
+  let redis: Redis
+  let locks: Locks
+
+  beforeAll(async () => {
+    redis = new Redis({
+      host: '127.0.0.1',
+      port: await freePort(),
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+      connectTimeout: 300,
+      commandTimeout: 300,
+      retryStrategy: () => null,
+    })
+    // The failure must reach callers as LockBackendError, not as an unhandled 'error' event.
+    redis.on('error', () => {})
+    locks = createRedisLocks(redis)
+  })
+
+  afterAll(async () => {
+    await locks.close()
+    redis.disconnect()
+  })
+
+  async function expectBackendError(operation: () => Promise<unknown>) {
+    const startedAt = performance.now()
+    const error = await operation().then(() => undefined, (failure: unknown) => failure)
+    expect(performance.now() - startedAt).toBeLessThan(2_000)
+    expect(error).toBeInstanceOf(LockBackendError)
+    expect((error as LockBackendError).cause).toBeInstanceOf(Error)
+  }
+
+  it('acquire rejects with LockBackendError', async () => {
+    await expectBackendError(() => locks.acquire('lock', LONG_TTL_MS))
+  })
+
+  it('extend rejects with LockBackendError', async () => {
+    await expectBackendError(() => locks.extend('lock', 'token', LONG_TTL_MS))
+  })
+
+  it('release rejects with LockBackendError', async () => {
+    await expectBackendError(() => locks.release('lock', 'token'))
+  })
+
+  it('waitForRelease rejects with LockBackendError', async () => {
+    await expectBackendError(() => locks.waitForRelease('lock', 5_000))
+  })
+})

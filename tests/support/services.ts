@@ -1,0 +1,77 @@
+import { randomBytes } from 'node:crypto'
+import net from 'node:net'
+import postgres from 'postgres'
+import { describe } from 'vitest'
+
+/**
+ * Real Postgres and Redis for the integration and e2e suites. With REQUIRE_SERVICES=1 (CI) a
+ * missing service fails the run instead of skipping the suites that need it.
+ */
+export const requireServices = process.env.REQUIRE_SERVICES === '1'
+export const postgresAdminUrl = process.env.TEST_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/postgres'
+export const redisUrl = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
+
+type Service = 'postgres' | 'redis'
+
+function reachable(url: string, defaultPort: number): Promise<boolean> {
+  const { hostname, port } = new URL(url)
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: hostname, port: Number(port || defaultPort) })
+    const done = (ok: boolean) => { socket.destroy(); resolve(ok) }
+    socket.setTimeout(1000, () => done(false))
+    socket.once('connect', () => done(true))
+    socket.once('error', () => done(false))
+  })
+}
+
+const availability = {
+  postgres: await reachable(postgresAdminUrl, 5432),
+  redis: await reachable(redisUrl, 6379),
+}
+
+/** `describe` that skips when a needed service is down, or fails loudly under REQUIRE_SERVICES=1. */
+export function describeWithServices(name: string, needs: Service[], body: () => void) {
+  const missing = needs.filter(service => !availability[service])
+  if (missing.length && requireServices) {
+    throw new Error(`REQUIRE_SERVICES=1 but ${missing.join(' and ')} is not reachable (${postgresAdminUrl}, ${redisUrl})`)
+  }
+  describe.skipIf(missing.length > 0)(name, body)
+}
+
+export function uniqueName(label: string): string {
+  return `${label.replace(/\W+/g, '_').toLowerCase()}_${process.pid}_${randomBytes(3).toString('hex')}`
+}
+
+/** A fresh database on the real server, dropped by `drop()`. */
+export async function createTestDatabase(label: string): Promise<{ url: string, drop: () => Promise<void> }> {
+  const name = `ic_${uniqueName(label)}`
+  const admin = postgres(postgresAdminUrl, { max: 1, onnotice: () => {} })
+  await admin.unsafe(`CREATE DATABASE "${name}"`)
+  await admin.end()
+  const url = new URL(postgresAdminUrl)
+  url.pathname = `/${name}`
+  return {
+    url: url.toString(),
+    async drop() {
+      const sql = postgres(postgresAdminUrl, { max: 1, onnotice: () => {} })
+      await sql.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
+      await sql.end()
+    },
+  }
+}
+
+/** A Redis key prefix no other test run shares. */
+export function uniqueRedisPrefix(label: string): string {
+  return `test:${uniqueName(label)}:`
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+}
