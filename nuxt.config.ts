@@ -2,13 +2,18 @@ import { fileURLToPath } from 'node:url'
 
 // Runtime values (DATABASE_URL, secrets, …) are read from the environment by server/config at
 // start-up, never here: this file is frozen at build time.
+// APP_BUILD_ROOT puts .nuxt and .output elsewhere, so separate builds can be run side by side.
+const buildRoot = process.env.APP_BUILD_ROOT
+
 export default defineNuxtConfig({
+  ...(buildRoot && { buildDir: `${buildRoot}/.nuxt` }),
   compatibilityDate: '2025-07-15',
   devtools: { enabled: false },
   telemetry: false,
   typescript: { strict: true },
   nitro: {
     experimental: { tasks: true },
+    ...(buildRoot && { output: { dir: `${buildRoot}/.output` } }),
     // PGlite ships WASM and data files it loads relative to its own module: keep it external.
     externals: { external: ['@electric-sql/pglite'] },
   },

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
+import { serverEntry } from './build-once'
 import { freePort, uniqueRedisPrefix } from './services'
 
 /**
@@ -82,7 +83,7 @@ export async function startApp(options: StartAppOptions = {}): Promise<AppProces
   if (options.redisUrl) env.REDIS_URL = options.redisUrl
   Object.assign(env, options.env)
 
-  const child = spawn(process.execPath, ['.output/server/index.mjs'], {
+  const child = spawn(process.execPath, [serverEntry], {
     cwd: projectRoot,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
+import { resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 /**
@@ -8,7 +9,10 @@ import { fileURLToPath } from 'node:url'
  */
 
 const projectRoot = fileURLToPath(new URL('../..', import.meta.url))
-const serverEntry = fileURLToPath(new URL('../../.output/server/index.mjs', import.meta.url))
+/** The built server: `.output` in the project, or under APP_BUILD_ROOT when set (see nuxt.config.ts). */
+export const serverEntry = process.env.APP_BUILD_ROOT
+  ? resolve(process.env.APP_BUILD_ROOT, '.output/server/index.mjs')
+  : fileURLToPath(new URL('../../.output/server/index.mjs', import.meta.url))
 
 /** Variables vitest sets for its own workers; a build seeing them would believe it is a test build. */
 const testRunnerVariables = /^(VITEST(_\w+)?|TEST)$/
