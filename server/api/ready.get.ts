@@ -6,7 +6,7 @@ export default defineEventHandler(async (event) => {
   const database = await useDatabaseHandle().ping().then(() => true, () => false)
   const locks = await pingLocks()
   const ready = database && locks
-  if (!ready) setResponseHeader(event, 'Retry-After', '2')
+  if (!ready) setResponseHeader(event, 'Retry-After', 2)
   setResponseStatus(event, ready ? 200 : 503)
   return { status: ready ? 'ready' : 'unavailable', database, locks: { backend: useLocks().kind, reachable: locks } }
 })

@@ -30,7 +30,7 @@ export function readCommitFaults(event: H3Event): CommitFaults {
   if (!match) return {}
   const [, delayed, ms, named] = match
   switch (delayed ?? named) {
-    case 'delay-before-commit': return { beforeCommit: () => sleep(Number(ms)) }
+    case 'delay-before-commit': return { beforeCommit: async () => { await sleep(Number(ms)) } }
     case 'fail-before-commit': return { beforeCommit: async () => { throw new InjectedFault() } }
     case 'delay-after-commit': return { afterCommit: async () => { await sleep(Number(ms)); return false } }
     case 'drop-after-commit': return {

@@ -5,10 +5,18 @@ import { requestLog } from '../db/schema'
 import { log } from './logger'
 
 const instance = `${hostname()}:${process.pid}`
+const FLUSH_EVERY_MS = 50
+const MAX_BATCH = 500
+
+type RequestLogEntry = typeof requestLog.$inferInsert
+let pending: RequestLogEntry[] = []
+let flushTimer: NodeJS.Timeout | undefined
+let target: Database | undefined
 
 /**
- * One log line and one request_log row per API request, after the response went out: the row is
- * evidence for later, so it is written off the hot path and a failure to write it is only logged.
+ * One log line and one request_log row per API request, after the response went out. Rows are
+ * evidence for later, so they are written off the hot path in small multi-row batches (one commit
+ * per batch instead of one per request); a failed write is logged, never fails a request.
  */
 export function recordRequest(event: H3Event, db: Database | undefined): void {
   const context = event.context
@@ -26,5 +34,19 @@ export function recordRequest(event: H3Event, db: Database | undefined): void {
   }
   log.info('request', entry)
   if (!db) return
-  db.insert(requestLog).values(entry).catch(error => log.debug('request log row not written', { requestId: entry.requestId, error }))
+  target = db
+  pending.push(entry)
+  if (pending.length >= MAX_BATCH) void flushRequestLog()
+  else flushTimer ??= setTimeout(() => void flushRequestLog(), FLUSH_EVERY_MS).unref()
+}
+
+/** Writes what is queued; also called on shutdown so no evidence is left in memory. */
+export async function flushRequestLog(): Promise<void> {
+  clearTimeout(flushTimer)
+  flushTimer = undefined
+  const batch = pending
+  pending = []
+  if (!batch.length || !target) return
+  await target.insert(requestLog).values(batch)
+    .catch(error => log.warn('request log rows not written', { rows: batch.length, error }))
 }

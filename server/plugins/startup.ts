@@ -2,7 +2,7 @@ import { ConfigError, useConfig } from '../config'
 import { databaseReady, useDatabaseHandle } from '../db'
 import { closeLocks, useLocks } from '../locks'
 import { log, setLogLevel } from '../observability/logger'
-import { recordRequest } from '../observability/request-log'
+import { flushRequestLog, recordRequest } from '../observability/request-log'
 
 /**
  * Start-up: validate the configuration, print generated dev secrets, migrate. Nitro does not await
@@ -44,6 +44,7 @@ export default defineNitroPlugin((nitroApp) => {
   })
 
   nitroApp.hooks.hook('close', async () => {
+    await flushRequestLog()
     await closeLocks()
     await databaseReady().then(handle => handle.close(), () => {})
   })

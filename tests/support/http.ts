@@ -33,7 +33,7 @@ export async function request(baseUrl: string, path: string, options: RequestOpt
   const url = new URL(path, baseUrl)
   let response: Response
   try {
-    response = await fetch(url, { method, headers: sentHeaders, body: sentBody, signal: AbortSignal.timeout(timeoutMs) })
+    response = await fetch(url, { method, headers: sentHeaders, body: sentBody as BodyInit | undefined, signal: AbortSignal.timeout(timeoutMs) })
   }
   catch (error) {
     // fetch reports every network failure as "fetch failed"; the reason (ECONNREFUSED, …) is its cause.

@@ -1,0 +1,113 @@
+// Throughput of the idempotency layer against the built server on loopback (`npm run bench`).
+// Needs the build (`npm run build`) and a Postgres to create a scratch database in
+// (BENCH_POSTGRES_URL, default the local server); Redis at BENCH_REDIS_URL for the Redis rows.
+// Prints a table and ratios. Bounded: each scenario runs BENCH_SECONDS (default 8) seconds.
+import { spawn } from 'node:child_process'
+import { randomUUID } from 'node:crypto'
+import { existsSync } from 'node:fs'
+import net from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
+import autocannon from 'autocannon'
+import postgres from 'postgres'
+
+const adminUrl = process.env.BENCH_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/postgres'
+const redisUrl = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
+const seconds = Number(process.env.BENCH_SECONDS ?? 8)
+const connections = Number(process.env.BENCH_CONNECTIONS ?? 16)
+const serverEntry = `${process.env.APP_BUILD_ROOT ?? '.'}/.output/server/index.mjs`
+const opsToken = `ops_bench_${randomUUID()}`
+
+if (!existsSync(serverEntry)) {
+  console.error(`No build at ${serverEntry}: run \`npm run build\` first.`)
+  process.exit(1)
+}
+
+function freePort() {
+  return new Promise((resolve) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address()
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+async function startServer(env) {
+  const port = await freePort()
+  const child = spawn(process.execPath, [serverEntry], {
+    env: {
+      ...process.env, PORT: String(port), HOST: '127.0.0.1', NODE_ENV: 'production', LOG_LEVEL: 'warn', OPS_TOKEN: opsToken,
+      WEBHOOK_STANDARD_SECRET: `whsec_${Buffer.alloc(32, 7).toString('base64')}`, WEBHOOK_STRIPE_SECRET: randomUUID(),
+      MIDTRANS_SERVER_KEY: randomUUID(), WORKER_ENABLED: 'false', REDIS_KEY_PREFIX: `bench:${randomUUID()}:`, ...env,
+    },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  })
+  const url = `http://127.0.0.1:${port}`
+  for (let i = 0; i < 300; i++) {
+    const ready = await fetch(`${url}/api/ready`).then(r => r.ok, () => false)
+    if (ready) return { url, stop: () => new Promise(resolve => { child.once('exit', resolve); child.kill('SIGTERM') }) }
+    await sleep(100)
+  }
+  child.kill('SIGKILL')
+  throw new Error('server did not become ready')
+}
+
+const orderBody = cartId => JSON.stringify({
+  cartId, currency: 'IDR', amount: 150000, paymentMethod: 'bank_transfer',
+  items: [{ sku: 'SKU-1', quantity: 2, unitPrice: 75000 }], customer: { email: 'bench@example.com' },
+})
+
+async function run(url, secretKey, mode) {
+  const headers = { 'content-type': 'application/json', 'authorization': `Bearer ${secretKey}` }
+  const replayKey = `bench-replay-${randomUUID()}`
+  if (mode === 'replay') {
+    await fetch(`${url}/api/orders`, { method: 'POST', headers: { ...headers, 'idempotency-key': replayKey }, body: orderBody(replayKey) })
+  }
+  const result = await autocannon({
+    url: `${url}/api/orders`, method: 'POST', connections, duration: seconds, headers,
+    requests: [{
+      setupRequest: (request) => {
+        const key = mode === 'replay' ? replayKey : randomUUID()
+        return { ...request, headers: { ...headers, 'idempotency-key': key }, body: orderBody(key) }
+      },
+    }],
+  })
+  const statuses = Object.fromEntries(Object.entries(result.statusCodeStats ?? {}).map(([code, { count }]) => [code, count]))
+  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, errors: result.errors + result.non2xx, statuses }
+}
+
+async function scenario(label, env, mode) {
+  const server = await startServer(env)
+  try {
+    const tenant = await fetch(`${server.url}/api/ops/tenants`, {
+      method: 'POST', headers: { 'content-type': 'application/json', 'authorization': `Bearer ${opsToken}` }, body: '{"name":"bench"}',
+    }).then(r => r.json())
+    await run(server.url, tenant.secretKey, mode) // warm-up: JIT, pools, caches
+    const measured = await run(server.url, tenant.secretKey, mode)
+    return { scenario: label, 'req/s': Math.round(measured.rps), 'p50 ms': measured.p50, 'p99 ms': measured.p99, 'non-2xx+errors': measured.errors, statuses: JSON.stringify(measured.statuses) }
+  }
+  finally {
+    await server.stop()
+  }
+}
+
+const admin = postgres(adminUrl, { max: 1, onnotice: () => {} })
+const database = `ic_bench_${process.pid}`
+await admin.unsafe(`CREATE DATABASE "${database}"`)
+const databaseUrl = new URL(adminUrl)
+databaseUrl.pathname = `/${database}`
+try {
+  const pg = { DATABASE_URL: databaseUrl.toString() }
+  const rows = [
+    await scenario('new key · Postgres + Redis', { ...pg, REDIS_URL: redisUrl }, 'new'),
+    await scenario('new key · Postgres only', pg, 'new'),
+    await scenario('replay · Postgres + Redis', { ...pg, REDIS_URL: redisUrl }, 'replay'),
+  ]
+  console.log(`\n${connections} connections, ${seconds} s per scenario, loopback, ${process.env.BENCH_NOTE ?? ''}`)
+  console.table(rows)
+  const [withRedis, withoutRedis, replay] = rows.map(r => r['req/s'])
+  console.log(`replay / new key (Redis): ${(replay / withRedis).toFixed(2)}×   new key Postgres-only / with Redis: ${(withoutRedis / withRedis).toFixed(2)}×`)
+}
+finally {
+  await admin.unsafe(`DROP DATABASE IF EXISTS "${database}" WITH (FORCE)`)
+  await admin.end()
+}
