@@ -41,15 +41,27 @@ export async function pingLocks(): Promise<boolean> {
   useLocks()
   if (!redis) return true
   try {
-    if (redis.status !== 'ready') await new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error('Redis not ready')), 1000)
-      redis!.once('ready', () => { clearTimeout(timer); resolve(undefined) })
-    })
+    if (redis.status !== 'ready') await untilReady(redis, 1000)
     return (await redis.ping()) === 'PONG'
   }
   catch {
     return false
   }
+}
+
+/** Resolves once the client is connected; rejects after timeoutMs, leaving no listener behind. */
+function untilReady(client: Redis, timeoutMs: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onReady = () => {
+      clearTimeout(timer)
+      resolve()
+    }
+    const timer = setTimeout(() => {
+      client.off('ready', onReady)
+      reject(new Error('Redis is not connected'))
+    }, timeoutMs)
+    client.once('ready', onReady)
+  })
 }
 
 export async function closeLocks(): Promise<void> {

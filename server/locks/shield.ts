@@ -35,7 +35,16 @@ export async function waitForShield(locks: Locks, key: string, timeoutMs: number
   }
 }
 
+const WARN_EVERY_MS = 10_000
+let lastWarnedAt = Number.NEGATIVE_INFINITY
+let failuresSinceWarning = 0
+
+/** Every failure is counted; the log line is written at most every 10 s so an outage does not flood logs. */
 function reportLockBackendError(operation: string, key: string, error: unknown): void {
   metrics.lockBackendErrors.inc({ operation })
-  log.warn('lock backend unavailable: continuing with Postgres-only correctness', { operation, lockKey: key, error })
+  failuresSinceWarning++
+  if (performance.now() - lastWarnedAt < WARN_EVERY_MS) return
+  log.warn('lock backend unavailable: continuing with Postgres-only correctness', { operation, lockKey: key, failures: failuresSinceWarning, error })
+  lastWarnedAt = performance.now()
+  failuresSinceWarning = 0
 }

@@ -1,13 +1,14 @@
 import { z } from 'zod'
 
 const MAX_MINOR_UNITS = Number.MAX_SAFE_INTEGER
-const minorUnits = z.number().int('must be an integer in minor units').min(0).max(MAX_MINOR_UNITS)
+// Range first, then integrality (zod skips the refinement once the range failed): one clear message each.
+const minorUnits = z.number().min(0).max(MAX_MINOR_UNITS, 'must be at most 2^53 − 1').refine(Number.isInteger, 'must be an integer in minor units')
 
 export const paymentMethods = ['card', 'bank_transfer', 'ewallet'] as const
 
 export const OrderItemSchema = z.object({
   sku: z.string().regex(/^[\x21-\x7E]{1,64}$/, 'must be 1–64 visible ASCII characters'),
-  quantity: z.number().int().min(1).max(10_000),
+  quantity: z.number().min(1).max(10_000).refine(Number.isInteger, 'must be an integer'),
   unitPrice: minorUnits,
 })
 
@@ -20,6 +21,9 @@ export const CreateOrderSchema = z.object({
   items: z.array(OrderItemSchema).min(1).max(100),
   customer: z.object({ email: z.email().max(254) }),
 }).superRefine((order, ctx) => {
+  // Object refinements run even when a field failed: only compare a total built from valid numbers.
+  const numbers = [order.amount, ...order.items.flatMap(item => [item.quantity, item.unitPrice])]
+  if (!numbers.every(Number.isSafeInteger)) return
   // BigInt: quantity × unitPrice can pass 2^53 even when each factor is safe.
   const total = order.items.reduce((sum, item) => sum + BigInt(item.quantity) * BigInt(item.unitPrice), 0n)
   if (total !== BigInt(order.amount)) {

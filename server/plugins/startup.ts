@@ -1,5 +1,7 @@
+import type { Server } from 'node:http'
 import { ConfigError, useConfig } from '../config'
 import { databaseReady, useDatabaseHandle } from '../db'
+import { answerUnparseableRequests } from '../http/client-errors'
 import { closeLocks, useLocks } from '../locks'
 import { log, setLogLevel } from '../observability/logger'
 import { flushRequestLog, recordRequest } from '../observability/request-log'
@@ -32,6 +34,12 @@ export default defineNitroPlugin((nitroApp) => {
       process.exit(1)
     },
   )
+
+  // Nitro creates the HTTP server after its plugins, so the listener attaches on the first request
+  // (in practice the load balancer's or orchestrator's readiness probe).
+  nitroApp.hooks.hook('request', (event) => {
+    answerUnparseableRequests((event.node.req.socket as { server?: Server }).server)
+  })
 
   nitroApp.hooks.hook('afterResponse', (event) => {
     if (!event.path.startsWith('/api/') || event.path === '/api/health') return

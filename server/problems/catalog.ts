@@ -10,6 +10,8 @@ export const problemCatalog = {
   'idempotency-key-reused': { status: 422, title: 'Idempotency key reused with a different request', explanation: 'This key was already used for a request with a different method, route or body. Retries must resend exactly the same request; a new operation needs a new key.' },
   'request-in-progress': { status: 409, title: 'Request with this key is in progress', explanation: 'A request with the same key and body is still being processed. Retry after `Retry-After` seconds with the same key, or send `Prefer: wait=N` (N ≤ 10) to wait for its result.' },
   'cart-already-ordered': { status: 409, title: 'Cart already ordered', explanation: 'An order already exists for this cart (under another idempotency key). `orderId` names it: fetch it with GET /api/orders/{orderId} instead of ordering again.' },
+  'malformed-request': { status: 400, title: 'Malformed HTTP request', explanation: 'The request could not be parsed as HTTP, for example a header contains control characters. Header values such as Idempotency-Key and X-Request-Id must be visible ASCII.' },
+  'headers-too-large': { status: 431, title: 'Request headers too large', explanation: 'The request headers exceed the server limit (16 KiB). Idempotency-Key is at most 255 characters and X-Request-Id at most 128.' },
   'unauthorized': { status: 401, title: 'Unauthorized', explanation: 'Send `Authorization: Bearer <secret key>` with a valid, unrevoked key (operators: the OPS_TOKEN).' },
   'not-found': { status: 404, title: 'Not found', explanation: 'Nothing exists at this address for your credentials.' },
   'method-not-allowed': { status: 405, title: 'Method not allowed', explanation: 'This route does not accept that HTTP method.' },

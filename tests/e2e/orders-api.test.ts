@@ -1,0 +1,432 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { problemCatalog } from '../../server/problems/catalog'
+import { stopAll, testSecrets } from '../support/app'
+import { createTenant, request, type TestResponse } from '../support/http'
+import {
+  countRows,
+  expectProblem,
+  newIdempotencyKey,
+  type OrderBody,
+  type OrdersStack,
+  postOrder,
+  startOrdersStack,
+  type TenantCredentials,
+  validOrderBody,
+} from '../support/orders'
+import { pollUntil } from '../support/poll'
+import { describeWithServices } from '../support/services'
+
+// SPEC §2–§4: every row of the idempotency table for POST /api/orders, plus GET, auth and problem pages,
+// against the built server on real Postgres and Redis.
+
+const ORDER_ID_PATTERN = /^ord_[\w-]+$/
+const REQUEST_ID_PATTERN = /^[\x21-\x7E]{1,128}$/
+
+interface IdempotencyRow {
+  status: string
+  attempts: number
+  fingerprint: string
+  responseStatus: number | null
+}
+
+/** The raw replay text must be the first response's bytes with only the replayed flag flipped. */
+const asReplayedText = (firstText: string) => firstText.replace('"replayed":false', '"replayed":true')
+
+/** A JSON text meaning the same order: keys reversed at every level, spaced out, plus an unknown field. */
+function reorderedWithUnknownField(body: OrderBody): string {
+  const reversed = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(reversed)
+    if (value === null || typeof value !== 'object') return value
+    return Object.fromEntries(Object.entries(value).reverse().map(([k, v]) => [k, reversed(v)]))
+  }
+  return JSON.stringify({ giftWrap: true, ...(reversed(body) as object) }, null, 3)
+}
+
+describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postgres', 'redis'], () => {
+  let stack: OrdersStack
+  let tenant: TenantCredentials
+
+  beforeAll(async () => {
+    stack = await startOrdersStack('orders-api')
+    tenant = stack.tenant
+  })
+
+  afterAll(async () => {
+    await stack?.close()
+    await stopAll()
+  })
+
+  const post = (key: string | undefined, body: unknown, headers: Record<string, string> = {}) =>
+    postOrder(stack.app.url, { secretKey: tenant.secretKey, key, body, headers })
+
+  async function recordsForKey(key: string): Promise<IdempotencyRow[]> {
+    return stack.sql<IdempotencyRow[]>`
+      select status, attempts, fingerprint, response_status as "responseStatus"
+      from idempotency_records where key = ${key}`
+  }
+
+  /** Resolves once the first request holds its claim, so a duplicate is sure to find it in flight. */
+  const waitUntilProcessing = (key: string) =>
+    pollUntil(`the request with key ${key} holds its claim`, async () => (await recordsForKey(key))[0]?.status === 'processing', { intervalMs: 20 })
+
+  function expectCreated(response: TestResponse, body: OrderBody, key: string, replayed: boolean): void {
+    expect(response.status, response.text).toBe(201)
+    expect(response.headers.get('content-type')).toMatch(/^application\/json\b/)
+    expect(response.json).toEqual({
+      id: expect.stringMatching(ORDER_ID_PATTERN),
+      object: 'order',
+      status: 'pending_payment',
+      ...body,
+      createdAt: expect.any(String),
+      idempotency: { key, replayed },
+    })
+    expect(new Date(response.json.createdAt).toISOString()).toBe(response.json.createdAt)
+    expect(response.headers.get('location')).toBe(`/api/orders/${response.json.id}`)
+    expect(response.headers.get('idempotent-replayed')).toBe(replayed ? 'true' : null)
+    expect(response.headers.get('x-request-id')).toMatch(REQUEST_ID_PATTERN)
+  }
+
+  describe('first execution and replay', () => {
+    it('creates the order once: 201, the order with idempotency {key, replayed:false}, Location, one order and one succeeded record', async () => {
+      const before = await countRows(stack.sql)
+      const key = newIdempotencyKey()
+      const body = validOrderBody()
+
+      const created = await post(key, body)
+
+      expectCreated(created, body, key, false)
+      expect(await countRows(stack.sql)).toEqual({ ...before, orders: before.orders + 1, idempotencyRecords: before.idempotencyRecords + 1 })
+      const [order] = await stack.sql`select tenant_id, cart_id, idempotency_key from orders where id = ${created.json.id}`
+      expect(order).toEqual({ tenant_id: tenant.tenantId, cart_id: body.cartId, idempotency_key: key })
+      expect(await recordsForKey(key)).toEqual([{ status: 'succeeded', attempts: 1, fingerprint: expect.stringMatching(/^[0-9a-f]{64}$/), responseStatus: 201 }])
+    })
+
+    it('replays the same key and same payload (other key order, whitespace, unknown field) byte for byte with replayed:true', async () => {
+      const key = newIdempotencyKey()
+      const body = validOrderBody()
+      const first = await post(key, body)
+      expectCreated(first, body, key, false)
+      const before = await countRows(stack.sql)
+
+      const replay = await post(key, reorderedWithUnknownField(body))
+
+      expectCreated(replay, body, key, true)
+      expect(replay.text).toBe(asReplayedText(first.text))
+      expect(replay.headers.get('location')).toBe(first.headers.get('location'))
+      expect(await countRows(stack.sql)).toEqual(before)
+    })
+
+    it('answers 422 idempotency-key-reused for the same key with a different body, and writes nothing', async () => {
+      const key = newIdempotencyKey()
+      const first = await post(key, validOrderBody())
+      expect(first.status).toBe(201)
+      const before = await countRows(stack.sql)
+
+      const reused = await post(key, validOrderBody())
+
+      expectProblem(reused, 'idempotency-key-reused')
+      expect(reused.headers.get('idempotent-replayed')).toBeNull()
+      expect(reused.headers.get('location')).toBeNull()
+      expect(await countRows(stack.sql)).toEqual(before)
+    })
+  })
+
+  describe('while the first request is still running', () => {
+    it('answers a duplicate 409 request-in-progress with Retry-After, then replays it once the first finished', async () => {
+      const key = newIdempotencyKey()
+      const body = validOrderBody()
+      const firstPending = post(key, body, { 'x-fault': 'delay-before-commit=2000' })
+      await waitUntilProcessing(key)
+
+      const duplicate = await post(key, body)
+
+      expectProblem(duplicate, 'request-in-progress')
+      expect(duplicate.headers.get('retry-after')).toMatch(/^\d+$/)
+      expect(Number(duplicate.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
+      expect(duplicate.headers.get('idempotent-replayed')).toBeNull()
+
+      const first = await firstPending
+      expectCreated(first, body, key, false)
+      const later = await post(key, body)
+      expectCreated(later, body, key, true)
+      expect(later.text).toBe(asReplayedText(first.text))
+      const [orders] = await stack.sql`select count(*)::int as count from orders where cart_id = ${body.cartId}`
+      expect(orders?.count).toBe(1)
+    })
+
+    it('answers 422 for a different body under a key that is still running', async () => {
+      const key = newIdempotencyKey()
+      const firstPending = post(key, validOrderBody(), { 'x-fault': 'delay-before-commit=1500' })
+      await waitUntilProcessing(key)
+
+      const reused = await post(key, validOrderBody())
+
+      expectProblem(reused, 'idempotency-key-reused')
+      // Answered while the first still held its claim, not after it finished.
+      expect(await recordsForKey(key)).toEqual([expect.objectContaining({ status: 'processing' })])
+      expect((await firstPending).status).toBe(201)
+      expect(await recordsForKey(key)).toHaveLength(1)
+    })
+
+    it('with Prefer: wait=5, waits for the first and replays its result', async () => {
+      const key = newIdempotencyKey()
+      const body = validOrderBody()
+      const firstPending = post(key, body, { 'x-fault': 'delay-before-commit=1500' })
+      await waitUntilProcessing(key)
+
+      const waited = await post(key, body, { prefer: 'wait=5' })
+      const first = await firstPending
+
+      expectCreated(first, body, key, false)
+      expectCreated(waited, body, key, true)
+      expect(waited.json.id).toBe(first.json.id)
+      expect(waited.text).toBe(asReplayedText(first.text))
+    })
+
+    it('with Prefer: wait=1, answers 409 request-in-progress when the first outlasts the wait', async () => {
+      const key = newIdempotencyKey()
+      const body = validOrderBody()
+      const firstPending = post(key, body, { 'x-fault': 'delay-before-commit=3000' })
+      await waitUntilProcessing(key)
+
+      const waited = await post(key, body, { prefer: 'wait=1' })
+
+      expectProblem(waited, 'request-in-progress')
+      expect(Number(waited.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
+      expectCreated(await firstPending, body, key, false)
+    })
+  })
+
+  describe('keys and bodies that are refused before anything is stored', () => {
+    it('answers 400 idempotency-key-missing without the header', async () => {
+      const before = await countRows(stack.sql)
+      expectProblem(await post(undefined, validOrderBody()), 'idempotency-key-missing')
+      expect(await countRows(stack.sql)).toEqual(before)
+    })
+
+    it.each([
+      ['256 characters', 'k'.repeat(256)],
+      ['a space inside', 'order key'],
+    ])('answers 400 idempotency-key-invalid for a key with %s', async (_, key) => {
+      const before = await countRows(stack.sql)
+      expectProblem(await post(key, validOrderBody()), 'idempotency-key-invalid')
+      expect(await countRows(stack.sql)).toEqual(before)
+    })
+
+    it('answers 400 validation-failed with errors [{path, message}] and keeps the key free for a valid body', async () => {
+      const key = newIdempotencyKey()
+      const body = validOrderBody()
+      const before = await countRows(stack.sql)
+
+      const invalid = await post(key, { ...body, amount: body.amount + 1 })
+
+      expectProblem(invalid, 'validation-failed')
+      expect(invalid.json.errors).toEqual([{ path: 'amount', message: expect.stringMatching(/\S/) }])
+      expect(await countRows(stack.sql)).toEqual(before)
+      expect(await recordsForKey(key)).toEqual([])
+
+      expectCreated(await post(key, body), body, key, false)
+    })
+  })
+
+  describe('stored outcomes', () => {
+    it('stores and replays a deterministic 409 cart-already-ordered for another key on an ordered cart', async () => {
+      const body = validOrderBody()
+      const keyA = newIdempotencyKey()
+      const keyB = newIdempotencyKey()
+      const ordered = await post(keyA, body)
+      expect(ordered.status).toBe(201)
+
+      const conflict = await post(keyB, body)
+
+      expectProblem(conflict, 'cart-already-ordered')
+      expect(conflict.json).toMatchObject({ orderId: ordered.json.id, idempotency: { key: keyB, replayed: false } })
+      expect(conflict.headers.get('idempotent-replayed')).toBeNull()
+      expect(conflict.headers.get('location')).toBeNull()
+
+      const repeated = await post(keyB, body)
+
+      expectProblem(repeated, 'cart-already-ordered')
+      expect(repeated.headers.get('idempotent-replayed')).toBe('true')
+      expect(repeated.text).toBe(asReplayedText(conflict.text))
+      expect(await recordsForKey(keyB)).toEqual([expect.objectContaining({ status: 'failed', responseStatus: 409 })])
+      const [orders] = await stack.sql`select count(*)::int as count from orders where cart_id = ${body.cartId}`
+      expect(orders?.count).toBe(1)
+    })
+
+    it('rolls back an unexpected failure (500 internal-error) and lets the same key re-execute', async () => {
+      const key = newIdempotencyKey()
+      const body = validOrderBody()
+      const before = await countRows(stack.sql)
+
+      const failed = await post(key, body, { 'x-fault': 'fail-before-commit' })
+
+      expectProblem(failed, 'internal-error')
+      expect(failed.headers.get('location')).toBeNull()
+      expect(failed.headers.get('idempotent-replayed')).toBeNull()
+      expect((await countRows(stack.sql)).orders).toBe(before.orders)
+      expect(await recordsForKey(key)).toEqual([expect.objectContaining({ responseStatus: null })])
+
+      const retried = await post(key, body)
+
+      expectCreated(retried, body, key, false)
+      expect(await countRows(stack.sql)).toEqual({ ...before, orders: before.orders + 1, idempotencyRecords: before.idempotencyRecords + 1 })
+      expect(await recordsForKey(key)).toEqual([expect.objectContaining({ status: 'succeeded', attempts: 2, responseStatus: 201 })])
+    })
+
+    it('treats a key whose record is past expires_at as new, even for a different cart', async () => {
+      const key = newIdempotencyKey()
+      const first = await post(key, validOrderBody())
+      expect(first.status).toBe(201)
+      const [{ fingerprint: firstFingerprint }] = await recordsForKey(key) as [IdempotencyRow]
+      await stack.sql`update idempotency_records set expires_at = now() - interval '1 second' where key = ${key}`
+      const before = await countRows(stack.sql)
+
+      const body = validOrderBody()
+      const fresh = await post(key, body)
+
+      expectCreated(fresh, body, key, false)
+      expect(fresh.json.id).not.toBe(first.json.id)
+      expect(await countRows(stack.sql)).toEqual({ ...before, orders: before.orders + 1 })
+      const [record] = await recordsForKey(key)
+      expect(record).toMatchObject({ status: 'succeeded', attempts: 1, responseStatus: 201 })
+      expect(record?.fingerprint).not.toBe(firstFingerprint)
+      expect((await post(key, body)).json).toMatchObject({ id: fresh.json.id, idempotency: { key, replayed: true } })
+    })
+  })
+
+  describe('X-Request-Id', () => {
+    const clientRequestId = 'client-req-0123456789'
+    const oversizedRequestId = 'r'.repeat(300)
+
+    it('echoes a valid client id on success and on problem responses', async () => {
+      const created = await post(newIdempotencyKey(), validOrderBody(), { 'x-request-id': clientRequestId })
+      expect(created.status).toBe(201)
+      expect(created.headers.get('x-request-id')).toBe(clientRequestId)
+
+      const missingKey = await post(undefined, validOrderBody(), { 'x-request-id': clientRequestId })
+      expectProblem(missingKey, 'idempotency-key-missing')
+      expect(missingKey.headers.get('x-request-id')).toBe(clientRequestId)
+    })
+
+    it('replaces an invalid (300 character) id with a generated one on success and on problem responses', async () => {
+      const created = await post(newIdempotencyKey(), validOrderBody(), { 'x-request-id': oversizedRequestId })
+      expect(created.status).toBe(201)
+      const missingKey = await post(undefined, validOrderBody(), { 'x-request-id': oversizedRequestId })
+      expectProblem(missingKey, 'idempotency-key-missing')
+
+      const generated = [created.headers.get('x-request-id'), missingKey.headers.get('x-request-id')]
+      for (const id of generated) {
+        expect(id).toMatch(REQUEST_ID_PATTERN)
+        expect(id).not.toBe(oversizedRequestId)
+      }
+      expect(generated[0]).not.toBe(generated[1])
+    })
+  })
+
+  describe('GET /api/orders/:id and tenant isolation', () => {
+    let tenantB: TenantCredentials
+    beforeAll(async () => {
+      tenantB = await createTenant(stack.app.url, 'orders-api tenant B')
+    })
+    const getOrder = (secretKey: string, id: string) =>
+      request(stack.app.url, `/api/orders/${id}`, { headers: { authorization: `Bearer ${secretKey}` } })
+
+    it('returns the order to its tenant and 404 not-found to another tenant', async () => {
+      const created = await post(newIdempotencyKey(), validOrderBody())
+      expect(created.status).toBe(201)
+
+      const fetched = await getOrder(tenant.secretKey, created.json.id)
+      expect(fetched.status).toBe(200)
+      expect(fetched.headers.get('content-type')).toMatch(/^application\/json\b/)
+      const { idempotency: _, ...order } = created.json
+      expect(fetched.json).toEqual(order)
+
+      expectProblem(await getOrder(tenantB.secretKey, created.json.id), 'not-found')
+      expectProblem(await getOrder(tenant.secretKey, 'ord_doesnotexist'), 'not-found')
+    })
+
+    it('keeps the same key and body in two tenants as two independent orders', async () => {
+      const key = newIdempotencyKey()
+      const body = validOrderBody()
+      const before = await countRows(stack.sql)
+
+      const inA = await post(key, body)
+      const inB = await postOrder(stack.app.url, { secretKey: tenantB.secretKey, key, body })
+
+      expectCreated(inA, body, key, false)
+      expectCreated(inB, body, key, false)
+      expect(inB.json.id).not.toBe(inA.json.id)
+      expect(await countRows(stack.sql)).toEqual({ ...before, orders: before.orders + 2, idempotencyRecords: before.idempotencyRecords + 2 })
+      expect((await getOrder(tenantB.secretKey, inB.json.id)).json.id).toBe(inB.json.id)
+      expect((await getOrder(tenantB.secretKey, inA.json.id)).status).toBe(404)
+    })
+  })
+
+  describe('authentication', () => {
+    const badAuthorizations: Array<[string, Record<string, string>]> = [
+      ['no Authorization header', {}],
+      ['an unknown secret key', { authorization: 'Bearer sk_unknown_0123456789abcdefghij' }],
+      ['a malformed header (Basic x)', { authorization: 'Basic x' }],
+    ]
+
+    it.each(badAuthorizations)('answers POST with %s 401 unauthorized and writes nothing', async (_, headers) => {
+      const before = await countRows(stack.sql)
+      const response = await request(stack.app.url, '/api/orders', {
+        method: 'POST',
+        headers: { 'idempotency-key': newIdempotencyKey(), ...headers },
+        body: validOrderBody(),
+      })
+      expectProblem(response, 'unauthorized')
+      expect(await countRows(stack.sql)).toEqual(before)
+    })
+
+    it.each(badAuthorizations)('answers GET with %s 401 unauthorized', async (_, headers) => {
+      const created = await post(newIdempotencyKey(), validOrderBody())
+      expectProblem(await request(stack.app.url, `/api/orders/${created.json.id}`, { headers }), 'unauthorized')
+    })
+
+    it('answers 401 for a revoked secret key', async () => {
+      const revoked = await createTenant(stack.app.url, 'orders-api revoked')
+      await stack.sql`update api_keys set revoked_at = now() where tenant_id = ${revoked.tenantId}`
+      const before = await countRows(stack.sql)
+      expectProblem(await postOrder(stack.app.url, { secretKey: revoked.secretKey, key: newIdempotencyKey(), body: validOrderBody() }), 'unauthorized')
+      expect(await countRows(stack.sql)).toEqual(before)
+    })
+
+    it.each<[string, () => Record<string, string>]>([
+      ['no Authorization header', () => ({})],
+      ['a wrong OPS token', () => ({ authorization: `Bearer ${testSecrets.opsToken}x` })],
+      ['a tenant secret key', () => ({ authorization: `Bearer ${tenant.secretKey}` })],
+    ])('answers POST /api/ops/tenants with %s 401 unauthorized and creates no tenant', async (_, headers) => {
+      const before = await countRows(stack.sql)
+      const response = await request(stack.app.url, '/api/ops/tenants', { method: 'POST', headers: headers(), body: { name: 'intruder' } })
+      expectProblem(response, 'unauthorized')
+      expect(await countRows(stack.sql)).toEqual(before)
+    })
+  })
+
+  describe('problem type pages and unknown routes', () => {
+    it('serves the type URI of every problem as an HTML page naming its title', async () => {
+      for (const [slug, { title }] of Object.entries(problemCatalog)) {
+        const page = await request(stack.app.url, `/problems/${slug}`)
+        expect(page.status, slug).toBe(200)
+        expect(page.headers.get('content-type')).toMatch(/^text\/html\b/)
+        expect(page.text).toContain(title)
+      }
+      expect((await request(stack.app.url, '/problems/idempotency-key-reused')).text)
+        .toContain('<title>Idempotency key reused with a different request</title>')
+    })
+
+    it('answers 404 for an unknown problem slug', async () => {
+      expect((await request(stack.app.url, '/problems/no-such-problem')).status).toBe(404)
+    })
+
+    it.each([
+      ['GET', '/api/no-such-route'],
+      ['POST', '/api/orders/ord_x/cancel'],
+    ])('answers %s %s with 404 not-found problem+json', async (method, path) => {
+      expectProblem(await request(stack.app.url, path, { method }), 'not-found')
+    })
+  })
+})

@@ -1,0 +1,112 @@
+import { randomUUID } from 'node:crypto'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { type AppProcess, stopAll } from '../support/app'
+import { createCluster, orderPayload, postOrder } from '../support/cluster'
+import { createTenant, request } from '../support/http'
+import { openOrderRows, type OrderRows } from '../support/order-rows'
+import { pollUntil } from '../support/poll'
+import { startRedisServer, type TestRedisServer } from '../support/redis-server'
+import { createTestDatabase, describeWithServices } from '../support/services'
+import { expectIdenticalStormExactlyOnce, ordersPerCart, printStormFigures, runStorm } from '../support/storm'
+
+// Redis is only a contention shield: with it gone the instances keep taking orders exactly once,
+// because Postgres decides. A test-owned redis-server is killed and brought back (empty) mid-file.
+
+const lockBackendUnavailable = 'lock backend unavailable: continuing with Postgres-only correctness'
+
+describeWithServices('Redis lost and back', ['postgres'], () => {
+  let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined
+  let redisServer: TestRedisServer | undefined
+  let rows: OrderRows
+  let instances: AppProcess[]
+
+  beforeAll(async () => {
+    database = await createTestDatabase('redis_lost')
+    rows = openOrderRows(database.url)
+    redisServer = await startRedisServer()
+    instances = await createCluster({ databaseUrl: database.url, redisUrl: redisServer.url, label: 'redis-lost' }).startInstances(2)
+  })
+
+  afterAll(async () => {
+    await stopAll()
+    await redisServer?.stop()
+    await rows?.close()
+    await database?.drop()
+  })
+
+  async function createAndReplayOrder(baseUrl: string, tenantName: string): Promise<void> {
+    const { tenantId, secretKey } = await createTenant(baseUrl, tenantName)
+    const cartId = `crt_${randomUUID()}`
+    const order = { secretKey, idempotencyKey: `redis-lost-${randomUUID()}`, body: orderPayload(cartId) }
+
+    const created = await postOrder(baseUrl, order)
+    expect(created.status).toBe(201)
+    expect(created.json.idempotency.replayed).toBe(false)
+    const orders = await rows.ordersForCart(tenantId, cartId)
+    expect(orders).toHaveLength(1)
+    expect(created.json.id).toBe(orders[0]!.id)
+
+    const replayed = await postOrder(baseUrl, order)
+    expect(replayed.status).toBe(201)
+    expect(replayed.json.id).toBe(created.json.id)
+    expect(replayed.json.idempotency.replayed).toBe(true)
+    expect(replayed.headers.get('idempotent-replayed')).toBe('true')
+    expect(await rows.ordersForCart(tenantId, cartId)).toHaveLength(1)
+  }
+
+  describe('while Redis is down', () => {
+    beforeAll(async () => {
+      await redisServer!.stop()
+    })
+
+    it('a new order succeeds, its replay works, and the degradation is logged', async () => {
+      await createAndReplayOrder(instances[0]!.url, 'redis-down-single')
+      const logged = instances[0]!.output().split('\n').filter(line => line.includes(lockBackendUnavailable))
+      expect(logged.length).toBeGreaterThan(0)
+      expect(JSON.parse(logged[0]!)).toMatchObject({ level: 'warn', msg: lockBackendUnavailable, operation: 'acquire' })
+    })
+
+    it('a storm of 20 keys × 6 concurrent requests over both instances executes each key once', async () => {
+      const { tenantId, secretKey } = await createTenant(instances[1]!.url, 'redis-down-storm')
+      const storm = await runStorm({
+        instances,
+        secretKey,
+        keyCount: 20,
+        requestsPerKey: 6,
+        label: 'redis-down',
+        plan: ({ requestIndex, cartId }) => ({
+          body: orderPayload(cartId),
+          // Pairs alternate, so both instances get clients that wait and clients that take a 409.
+          headers: requestIndex % 4 >= 2 ? { prefer: 'wait=5' } : undefined,
+          variant: 0,
+        }),
+      })
+      printStormFigures('Storm without Redis', storm, instances, await ordersPerCart(rows, tenantId))
+      await expectIdenticalStormExactlyOnce(storm, rows, tenantId)
+    })
+
+    it('/api/ready answers 503 naming the unreachable lock backend', async () => {
+      for (const instance of instances) {
+        const ready = await request(instance.url, '/api/ready')
+        expect(ready.status).toBe(503)
+        expect(ready.headers.get('retry-after')).toBe('2')
+        expect(ready.json).toEqual({ status: 'unavailable', database: true, locks: { backend: 'redis', reachable: false } })
+      }
+    })
+  })
+
+  describe('after Redis is back', () => {
+    beforeAll(async () => {
+      await redisServer!.start()
+    })
+
+    it('/api/ready returns to 200 within a few seconds and orders still work', async () => {
+      for (const instance of instances) {
+        await pollUntil(`${instance.url}/api/ready answers 200`, async () => (await request(instance.url, '/api/ready')).status === 200, { timeoutMs: 8_000, intervalMs: 200 })
+        const ready = await request(instance.url, '/api/ready')
+        expect(ready.json).toEqual({ status: 'ready', database: true, locks: { backend: 'redis', reachable: true } })
+      }
+      await createAndReplayOrder(instances[1]!.url, 'redis-back')
+    })
+  })
+})

@@ -1,0 +1,53 @@
+import postgres from 'postgres'
+
+/**
+ * Reads what the app actually wrote, straight from the test database: the assertions about
+ * "exactly once" are about rows, not about what the HTTP answers claim.
+ */
+
+export interface OrderRow { id: string, cartId: string, idempotencyKey: string | null }
+export interface IdempotencyRow {
+  key: string
+  status: string
+  attempts: number
+  resourceId: string | null
+  responseStatus: number | null
+  leaseExpired: boolean
+}
+
+export interface OrderRows {
+  orders: (tenantId: string) => Promise<OrderRow[]>
+  ordersForCart: (tenantId: string, cartId: string) => Promise<OrderRow[]>
+  records: (tenantId: string) => Promise<IdempotencyRow[]>
+  record: (tenantId: string, key: string) => Promise<IdempotencyRow | undefined>
+  /** Another transaction holds the record's row lock (e.g. its owner, inside delay-before-commit). */
+  recordRowLocked: (tenantId: string, key: string) => Promise<boolean>
+  close: () => Promise<void>
+}
+
+export function openOrderRows(databaseUrl: string): OrderRows {
+  const sql = postgres(databaseUrl, { max: 2, onnotice: () => {} })
+  // A fresh fragment per query: postgres.js fragments are single-use query objects.
+  const recordColumns = () => sql`key, status, attempts, resource_id as "resourceId", response_status as "responseStatus",
+    coalesce(lease_expires_at <= now(), true) as "leaseExpired"`
+  return {
+    orders: tenantId => sql<OrderRow[]>`
+      select id, cart_id as "cartId", idempotency_key as "idempotencyKey" from orders where tenant_id = ${tenantId}`,
+    ordersForCart: (tenantId, cartId) => sql<OrderRow[]>`
+      select id, cart_id as "cartId", idempotency_key as "idempotencyKey" from orders
+      where tenant_id = ${tenantId} and cart_id = ${cartId}`,
+    records: tenantId => sql<IdempotencyRow[]>`
+      select ${recordColumns()} from idempotency_records where scope = ${`tenant:${tenantId}`}`,
+    record: async (tenantId, key) => (await sql<IdempotencyRow[]>`
+      select ${recordColumns()} from idempotency_records where scope = ${`tenant:${tenantId}`} and key = ${key}`)[0],
+    recordRowLocked: async (tenantId, key) => {
+      // SKIP LOCKED passes over a row another transaction holds: found, yet not lockable, means taken.
+      const lockable = await sql.begin(tx => tx`
+        select id from idempotency_records where scope = ${`tenant:${tenantId}`} and key = ${key} for update skip locked`)
+      const [row] = await sql<{ count: number }[]>`
+        select count(*)::int as count from idempotency_records where scope = ${`tenant:${tenantId}`} and key = ${key}`
+      return row?.count === 1 && lockable.length === 0
+    },
+    close: () => sql.end({ timeout: 5 }),
+  }
+}

@@ -1,0 +1,123 @@
+import { randomUUID } from 'node:crypto'
+import postgres from 'postgres'
+import { expect } from 'vitest'
+import { problemCatalog, type ProblemSlug } from '../../server/problems/catalog'
+import { type AppProcess, startApp } from './app'
+import { createTenant, request, type TestResponse } from './http'
+import { createTestDatabase, redisUrl } from './services'
+
+/**
+ * What the HTTP suites for POST /api/orders share: one built server on its own Postgres database and
+ * Redis prefix, a tenant, valid order bodies, and row counts read straight from the test database.
+ */
+
+export interface OrderItem { sku: string, quantity: number, unitPrice: number }
+export interface OrderBody {
+  cartId: string
+  currency: string
+  amount: number
+  paymentMethod: string
+  items: OrderItem[]
+  customer: { email: string }
+}
+
+export interface TenantCredentials { tenantId: string, secretKey: string }
+
+export interface OrdersStack {
+  app: AppProcess
+  /** A client on the app's own database, for counting rows and arranging records. */
+  sql: postgres.Sql
+  tenant: TenantCredentials
+  close: () => Promise<void>
+}
+
+/** The SPEC §4 example order, on a fresh cart so each call is a new business operation. */
+export function validOrderBody(overrides: Partial<OrderBody> = {}): OrderBody {
+  return {
+    cartId: `crt_${randomUUID()}`,
+    currency: 'IDR',
+    amount: 150_000,
+    paymentMethod: 'bank_transfer',
+    items: [{ sku: 'SKU-1', quantity: 2, unitPrice: 75_000 }],
+    customer: { email: 'a@b.co' },
+    ...overrides,
+  }
+}
+
+export const newIdempotencyKey = (): string => randomUUID()
+
+export interface PostOrderOptions {
+  secretKey: string
+  /** Omitted: no Idempotency-Key header at all. */
+  key?: string
+  /** An object is sent as JSON; a string or bytes exactly as given. */
+  body: unknown
+  /** Added last; a `content-type` here replaces the default application/json. */
+  headers?: Record<string, string>
+}
+
+export function postOrder(baseUrl: string, { secretKey, key, body, headers = {} }: PostOrderOptions): Promise<TestResponse> {
+  const hasContentType = Object.keys(headers).some(name => name.toLowerCase() === 'content-type')
+  return request(baseUrl, '/api/orders', {
+    method: 'POST',
+    headers: {
+      'authorization': `Bearer ${secretKey}`,
+      ...(key !== undefined && { 'idempotency-key': key }),
+      ...(!hasContentType && { 'content-type': 'application/json' }),
+      ...headers,
+    },
+    body,
+  })
+}
+
+export interface RowCounts { orders: number, idempotencyRecords: number, tenants: number, apiKeys: number }
+
+/** Every table a rejected request could have written to. */
+export async function countRows(sql: postgres.Sql): Promise<RowCounts> {
+  const [counts] = await sql<RowCounts[]>`
+    select (select count(*)::int from orders) as orders,
+           (select count(*)::int from idempotency_records) as "idempotencyRecords",
+           (select count(*)::int from tenants) as tenants,
+           (select count(*)::int from api_keys) as "apiKeys"`
+  return counts!
+}
+
+/** Asserts an RFC 9457 problem response of the given catalog type. */
+export function expectProblem(response: TestResponse, slug: ProblemSlug): void {
+  const { status, title } = problemCatalog[slug]
+  expect(response.status, response.text).toBe(status)
+  expect(response.headers.get('content-type')).toBe('application/problem+json')
+  expect(response.json).toMatchObject({ type: `/problems/${slug}`, title, status })
+  expect(response.json.detail).toEqual(expect.any(String))
+  expect(response.json.detail.length).toBeGreaterThan(0)
+  expect(response.headers.get('x-request-id')).toMatch(/^[\x21-\x7E]{1,128}$/)
+}
+
+/** A database, the built server on it (real Postgres and Redis) and one tenant. */
+export async function startOrdersStack(label: string, env: Record<string, string> = {}): Promise<OrdersStack> {
+  const database = await createTestDatabase(label)
+  let app: AppProcess | undefined
+  let sql: postgres.Sql | undefined
+  try {
+    app = await startApp({ databaseUrl: database.url, redisUrl, label, env })
+    sql = postgres(database.url, { max: 2, onnotice: () => {} })
+    const tenant = await createTenant(app.url, `${label} tenant`)
+    const started = { app, sql }
+    return {
+      ...started,
+      tenant,
+      async close() {
+        await started.sql.end()
+        await started.app.stop()
+        await database.drop()
+      },
+    }
+  }
+  catch (error) {
+    // Nothing of a half-started stack may outlive the failed hook.
+    await sql?.end()
+    await app?.stop()
+    await database.drop()
+    throw error
+  }
+}
