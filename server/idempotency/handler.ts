@@ -21,14 +21,8 @@ import { canTakeOver, type Claim, type ClaimInput, createIdempotencyStore, type 
 
 export type IdempotencyOutcome = 'miss' | 'replay' | 'conflict' | 'in_progress' | 'missing_key' | 'invalid' | 'error'
 
-export interface IdempotentResult {
-  status: number
-  body: Record<string, unknown>
-  /** Headers that must replay with the body, e.g. Location. */
-  headers?: Record<string, string>
-  resourceType?: string
-  resourceId?: string
-}
+/** What a business handler answers: status, body, headers that must replay (e.g. Location), resource. */
+export type IdempotentResult = Omit<StoredResponse, 'error'>
 
 export interface IdempotentOperation {
   /** Whose keys these are: `tenant:<id>`, `webhook:<provider>`. */

@@ -104,6 +104,18 @@ describeWithServices('bad input (SPEC §11)', ['postgres', 'redis'], () => {
     await stopAll()
   })
 
+  /** A valid order written byte for byte, with header values that fetch would refuse to send. */
+  function sendRawOrder(headers: { idempotencyKey?: string, requestId?: string }) {
+    return sendRawRequest(stack.app.port, [
+      'POST /api/orders HTTP/1.1',
+      'Host: 127.0.0.1',
+      `Authorization: Bearer ${stack.tenant.secretKey}`,
+      `Idempotency-Key: ${headers.idempotencyKey ?? newIdempotencyKey()}`,
+      ...(headers.requestId === undefined ? [] : [`X-Request-Id: ${headers.requestId}`]),
+      'Content-Type: application/json',
+    ], JSON.stringify(validOrderBody()))
+  }
+
   /** The key a refused request used still starts a fresh order: nothing was stored under it. */
   async function expectKeyStillFree(key: string): Promise<void> {
     const body = validOrderBody()
@@ -330,13 +342,7 @@ describeWithServices('bad input (SPEC §11)', ['postgres', 'redis'], () => {
       ['0x7F (DEL)', 'order\u007Fkey'],
     ])('refuses a key containing %s with 400 and writes nothing', async (_, key) => {
       const before = await countRows(stack.sql)
-      const response = await sendRawRequest(stack.app.port, [
-        'POST /api/orders HTTP/1.1',
-        'Host: 127.0.0.1',
-        `Authorization: Bearer ${stack.tenant.secretKey}`,
-        `Idempotency-Key: ${key}`,
-        'Content-Type: application/json',
-      ], JSON.stringify(validOrderBody()))
+      const response = await sendRawOrder({ idempotencyKey: key })
       expectRawProblem(response, 400, 'malformed-request')
       expect(await countRows(stack.sql)).toEqual(before)
     })
@@ -367,28 +373,14 @@ describeWithServices('bad input (SPEC §11)', ['postgres', 'redis'], () => {
 
     it('answers 431 headers-too-large to headers over the parser limit and writes nothing', async () => {
       const before = await countRows(stack.sql)
-      const response = await sendRawRequest(stack.app.port, [
-        'POST /api/orders HTTP/1.1',
-        'Host: 127.0.0.1',
-        `Authorization: Bearer ${stack.tenant.secretKey}`,
-        `Idempotency-Key: ${newIdempotencyKey()}`,
-        `X-Request-Id: ${'r'.repeat(20_000)}`,
-        'Content-Type: application/json',
-      ], JSON.stringify(validOrderBody()))
+      const response = await sendRawOrder({ requestId: 'r'.repeat(20_000) })
       expectRawProblem(response, 431, 'headers-too-large')
       expect(await countRows(stack.sql)).toEqual(before)
     })
 
     it('refuses an id containing a control character with 400 (HTTP parser) and writes nothing', async () => {
       const before = await countRows(stack.sql)
-      const response = await sendRawRequest(stack.app.port, [
-        'POST /api/orders HTTP/1.1',
-        'Host: 127.0.0.1',
-        `Authorization: Bearer ${stack.tenant.secretKey}`,
-        `Idempotency-Key: ${newIdempotencyKey()}`,
-        'X-Request-Id: request\u0001id',
-        'Content-Type: application/json',
-      ], JSON.stringify(validOrderBody()))
+      const response = await sendRawOrder({ requestId: 'request\u0001id' })
       expectRawProblem(response, 400, 'malformed-request')
       expect(await countRows(stack.sql)).toEqual(before)
     })
