@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest'
 import { type AppProcess, stopAll } from '../support/app'
-import { type Cluster, createCluster, orderPayload, postOrder, postOrderUntilAnswered, problemSlug } from '../support/cluster'
+import { type Cluster, createCluster, postOrderUntilAnswered } from '../support/cluster'
 import { createTenant, type TestResponse } from '../support/http'
 import { openOrderRows, type OrderRows } from '../support/order-rows'
+import { expectProblem, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
 
@@ -19,7 +20,7 @@ describeWithServices('incidents across two instances', ['postgres', 'redis'], ()
   let cluster: Cluster
   let instanceA: AppProcess
   let instanceB: AppProcess
-  let tenant: { tenantId: string, secretKey: string }
+  let tenant: TenantCredentials
 
   beforeAll(async () => {
     database = await createTestDatabase('incidents')
@@ -43,16 +44,15 @@ describeWithServices('incidents across two instances', ['postgres', 'redis'], ()
   })
 
   function newOrder() {
-    const id = randomUUID()
-    const cartId = `crt_${id}`
-    return { key: `incident-${id}`, cartId, body: orderPayload(cartId) }
+    const body = validOrderBody()
+    return { key: `incident-${randomUUID()}`, cartId: body.cartId, body }
   }
 
   const send = (baseUrl: string, order: ReturnType<typeof newOrder>, headers?: Record<string, string>, timeoutMs?: number) =>
-    postOrder(baseUrl, { secretKey: tenant.secretKey, idempotencyKey: order.key, body: order.body, headers }, timeoutMs)
+    postOrder(baseUrl, { secretKey: tenant.secretKey, key: order.key, body: order.body, headers, timeoutMs })
 
   const retryUntilAnswered = (baseUrls: string[], order: ReturnType<typeof newOrder>) =>
-    postOrderUntilAnswered({ baseUrls, secretKey: tenant.secretKey, idempotencyKey: order.key, body: order.body, deadlineMs: 20_000 })
+    postOrderUntilAnswered({ baseUrls, secretKey: tenant.secretKey, key: order.key, body: order.body, deadlineMs: 20_000 })
 
   async function theOnlyOrderId(cartId: string): Promise<string> {
     const orders = await rows.ordersForCart(tenant.tenantId, cartId)
@@ -66,12 +66,6 @@ describeWithServices('incidents across two instances', ['postgres', 'redis'], ()
     expect(response.json.idempotency.replayed).toBe(replayed)
     expect(response.headers.get('location')).toBe(`/api/orders/${orderId}`)
     expect(response.headers.get('idempotent-replayed')).toBe(replayed ? 'true' : null)
-  }
-
-  function expectInProgress(response: TestResponse): void {
-    expect(response.status).toBe(409)
-    expect(problemSlug(response)).toBe('request-in-progress')
-    expect(response.headers.get('content-type')).toBe('application/problem+json')
   }
 
   it('drop-after-commit: the client hears nothing, its retry on A or B replays the committed order', async () => {
@@ -104,10 +98,7 @@ describeWithServices('incidents across two instances', ['postgres', 'redis'], ()
   it('fail-before-commit: 500 with nothing written, the key is released and the retry executes once', async () => {
     const order = newOrder()
     const failed = await send(instanceA.url, order, { 'x-fault': 'fail-before-commit' })
-    expect(failed.status).toBe(500)
-    expect(problemSlug(failed)).toBe('internal-error')
-    expect(failed.json.status).toBe(500)
-    expect(failed.headers.get('content-type')).toBe('application/problem+json')
+    expectProblem(failed, 'internal-error')
     expect(await rows.ordersForCart(tenant.tenantId, order.cartId)).toEqual([])
     expect(await rows.record(tenant.tenantId, order.key)).toMatchObject({ status: 'processing', attempts: 1, leaseExpired: true, resourceId: null })
 
@@ -133,7 +124,7 @@ describeWithServices('incidents across two instances', ['postgres', 'redis'], ()
     expect(await rows.record(tenant.tenantId, order.key)).toMatchObject({ status: 'processing', attempts: 1, leaseExpired: false })
 
     const beforeExpiry = await send(instanceB.url, order)
-    expectInProgress(beforeExpiry)
+    expectProblem(beforeExpiry, 'request-in-progress')
     // The lease has at most 1.5 s left, rounded up to whole seconds.
     expect(['1', '2']).toContain(beforeExpiry.headers.get('retry-after'))
 
@@ -154,7 +145,7 @@ describeWithServices('incidents across two instances', ['postgres', 'redis'], ()
       expect(await rows.recordRowLocked(tenant.tenantId, order.key)).toBe(true)
 
       const whileFrozen = await send(instanceB.url, order)
-      expectInProgress(whileFrozen)
+      expectProblem(whileFrozen, 'request-in-progress')
       expect(whileFrozen.headers.get('retry-after')).toBe('1')
       expect(await rows.ordersForCart(tenant.tenantId, order.cartId)).toEqual([])
     }

@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type AppProcess, stopAll } from '../support/app'
-import { createCluster, orderPayload, postOrder } from '../support/cluster'
+import { createCluster } from '../support/cluster'
 import { createTenant, request } from '../support/http'
 import { openOrderRows, type OrderRows } from '../support/order-rows'
+import { postOrder, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import { startRedisServer, type TestRedisServer } from '../support/redis-server'
 import { createTestDatabase, describeWithServices } from '../support/services'
@@ -36,8 +37,8 @@ describeWithServices('Redis lost and back', ['postgres'], () => {
 
   async function createAndReplayOrder(baseUrl: string, tenantName: string): Promise<void> {
     const { tenantId, secretKey } = await createTenant(baseUrl, tenantName)
-    const cartId = `crt_${randomUUID()}`
-    const order = { secretKey, idempotencyKey: `redis-lost-${randomUUID()}`, body: orderPayload(cartId) }
+    const order = { secretKey, key: `redis-lost-${randomUUID()}`, body: validOrderBody() }
+    const { cartId } = order.body
 
     const created = await postOrder(baseUrl, order)
     expect(created.status).toBe(201)
@@ -75,7 +76,7 @@ describeWithServices('Redis lost and back', ['postgres'], () => {
         requestsPerKey: 6,
         label: 'redis-down',
         plan: ({ requestIndex, cartId }) => ({
-          body: orderPayload(cartId),
+          body: validOrderBody({ cartId }),
           // Pairs alternate, so both instances get clients that wait and clients that take a 409.
           headers: requestIndex % 4 >= 2 ? { prefer: 'wait=5' } : undefined,
           variant: 0,

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { type AppProcess, startApp } from './app'
-import { request, type TestResponse } from './http'
+import type { TestResponse } from './http'
+import { postOrder, type PostOrderOptions, problemSlug } from './orders'
 import { uniqueRedisPrefix } from './services'
 
 /**
@@ -41,20 +42,6 @@ export function createCluster(options: ClusterOptions): Cluster {
   }
 }
 
-/** A valid SPEC §4 order for `cartId`; `variant` changes the quantity, so the fingerprint differs. */
-export function orderPayload(cartId: string, variant = 0) {
-  const quantity = 2 + variant
-  const unitPrice = 75_000
-  return {
-    cartId,
-    currency: 'IDR',
-    amount: quantity * unitPrice,
-    paymentMethod: 'bank_transfer',
-    items: [{ sku: 'SKU-1', quantity, unitPrice }],
-    customer: { email: 'buyer@example.com' },
-  }
-}
-
 /** One attempt of the retrying client: the response, or the network error when none arrived. */
 export type OrderAnswer =
   | { baseUrl: string, response: TestResponse, networkError?: undefined }
@@ -67,32 +54,28 @@ export interface AnsweredOrder {
   answers: OrderAnswer[]
 }
 
-export interface PostOrderOptions {
+export interface RetryingPostOptions extends PostOrderOptions {
   /** Attempt n goes to baseUrls[n % length], as a load balancer would spread retries. */
   baseUrls: string[]
-  secretKey: string
-  idempotencyKey: string
-  body: unknown
-  headers?: Record<string, string>
+  /** The same key on every attempt: that is what makes the retries safe. */
+  key: string
   maxAttempts?: number
   deadlineMs?: number
-  /** Per attempt; must exceed any `Prefer: wait` or injected delay. */
-  timeoutMs?: number
 }
 
 // Retry-After is honoured but capped, so that tests stay fast; 0–50 ms of jitter spreads the herd.
 const maxRetrySleepMs = 300
 const networkRetrySleepMs = 100
 
-export async function postOrderUntilAnswered(options: PostOrderOptions): Promise<AnsweredOrder> {
-  const { baseUrls, maxAttempts = 100, deadlineMs = 30_000, timeoutMs = 15_000 } = options
+export async function postOrderUntilAnswered(options: RetryingPostOptions): Promise<AnsweredOrder> {
+  const { baseUrls, maxAttempts = 100, deadlineMs = 30_000 } = options
   const deadline = Date.now() + deadlineMs
   const answers: OrderAnswer[] = []
   for (let attempt = 0; attempt < maxAttempts && Date.now() < deadline; attempt++) {
     const baseUrl = baseUrls[attempt % baseUrls.length]!
     let answer: OrderAnswer
     try {
-      answer = { baseUrl, response: await postOrder(baseUrl, options, timeoutMs) }
+      answer = { baseUrl, response: await postOrder(baseUrl, options) }
     }
     catch (error) {
       answer = { baseUrl, networkError: error as Error }
@@ -102,27 +85,12 @@ export async function postOrderUntilAnswered(options: PostOrderOptions): Promise
     await sleep(retryDelayMs(answer.response) + Math.random() * 50)
   }
   const seen = answers.map(answer => answer.response?.status ?? `network error (${answer.networkError?.message})`)
-  throw new Error(`Idempotency-Key ${options.idempotencyKey}: no final answer after ${answers.length} attempts; saw ${seen.join(', ')}`)
-}
-
-/** One POST /api/orders; rejects when no response arrived (connection refused, dropped, timed out). */
-export function postOrder(baseUrl: string, options: Pick<PostOrderOptions, 'secretKey' | 'idempotencyKey' | 'body' | 'headers'>, timeoutMs = 15_000): Promise<TestResponse> {
-  return request(baseUrl, '/api/orders', {
-    method: 'POST',
-    headers: { 'authorization': `Bearer ${options.secretKey}`, 'idempotency-key': options.idempotencyKey, ...options.headers },
-    body: options.body,
-    timeoutMs,
-  })
+  throw new Error(`Idempotency-Key ${options.key}: no final answer after ${answers.length} attempts; saw ${seen.join(', ')}`)
 }
 
 /** 409 request-in-progress (not cart-already-ordered, which is final) and 503 are worth retrying. */
 export function isRetryable(response: TestResponse): boolean {
   return response.status === 503 || (response.status === 409 && problemSlug(response) === 'request-in-progress')
-}
-
-export function problemSlug(response: TestResponse): string | undefined {
-  const type: unknown = response.json?.type
-  return typeof type === 'string' ? type.replace('/problems/', '') : undefined
 }
 
 function retryDelayMs(response: TestResponse | undefined): number {

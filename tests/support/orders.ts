@@ -44,6 +44,16 @@ export function validOrderBody(overrides: Partial<OrderBody> = {}): OrderBody {
   }
 }
 
+/**
+ * validOrderBody with `variant` more units of its one item and the amount to match: variants of one
+ * cart are all valid, yet each has its own fingerprint.
+ */
+export function orderBodyVariant(variant: number, overrides: Partial<OrderBody> = {}): OrderBody {
+  const [item] = validOrderBody().items as [OrderItem]
+  const quantity = item.quantity + variant
+  return validOrderBody({ amount: quantity * item.unitPrice, items: [{ ...item, quantity }], ...overrides })
+}
+
 export const newIdempotencyKey = (): string => randomUUID()
 
 export interface PostOrderOptions {
@@ -54,20 +64,24 @@ export interface PostOrderOptions {
   body: unknown
   /** Added last; a `content-type` here replaces the default application/json. */
   headers?: Record<string, string>
+  /** How long to wait for a response (default 15 s); must exceed any `Prefer: wait` or injected delay. */
+  timeoutMs?: number
 }
 
-export function postOrder(baseUrl: string, { secretKey, key, body, headers = {} }: PostOrderOptions): Promise<TestResponse> {
+/** The headers of an authenticated JSON order request, as postOrder sends them. */
+export function orderRequestHeaders({ secretKey, key, headers = {} }: Pick<PostOrderOptions, 'secretKey' | 'key' | 'headers'>): Record<string, string> {
   const hasContentType = Object.keys(headers).some(name => name.toLowerCase() === 'content-type')
-  return request(baseUrl, '/api/orders', {
-    method: 'POST',
-    headers: {
-      'authorization': `Bearer ${secretKey}`,
-      ...(key !== undefined && { 'idempotency-key': key }),
-      ...(!hasContentType && { 'content-type': 'application/json' }),
-      ...headers,
-    },
-    body,
-  })
+  return {
+    'authorization': `Bearer ${secretKey}`,
+    ...(key !== undefined && { 'idempotency-key': key }),
+    ...(!hasContentType && { 'content-type': 'application/json' }),
+    ...headers,
+  }
+}
+
+/** One POST /api/orders; rejects only when no response arrived (refused, dropped, timed out). */
+export function postOrder(baseUrl: string, options: PostOrderOptions): Promise<TestResponse> {
+  return request(baseUrl, '/api/orders', { method: 'POST', headers: orderRequestHeaders(options), body: options.body, timeoutMs: options.timeoutMs })
 }
 
 export interface RowCounts { orders: number, idempotencyRecords: number, tenants: number, apiKeys: number }
@@ -82,6 +96,9 @@ export async function countRows(sql: postgres.Sql): Promise<RowCounts> {
   return counts!
 }
 
+/** Every response carries an X-Request-Id, echoed or generated: 1–128 visible ASCII characters. */
+export const requestIdPattern = /^[\x21-\x7E]{1,128}$/
+
 /** Asserts an RFC 9457 problem response of the given catalog type. */
 export function expectProblem(response: TestResponse, slug: ProblemSlug): void {
   const { status, title } = problemCatalog[slug]
@@ -90,7 +107,13 @@ export function expectProblem(response: TestResponse, slug: ProblemSlug): void {
   expect(response.json).toMatchObject({ type: `/problems/${slug}`, title, status })
   expect(response.json.detail).toEqual(expect.any(String))
   expect(response.json.detail.length).toBeGreaterThan(0)
-  expect(response.headers.get('x-request-id')).toMatch(/^[\x21-\x7E]{1,128}$/)
+  expect(response.headers.get('x-request-id')).toMatch(requestIdPattern)
+}
+
+/** The slug of a problem response's type, without asserting anything (for classifying answers). */
+export function problemSlug(response: TestResponse): string | undefined {
+  const type: unknown = response.json?.type
+  return typeof type === 'string' ? type.replace('/problems/', '') : undefined
 }
 
 /** A database, the built server on it (real Postgres and Redis) and one tenant. */

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto'
 import { expect } from 'vitest'
 import type { AppProcess } from './app'
-import { type AnsweredOrder, type OrderAnswer, postOrderUntilAnswered, problemSlug } from './cluster'
+import { type AnsweredOrder, type OrderAnswer, postOrderUntilAnswered } from './cluster'
 import type { OrderRows } from './order-rows'
+import { problemSlug } from './orders'
 
 /**
  * A retry storm: many keys, each sent by several clients at once, spread round-robin over the
@@ -46,7 +47,7 @@ export async function runStorm(options: StormOptions): Promise<StormKey[]> {
   const results = await Promise.all(launches.map(launch => postOrderUntilAnswered({
     baseUrls: launch.baseUrls,
     secretKey: options.secretKey,
-    idempotencyKey: launch.key,
+    key: launch.key,
     body: launch.planned.body,
     headers: launch.planned.headers,
     deadlineMs: 45_000,
