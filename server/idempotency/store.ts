@@ -105,11 +105,12 @@ export function createIdempotencyStore(db: Database) {
         ? {
             route: input.route, fingerprint: input.fingerprint, requestId: input.requestId, attempts: 1,
             responseStatus: null, responseBody: null, responseHeaders: null, resourceType: null, resourceId: null,
-            error: null, createdAt: sql`now()`, expiresAt: inSeconds(input.ttlSeconds),
+            error: null, createdAt: sql`now()`,
           }
         : { attempts: sql`${records.attempts} + 1` }
+      // The TTL restarts with each execution, so a result stored just before the old expiry still replays.
       const [record] = await db.update(records)
-        .set({ ...fresh, status: 'processing', leaseToken, leaseExpiresAt: inMs(input.leaseMs), updatedAt: sql`now()` })
+        .set({ ...fresh, status: 'processing', leaseToken, leaseExpiresAt: inMs(input.leaseMs), expiresAt: inSeconds(input.ttlSeconds), updatedAt: sql`now()` })
         .where(inArray(records.id, lockable))
         .returning()
       return record && { record, leaseToken }

@@ -1,0 +1,44 @@
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { type DatabaseHandle, openDatabase } from '../../server/db/client'
+import { createTestDatabase } from './services'
+
+/**
+ * A migrated database for one integration suite, on either driver the app supports: a fresh
+ * database on the real Postgres server, or PGlite in a fresh temporary directory.
+ */
+
+export type DatabaseDriver = DatabaseHandle['driver']
+
+export interface SuiteDatabase {
+  handle: DatabaseHandle
+  /** Closes the connections, then drops the database or deletes the PGlite directory. */
+  close: () => Promise<void>
+}
+
+const migrationsDir = fileURLToPath(new URL('../../drizzle', import.meta.url))
+
+/** `poolSize` sizes the Postgres connection pool; PGlite always has a single connection. */
+export async function openSuiteDatabase(driver: DatabaseDriver, label: string, options: { poolSize?: number } = {}): Promise<SuiteDatabase> {
+  if (driver === 'postgres') {
+    const database = await createTestDatabase(label)
+    return openCleaningUp(() => openDatabase({ url: database.url, pgliteDir: '', migrationsDir, poolSize: options.poolSize }), database.drop)
+  }
+  const pgliteDir = await mkdtemp(join(tmpdir(), `ic-${label.replace(/\W+/g, '-')}-`))
+  return openCleaningUp(() => openDatabase({ pgliteDir, migrationsDir }), () => rm(pgliteDir, { recursive: true, force: true }))
+}
+
+/** Opens the handle; `cleanUp` runs after it closes, or at once when opening (migrating) fails. */
+async function openCleaningUp(open: () => Promise<DatabaseHandle>, cleanUp: () => Promise<void>): Promise<SuiteDatabase> {
+  let handle: DatabaseHandle
+  try {
+    handle = await open()
+  }
+  catch (error) {
+    await cleanUp()
+    throw error
+  }
+  return { handle, close: async () => { await handle.close(); await cleanUp() } }
+}

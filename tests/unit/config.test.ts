@@ -1,0 +1,151 @@
+import { describe, expect, it } from 'vitest'
+import { ConfigError, parseConfig } from '../../server/config/index'
+
+const SECRET_NAMES = ['OPS_TOKEN', 'WEBHOOK_STANDARD_SECRET', 'WEBHOOK_STRIPE_SECRET', 'MIDTRANS_SERVER_KEY'] as const
+type SecretName = typeof SECRET_NAMES[number]
+
+const DATABASE_URL = 'postgres://root@127.0.0.1:5432/checkout'
+
+const providedSecrets: Record<SecretName, string> = {
+  OPS_TOKEN: 'ops_provided_token_0123456789',
+  WEBHOOK_STANDARD_SECRET: 'whsec_cHJvdmlkZWQtc3RhbmRhcmQta2V5',
+  WEBHOOK_STRIPE_SECRET: 'stripe_provided_secret_0123',
+  MIDTRANS_SERVER_KEY: 'midtrans_provided_key_0123',
+}
+
+/** A complete deployment environment: every other test changes one variable of it. */
+const deploymentEnv = (): Record<string, string | undefined> => ({ DATABASE_URL, ...providedSecrets })
+
+/** The ConfigError parseConfig throws for `env`; fails the test when it does not throw one. */
+function configErrorFor(env: Record<string, string | undefined>, options?: { dev?: boolean }): ConfigError {
+  try {
+    parseConfig(env, options)
+  }
+  catch (error) {
+    expect(error).toBeInstanceOf(ConfigError)
+    return error as ConfigError
+  }
+  throw new Error(`parseConfig accepted ${JSON.stringify(env)}`)
+}
+
+// 24 random bytes: 32 characters of base64(url), after the prefix that says what the secret is.
+const generatedSecretShapes: Record<SecretName, RegExp> = {
+  OPS_TOKEN: /^ops_[\w-]{32}$/,
+  WEBHOOK_STANDARD_SECRET: /^whsec_[A-Za-z0-9+/]{32}$/,
+  WEBHOOK_STRIPE_SECRET: /^[\w-]{32}$/,
+  MIDTRANS_SERVER_KEY: /^[\w-]{32}$/,
+}
+
+describe('parseConfig: secrets', () => {
+  it('runs embedded without DATABASE_URL and generates all four secrets in their shapes', () => {
+    const config = parseConfig({})
+    expect(config.embedded).toBe(true)
+    expect(config.DATABASE_URL).toBeUndefined()
+    expect(config.generatedSecrets).toEqual([...SECRET_NAMES])
+    for (const name of SECRET_NAMES) expect(config[name]).toMatch(generatedSecretShapes[name])
+  })
+
+  it('generates different secrets on every start, each one valid for a deployment', () => {
+    const first = parseConfig({})
+    const second = parseConfig({})
+    for (const name of SECRET_NAMES) expect(first[name]).not.toBe(second[name])
+    const generated = Object.fromEntries(SECRET_NAMES.map(name => [name, first[name]]))
+    expect(parseConfig({ DATABASE_URL, ...generated }).generatedSecrets).toEqual([])
+  })
+
+  it('keeps provided secrets verbatim and generates only the missing ones when embedded', () => {
+    const config = parseConfig({ OPS_TOKEN: providedSecrets.OPS_TOKEN, MIDTRANS_SERVER_KEY: providedSecrets.MIDTRANS_SERVER_KEY })
+    expect(config.OPS_TOKEN).toBe(providedSecrets.OPS_TOKEN)
+    expect(config.MIDTRANS_SERVER_KEY).toBe(providedSecrets.MIDTRANS_SERVER_KEY)
+    expect(config.generatedSecrets).toEqual(['WEBHOOK_STANDARD_SECRET', 'WEBHOOK_STRIPE_SECRET'])
+    expect(config.WEBHOOK_STANDARD_SECRET).toMatch(generatedSecretShapes.WEBHOOK_STANDARD_SECRET)
+  })
+
+  it('uses every provided secret as is with DATABASE_URL', () => {
+    const config = parseConfig(deploymentEnv())
+    expect(config.embedded).toBe(false)
+    expect(config.DATABASE_URL).toBe(DATABASE_URL)
+    expect(config.generatedSecrets).toEqual([])
+    for (const name of SECRET_NAMES) expect(config[name]).toBe(providedSecrets[name])
+  })
+
+  it.each(SECRET_NAMES)('refuses to start with DATABASE_URL when %s is missing, naming it', (name) => {
+    const error = configErrorFor({ ...deploymentEnv(), [name]: undefined })
+    expect(error.message).toContain(name)
+    for (const other of SECRET_NAMES.filter(n => n !== name)) expect(error.message).not.toContain(other)
+  })
+
+  it('names every missing secret at once', () => {
+    const error = configErrorFor({ DATABASE_URL })
+    for (const name of SECRET_NAMES) expect(error.message).toContain(name)
+  })
+
+  it('generates missing secrets in development even with DATABASE_URL', () => {
+    const config = parseConfig({ DATABASE_URL }, { dev: true })
+    expect(config.embedded).toBe(false)
+    expect(config.generatedSecrets).toEqual([...SECRET_NAMES])
+    for (const name of SECRET_NAMES) expect(config[name]).toMatch(generatedSecretShapes[name])
+  })
+})
+
+describe('parseConfig: values', () => {
+  it('applies the documented defaults', () => {
+    const config = parseConfig(deploymentEnv())
+    expect(config.FAULTS_ENABLED).toBe(false)
+    expect(config.WORKER_ENABLED).toBe(true)
+    expect(config.IDEMPOTENCY_TTL_SECONDS).toBe(86_400)
+    expect(config.WEBHOOK_IDEMPOTENCY_TTL_SECONDS).toBe(2_592_000)
+    expect(config.REDIS_URL).toBeUndefined()
+  })
+
+  it('reads valid values', () => {
+    const config = parseConfig({
+      ...deploymentEnv(),
+      REDIS_URL: 'rediss://cache.internal:6380',
+      FAULTS_ENABLED: 'true',
+      WORKER_ENABLED: '0',
+      WORKER_CONCURRENCY: '8',
+      IDEMPOTENCY_TTL_SECONDS: '3600',
+    })
+    expect(config.REDIS_URL).toBe('rediss://cache.internal:6380')
+    expect(config.FAULTS_ENABLED).toBe(true)
+    expect(config.WORKER_ENABLED).toBe(false)
+    expect(config.WORKER_CONCURRENCY).toBe(8)
+    expect(config.IDEMPOTENCY_TTL_SECONDS).toBe(3600)
+  })
+
+  it.each([
+    ['IDEMPOTENCY_TTL_SECONDS', 'abc'],
+    ['IDEMPOTENCY_TTL_SECONDS', '-1'],
+    ['IDEMPOTENCY_TTL_SECONDS', '99999999999'],
+    ['FAULTS_ENABLED', 'maybe'],
+    ['WORKER_CONCURRENCY', '0'],
+    ['DATABASE_URL', 'mysql://x'],
+    ['REDIS_URL', 'http://x'],
+    ['WEBHOOK_STANDARD_SECRET', 'c3RhbmRhcmQta2V5LXdpdGhvdXQtcHJlZml4'],
+  ])('rejects %s=%j with a ConfigError naming the variable', (name, value) => {
+    const error = configErrorFor({ ...deploymentEnv(), [name]: value })
+    expect(error.message).toMatch(new RegExp(`\\b${name}\\b`))
+  })
+
+  it('treats empty strings as unset', () => {
+    const config = parseConfig({
+      DATABASE_URL: '',
+      REDIS_URL: '',
+      FAULTS_ENABLED: '',
+      WORKER_ENABLED: '',
+      IDEMPOTENCY_TTL_SECONDS: '',
+      OPS_TOKEN: '',
+    })
+    expect(config.embedded).toBe(true)
+    expect(config.REDIS_URL).toBeUndefined()
+    expect(config.FAULTS_ENABLED).toBe(false)
+    expect(config.WORKER_ENABLED).toBe(true)
+    expect(config.IDEMPOTENCY_TTL_SECONDS).toBe(86_400)
+    expect(config.generatedSecrets).toContain('OPS_TOKEN')
+  })
+
+  it('treats an empty secret as missing in a deployment', () => {
+    expect(configErrorFor({ ...deploymentEnv(), OPS_TOKEN: '' }).message).toContain('OPS_TOKEN')
+  })
+})
