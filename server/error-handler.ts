@@ -1,4 +1,5 @@
 import type { NitroErrorHandler } from 'nitropack'
+import { isDatabaseUnavailable } from './db/errors'
 import { log } from './observability/logger'
 import { problemBody, type ProblemBody, problemOf, type ProblemSlug } from './problems'
 
@@ -23,6 +24,11 @@ export default <NitroErrorHandler> function problemErrorHandler(error, event) {
   let body: ProblemBody
   if (known) {
     body = known.body
+  }
+  else if (isDatabaseUnavailable(error)) {
+    // Postgres went away under a route outside the idempotency layer (e.g. the tenant lookup).
+    body = problemBody('service-unavailable', 'The database is unreachable; nothing was changed. Retry after Retry-After seconds.')
+    headers['Retry-After'] = '2'
   }
   else {
     const status = error.statusCode ?? 500

@@ -120,9 +120,15 @@ async function decide(store: IdempotencyStore, input: ClaimInput, shieldKey: str
     }
     const shield = await acquireShield(useLocks(), shieldKey, input.leaseMs)
     if (shield.state === 'held') return { kind: 'in_progress', record: existing }
-    const claim = existing ? await store.takeOver(existing, input) : await store.insert(input)
+    let claim
+    try {
+      claim = existing ? await store.takeOver(existing, input) : await store.insert(input)
+    }
+    finally {
+      // A shield left behind by a failed claim would answer 409 to the retry for a whole lease.
+      if (!claim) await releaseShield(useLocks(), shieldKey, shield)
+    }
     if (claim) return { kind: 'owner', claim, shield, takeover: existing !== undefined }
-    await releaseShield(useLocks(), shieldKey, shield)
     existing = await store.find(input.scope, input.key)
   }
   return { kind: 'in_progress', record: existing }
