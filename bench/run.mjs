@@ -1,10 +1,13 @@
 // Throughput of the idempotency layer against the built server on loopback (`npm run bench`).
 // Needs the build (`npm run build`) and a Postgres to create a scratch database in
-// (BENCH_POSTGRES_URL, default the local server); Redis at BENCH_REDIS_URL for the Redis rows.
+// (BENCH_POSTGRES_URL, default the local server) and Redis (BENCH_REDIS_URL); the embedded rows use
+// PGlite in a temporary folder.
 // Prints a table and ratios. Bounded: each scenario runs BENCH_SECONDS (default 8) seconds.
 import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { existsSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import net from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import autocannon from 'autocannon'
@@ -93,21 +96,26 @@ async function scenario(label, env, mode) {
 const admin = postgres(adminUrl, { max: 1, onnotice: () => {} })
 const database = `ic_bench_${process.pid}`
 await admin.unsafe(`CREATE DATABASE "${database}"`)
+const pgliteDir = mkdtempSync(join(tmpdir(), 'ic-bench-'))
 const databaseUrl = new URL(adminUrl)
 databaseUrl.pathname = `/${database}`
 try {
-  const pg = { DATABASE_URL: databaseUrl.toString() }
+  const production = { DATABASE_URL: databaseUrl.toString(), REDIS_URL: redisUrl }
+  const embedded = { PGLITE_DIR: pgliteDir }
   const rows = [
-    await scenario('new key · Postgres + Redis', { ...pg, REDIS_URL: redisUrl }, 'new'),
-    await scenario('new key · Postgres only', pg, 'new'),
-    await scenario('replay · Postgres + Redis', { ...pg, REDIS_URL: redisUrl }, 'replay'),
+    await scenario('new key · Postgres + Redis', production, 'new'),
+    await scenario('replay · Postgres + Redis', production, 'replay'),
+    await scenario('new key · embedded PGlite', embedded, 'new'),
+    await scenario('replay · embedded PGlite', embedded, 'replay'),
   ]
-  console.log(`\n${connections} connections, ${seconds} s per scenario, loopback, ${process.env.BENCH_NOTE ?? ''}`)
+  console.log(`\n${connections} connections, ${seconds} s per scenario, loopback`)
   console.table(rows)
-  const [withRedis, withoutRedis, replay] = rows.map(r => r['req/s'])
-  console.log(`replay / new key (Redis): ${(replay / withRedis).toFixed(2)}×   new key Postgres-only / with Redis: ${(withoutRedis / withRedis).toFixed(2)}×`)
+  const [newKey, replay, newKeyEmbedded, replayEmbedded] = rows.map(r => r['req/s'])
+  console.log(`replay / new key: Postgres ${(replay / newKey).toFixed(2)}×, embedded ${(replayEmbedded / newKeyEmbedded).toFixed(2)}×`
+    + `   embedded / Postgres (new key): ${(newKeyEmbedded / newKey).toFixed(2)}×`)
 }
 finally {
   await admin.unsafe(`DROP DATABASE IF EXISTS "${database}" WITH (FORCE)`)
   await admin.end()
+  rmSync(pgliteDir, { recursive: true, force: true })
 }

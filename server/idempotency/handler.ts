@@ -4,8 +4,6 @@ import { useDatabaseHandle } from '../db'
 import type { Database } from '../db/client'
 import { isDatabaseUnavailable } from '../db/errors'
 import { readCommitFaults } from '../faults'
-import { acquireShield, releaseShield, type ShieldResult, waitForShield } from '../locks/shield'
-import { useLocks } from '../locks'
 import { log } from '../observability/logger'
 import { metrics } from '../observability/metrics'
 import { problem, problemBody, problemOf } from '../problems'
@@ -15,8 +13,9 @@ import { canTakeOver, type Claim, type ClaimInput, createIdempotencyStore, type 
 
 /**
  * The one idempotency layer (SPEC §3), shared by every idempotent route. Hot path for a new key:
- * read the record (1 round trip), take the Redis shield, insert the claim (1 commit), then business
- * writes and the stored response in one fenced transaction. A replay costs one read.
+ * one read, one INSERT that claims the key (the unique index arbitrates, so no lock is needed in
+ * front of it), then the business writes and the stored response in one fenced transaction.
+ * A replay costs one read.
  */
 
 export type IdempotencyOutcome = 'miss' | 'replay' | 'conflict' | 'in_progress' | 'missing_key' | 'invalid' | 'error'
@@ -62,7 +61,7 @@ type Decision =
   | { kind: 'replay', record: RecordView }
   | { kind: 'conflict', record: RecordView }
   | { kind: 'in_progress', record?: RecordView }
-  | { kind: 'owner', claim: Claim, shield: ShieldResult, takeover: boolean }
+  | { kind: 'owner', claim: Claim, takeover: boolean }
 
 export async function runIdempotent(event: H3Event, operation: IdempotentOperation): Promise<Record<string, unknown>> {
   const { db } = useDatabaseHandle()
@@ -78,13 +77,12 @@ export async function runIdempotent(event: H3Event, operation: IdempotentOperati
     ttlSeconds: operation.ttlSeconds,
   }
   event.context.idempotency = { scope: operation.scope, key: operation.key }
-  const shieldKey = `idem:${operation.scope}:${operation.key}`
   const waitUntil = Date.now() + preferredWaitMs(event)
 
   try {
-    for (;;) {
-      const decision = await decide(store, input, shieldKey)
-      if (decision.kind === 'owner') return await executeAsOwner(event, store, operation, decision, shieldKey)
+    for (let poll = 0; ; poll++) {
+      const decision = await decide(store, input)
+      if (decision.kind === 'owner') return await executeAsOwner(event, store, operation, decision.claim, decision.takeover)
       if (decision.kind === 'replay') return replay(event, decision.record)
       if (decision.kind === 'conflict') {
         record(event, 'conflict')
@@ -96,9 +94,8 @@ export async function runIdempotent(event: H3Event, operation: IdempotentOperati
         const retryAfter = Math.max(1, Math.ceil((decision.record?.leaseRemainingMs ?? 0) / 1000))
         throw problem('request-in-progress', `A request with Idempotency-Key "${operation.key}" is still being processed. Retry with the same key after ${retryAfter} s, or send "Prefer: wait=10" to wait for its result.`, { headers: { 'Retry-After': String(retryAfter) } })
       }
-      await waitForShield(useLocks(), shieldKey, Math.min(remaining, 1000))
-      // Without a lock backend (or when the shield is gone but the record is not final), re-check gently.
-      if (Date.now() < waitUntil) await new Promise(resolve => setTimeout(resolve, 25))
+      // Prefer: wait — poll the record with a growing interval (25 ms … 200 ms) until it is final.
+      await new Promise(resolve => setTimeout(resolve, Math.min(remaining, 25 * 2 ** Math.min(poll, 3))))
     }
   }
   catch (error) {
@@ -110,7 +107,9 @@ export async function runIdempotent(event: H3Event, operation: IdempotentOperati
   }
 }
 
-async function decide(store: IdempotencyStore, input: ClaimInput, shieldKey: string): Promise<Decision> {
+async function decide(store: IdempotencyStore, input: ClaimInput): Promise<Decision> {
+  // Read before claiming: a plain read never waits, while an INSERT that meets a row the owner is
+  // committing would wait for that commit instead of answering 409 at once.
   let existing = await store.find(input.scope, input.key)
   // Bounded: each pass either decides or observes someone else's progress.
   for (let pass = 0; pass < 3; pass++) {
@@ -118,17 +117,8 @@ async function decide(store: IdempotencyStore, input: ClaimInput, shieldKey: str
       if (existing.fingerprint !== input.fingerprint) return { kind: 'conflict', record: existing }
       return existing.status === 'processing' ? { kind: 'in_progress', record: existing } : { kind: 'replay', record: existing }
     }
-    const shield = await acquireShield(useLocks(), shieldKey, input.leaseMs)
-    if (shield.state === 'held') return { kind: 'in_progress', record: existing }
-    let claim
-    try {
-      claim = existing ? await store.takeOver(existing, input) : await store.insert(input)
-    }
-    finally {
-      // A shield left behind by a failed claim would answer 409 to the retry for a whole lease.
-      if (!claim) await releaseShield(useLocks(), shieldKey, shield)
-    }
-    if (claim) return { kind: 'owner', claim, shield, takeover: existing !== undefined }
+    const claim = existing ? await store.takeOver(existing, input) : await store.insert(input)
+    if (claim) return { kind: 'owner', claim, takeover: existing !== undefined }
     existing = await store.find(input.scope, input.key)
   }
   return { kind: 'in_progress', record: existing }
@@ -138,18 +128,13 @@ async function executeAsOwner(
   event: H3Event,
   store: IdempotencyStore,
   operation: IdempotentOperation,
-  owner: Extract<Decision, { kind: 'owner' }>,
-  shieldKey: string,
+  claim: Claim,
+  takeover: boolean,
 ): Promise<Record<string, unknown>> {
-  const { claim, shield } = owner
-  const locks = useLocks()
   const leaseMs = useConfig().IDEMPOTENCY_LEASE_MS
-  if (owner.takeover) metrics.leaseTakeovers.inc({ scope: scopeKind(operation.scope) })
+  if (takeover) metrics.leaseTakeovers.inc({ scope: scopeKind(operation.scope) })
   const faults = readCommitFaults(event)
-  const renewal = setInterval(() => {
-    void store.renew(claim, leaseMs).catch(() => {})
-    if (shield.state === 'acquired') void locks.extend(shieldKey, shield.token, leaseMs).catch(() => {})
-  }, Math.max(50, Math.floor(leaseMs / 3)))
+  const renewal = setInterval(() => void store.renew(claim, leaseMs).catch(() => {}), Math.max(50, Math.floor(leaseMs / 3)))
   renewal.unref()
   try {
     let outcome
@@ -184,7 +169,6 @@ async function executeAsOwner(
   }
   finally {
     clearInterval(renewal)
-    await releaseShield(locks, shieldKey, shield)
   }
 }
 

@@ -1,7 +1,8 @@
 /**
- * A short-lived mutual-exclusion lock with an owner token. Only the owner may extend or release
- * it (atomic compare). Locks are an optimisation and a contention shield: correctness always rests
- * on Postgres (unique constraints and fenced lease tokens), never on a lock alone.
+ * A short-lived mutual-exclusion lock with an owner token, for business resources such as
+ * `lock:order:<id>`. Only the owner may extend or release it (atomic compare). A lock keeps two
+ * workers off one resource; correctness always rests on Postgres (unique constraints and fenced
+ * tokens), never on a lock alone.
  */
 export interface Locks {
   readonly kind: 'redis' | 'memory'

@@ -32,7 +32,6 @@ export function renderPrometheus(): string {
 
 export const metrics = {
   idempotencyOutcomes: defineCounter('idempotency_outcomes_total', 'Idempotent requests by outcome (miss, replay, conflict, in_progress, missing_key, invalid, error).'),
-  lockBackendErrors: defineCounter('lock_backend_errors_total', 'Lock backend (Redis) failures; the request went on with Postgres-only correctness.'),
   leaseTakeovers: defineCounter('idempotency_lease_takeovers_total', 'Claims taken over after the previous owner\'s lease ran out or was released.'),
   leaseLost: defineCounter('idempotency_lease_lost_total', 'Owners that found their lease taken over at commit time and stored nothing.'),
   uniqueViolations: defineCounter('unique_constraint_violations_total', 'Unique-constraint violations caught by the database fence, by constraint.'),

@@ -10,10 +10,9 @@ import { startRedisServer, type TestRedisServer } from '../support/redis-server'
 import { createTestDatabase, describeWithServices } from '../support/services'
 import { expectIdenticalStormExactlyOnce, ordersPerCart, printStormFigures, runStorm } from '../support/storm'
 
-// Redis is only a contention shield: with it gone the instances keep taking orders exactly once,
-// because Postgres decides. A test-owned redis-server is killed and brought back (empty) mid-file.
-
-const lockBackendUnavailable = 'lock backend unavailable: continuing with Postgres-only correctness'
+// Postgres alone decides who executes a key: with Redis gone the instances keep taking orders
+// exactly once and only readiness reports the loss. A test-owned redis-server is killed and brought
+// back (empty) mid-file.
 
 describeWithServices('Redis lost and back', ['postgres'], () => {
   let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined
@@ -60,11 +59,8 @@ describeWithServices('Redis lost and back', ['postgres'], () => {
       await redisServer!.stop()
     })
 
-    it('a new order succeeds, its replay works, and the degradation is logged', async () => {
+    it('a new order succeeds and its replay works', async () => {
       await createAndReplayOrder(instances[0]!.url, 'redis-down-single')
-      const logged = instances[0]!.output().split('\n').filter(line => line.includes(lockBackendUnavailable))
-      expect(logged.length).toBeGreaterThan(0)
-      expect(JSON.parse(logged[0]!)).toMatchObject({ level: 'warn', msg: lockBackendUnavailable, operation: 'acquire' })
     })
 
     it('a storm of 20 keys × 6 concurrent requests over both instances executes each key once', async () => {
