@@ -6,7 +6,7 @@ import { isDatabaseUnavailable } from '../db/errors'
 import { readCommitFaults } from '../faults'
 import { log } from '../observability/logger'
 import { metrics } from '../observability/metrics'
-import { problem, problemBody, problemOf } from '../problems'
+import { problem, problemOf } from '../problems'
 import { fingerprint } from './fingerprint'
 import { checkIdempotencyKey } from './key'
 import { canTakeOver, type Claim, type ClaimInput, createIdempotencyStore, type IdempotencyStore, type RecordView, type StoredResponse } from './store'
@@ -85,12 +85,12 @@ export async function runIdempotent(event: H3Event, operation: IdempotentOperati
       if (decision.kind === 'owner') return await executeAsOwner(event, store, operation, decision.claim, decision.takeover)
       if (decision.kind === 'replay') return replay(event, decision.record)
       if (decision.kind === 'conflict') {
-        record(event, 'conflict')
+        noteOutcome(event, 'conflict')
         throw problem('idempotency-key-reused', `Idempotency-Key "${operation.key}" was first used for a different request (${decision.record.route}, other body). Send a new key for a new operation; retries must repeat the original request exactly.`)
       }
       const remaining = waitUntil - Date.now()
       if (remaining <= 0) {
-        record(event, 'in_progress')
+        noteOutcome(event, 'in_progress')
         const retryAfter = Math.max(1, Math.ceil((decision.record?.leaseRemainingMs ?? 0) / 1000))
         throw problem('request-in-progress', `A request with Idempotency-Key "${operation.key}" is still being processed. Retry with the same key after ${retryAfter} s, or send "Prefer: wait=10" to wait for its result.`, { headers: { 'Retry-After': String(retryAfter) } })
       }
@@ -100,7 +100,7 @@ export async function runIdempotent(event: H3Event, operation: IdempotentOperati
   }
   catch (error) {
     if (isDatabaseUnavailable(error)) {
-      record(event, 'error')
+      noteOutcome(event, 'error')
       throw problem('service-unavailable', 'The idempotency store (Postgres) is unreachable, so nothing was executed. Retry with the same Idempotency-Key after Retry-After seconds.', { headers: { 'Retry-After': '2' }, cause: error })
     }
     throw error
@@ -139,10 +139,7 @@ async function executeAsOwner(
   try {
     let outcome
     try {
-      outcome = await store.commit(claim, async (tx) => {
-        const result = await operation.execute(tx)
-        return { response: toStoredResponse(result, operation.key), value: undefined }
-      }, faults.beforeCommit)
+      outcome = await store.commit(claim, async tx => toStoredResponse(await operation.execute(tx), operation.key), faults.beforeCommit)
     }
     catch (error) {
       const failure = problemOf(error)
@@ -154,7 +151,7 @@ async function executeAsOwner(
           error: failure.body.type.replace('/problems/', ''),
         }
         if (await store.storeFailure(claim, response)) {
-          record(event, 'miss')
+          noteOutcome(event, 'miss')
           return respond(event, response, false)
         }
         return leaseLost(event, operation)
@@ -163,7 +160,7 @@ async function executeAsOwner(
       throw unexpected(event, error)
     }
     if (outcome.kind === 'lease-lost') return leaseLost(event, operation)
-    record(event, 'miss')
+    noteOutcome(event, 'miss')
     if (faults.afterCommit && await faults.afterCommit(event)) return {}
     return respond(event, outcome.response, false)
   }
@@ -183,7 +180,7 @@ function toStoredResponse(result: IdempotentResult, key: string): StoredResponse
 }
 
 function replay(event: H3Event, stored: RecordView): Record<string, unknown> {
-  record(event, 'replay')
+  noteOutcome(event, 'replay')
   return respond(event, {
     status: stored.responseStatus ?? 200,
     body: stored.responseBody ?? {},
@@ -201,13 +198,13 @@ function respond(event: H3Event, response: StoredResponse, replayed: boolean): R
 
 function leaseLost(event: H3Event, operation: IdempotentOperation): never {
   metrics.leaseLost.inc({ scope: scopeKind(operation.scope) })
-  record(event, 'in_progress')
+  noteOutcome(event, 'in_progress')
   log.warn('idempotency lease lost before commit; nothing stored', { requestId: event.context.requestId, idempotencyKey: operation.key })
   throw problem('request-in-progress', 'This attempt took too long and another attempt with the same Idempotency-Key took over. Retry with the same key to get its result.', { headers: { 'Retry-After': '1' } })
 }
 
 function unexpected(event: H3Event, error: unknown) {
-  record(event, 'error')
+  noteOutcome(event, 'error')
   if (isDatabaseUnavailable(error)) {
     return problem('service-unavailable', 'The database became unreachable; nothing was committed and the key was released. Retry with the same Idempotency-Key after Retry-After seconds.', { headers: { 'Retry-After': '2' }, cause: error })
   }
@@ -215,7 +212,7 @@ function unexpected(event: H3Event, error: unknown) {
   return problem('internal-error', 'Something went wrong; nothing was committed and the key was released. Retry with the same Idempotency-Key.', { cause: error })
 }
 
-function record(event: H3Event, outcome: IdempotencyOutcome): void {
+function noteOutcome(event: H3Event, outcome: IdempotencyOutcome): void {
   event.context.idempotencyOutcome = outcome
   metrics.idempotencyOutcomes.inc({ outcome })
 }
@@ -230,5 +227,3 @@ function preferredWaitMs(event: H3Event): number {
 
 const scopeKind = (scope: string) => scope.split(':')[0] ?? scope
 const summarise = (error: unknown) => (error instanceof Error ? `${error.name}: ${error.message}` : String(error))
-
-export { problemBody }

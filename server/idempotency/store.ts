@@ -40,7 +40,7 @@ export interface StoredResponse {
   error?: string
 }
 
-export type CommitOutcome<T> = { kind: 'committed', response: StoredResponse, value: T } | { kind: 'lease-lost' }
+export type CommitOutcome = { kind: 'committed', response: StoredResponse } | { kind: 'lease-lost' }
 
 const inMs = (ms: number) => sql`now() + (${ms}::int * interval '1 millisecond')`
 const inSeconds = (seconds: number) => sql`now() + (${seconds}::int * interval '1 second')`
@@ -120,19 +120,19 @@ export function createIdempotencyStore(db: Database) {
      * Runs `work` and stores its response in one transaction, fenced by the lease token: the row
      * is locked first, so nobody can take the claim over while the owner commits.
      */
-    async commit<T>(
+    async commit(
       claim: Claim,
-      work: (tx: Database) => Promise<{ response: StoredResponse, value: T }>,
+      work: (tx: Database) => Promise<StoredResponse>,
       beforeCommit?: () => Promise<void>,
-    ): Promise<CommitOutcome<T>> {
+    ): Promise<CommitOutcome> {
       return db.transaction(async (tx) => {
         const [holder] = await tx.select({ id: records.id }).from(records)
           .where(owned(claim.record.id, claim.leaseToken)).for('update')
         if (!holder) return { kind: 'lease-lost' as const }
-        const { response, value } = await work(tx as Database)
+        const response = await work(tx as Database)
         await tx.update(records).set(finalFields(response)).where(eq(records.id, claim.record.id))
         await beforeCommit?.()
-        return { kind: 'committed' as const, response, value }
+        return { kind: 'committed' as const, response }
       })
     },
 

@@ -14,6 +14,8 @@ const LONG_LEASE_MS = 60_000
 const SHORT_LEASE_MS = 200
 const PAST_SHORT_LEASE_MS = 400
 const TTL_SECONDS = 3_600
+/** The columns of a claim that has no result yet. */
+const nothingStored = { responseStatus: null, responseBody: null, responseHeaders: null, resourceType: null, resourceId: null, error: null }
 const CONCURRENT_CLAIMANTS = 20
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
@@ -103,7 +105,7 @@ function idempotencyStoreContract(driver: DatabaseDriver, concurrentTransactions
   function tenantWrite(tenantId: string, response: StoredResponse) {
     return async (tx: Database) => {
       await tx.insert(tenants).values({ id: tenantId, name: 'contract' })
-      return { response, value: tenantId }
+      return response
     }
   }
 
@@ -122,12 +124,7 @@ function idempotencyStoreContract(driver: DatabaseDriver, concurrentTransactions
         leaseToken,
         attempts: 1,
         requestId: 'req_first',
-        responseStatus: null,
-        responseBody: null,
-        responseHeaders: null,
-        resourceType: null,
-        resourceId: null,
-        error: null,
+        ...nothingStored,
       })
       // Both come from the same statement's now(): the differences are exact.
       expect(record.leaseExpiresAt!.getTime() - record.createdAt.getTime()).toBe(LONG_LEASE_MS)
@@ -192,7 +189,7 @@ function idempotencyStoreContract(driver: DatabaseDriver, concurrentTransactions
       const tenantId = newTenantId()
       const response = createdResponse('ord_committed')
       const outcome = await store.commit(owner, tenantWrite(tenantId, response))
-      expect(outcome).toEqual({ kind: 'committed', response, value: tenantId })
+      expect(outcome).toEqual({ kind: 'committed', response })
       expect(await tenantExists(tenantId)).toBe(true)
 
       const record = await find()
@@ -215,7 +212,7 @@ function idempotencyStoreContract(driver: DatabaseDriver, concurrentTransactions
 
     it('stores a 4xx response returned by the work as failed', async () => {
       const owner = await claim()
-      await store.commit(owner, async () => ({ response: cartTakenResponse, value: null }))
+      await store.commit(owner, async () => cartTakenResponse)
       expect(await find()).toMatchObject({ status: 'failed', responseStatus: 409, error: 'cart-already-ordered', leaseToken: null })
     })
 
@@ -304,14 +301,14 @@ function idempotencyStoreContract(driver: DatabaseDriver, concurrentTransactions
 
     it('is false for a finished record that has not expired: it replays instead', async () => {
       const owner = await claim()
-      await store.commit(owner, async () => ({ response: createdResponse('ord_done'), value: null }))
+      await store.commit(owner, async () => createdResponse('ord_done'))
       expect(canTakeOver(await find(), 'fingerprint-a')).toBe(false)
       expect(canTakeOver(await find(), 'fingerprint-b')).toBe(false)
     })
 
     it('is true for an expired finished record, whatever the fingerprint', async () => {
       const owner = await claim()
-      await store.commit(owner, async () => ({ response: createdResponse('ord_old'), value: null }))
+      await store.commit(owner, async () => createdResponse('ord_old'))
       await expire(owner.record.id)
       const record = await find()
       expect(record.expired).toBe(true)
@@ -412,12 +409,7 @@ function idempotencyStoreContract(driver: DatabaseDriver, concurrentTransactions
         fingerprint: 'fingerprint-b',
         route: 'POST /api/webhooks/standard',
         requestId: 'req_new',
-        responseStatus: null,
-        responseBody: null,
-        responseHeaders: null,
-        resourceType: null,
-        resourceId: null,
-        error: null,
+        ...nothingStored,
       })
       const record = reclaimed!.record
       expect(record.createdAt.getTime()).toBeGreaterThan(abandoned.record.createdAt.getTime())
@@ -440,7 +432,7 @@ function idempotencyStoreContract(driver: DatabaseDriver, concurrentTransactions
 
     it(`lets exactly one of ${CONCURRENT_CLAIMANTS} concurrent reclaims of an expired record win`, async () => {
       const owner = await claim()
-      await store.commit(owner, async () => ({ response: createdResponse('ord_old'), value: null }))
+      await store.commit(owner, async () => createdResponse('ord_old'))
       await expire(owner.record.id)
       const expired = await find()
       const results = await Promise.all(Array.from({ length: CONCURRENT_CLAIMANTS }, (_, i) =>
@@ -539,7 +531,7 @@ function idempotencyStoreContract(driver: DatabaseDriver, concurrentTransactions
 
     it('returns false once the response is stored', async () => {
       const owner = await claim()
-      await store.commit(owner, async () => ({ response: createdResponse('ord_done'), value: null }))
+      await store.commit(owner, async () => createdResponse('ord_done'))
       expect(await store.renew(owner, LONG_LEASE_MS)).toBe(false)
       expect((await find()).leaseExpiresAt).toBeNull()
     })
@@ -556,7 +548,7 @@ function idempotencyStoreContract(driver: DatabaseDriver, concurrentTransactions
       const retry = await store.takeOver(released, claimInput({ requestId: 'req_retry' }))
       expect(retry).toBeDefined()
       expect(retry!.record).toMatchObject({ attempts: 2, leaseToken: retry!.leaseToken })
-      expect(await store.commit(owner, async () => ({ response: createdResponse('ord_stale'), value: null }))).toEqual({ kind: 'lease-lost' })
+      expect(await store.commit(owner, async () => createdResponse('ord_stale'))).toEqual({ kind: 'lease-lost' })
     })
 
     it('keeps at most 500 characters of the error', async () => {
