@@ -17,6 +17,8 @@ const secret = (prefix = '') => z.string().min(prefix.length + 16, `must be at l
   .refine(v => v.startsWith(prefix), `must start with "${prefix}"`).optional()
 
 const EnvSchema = z.object({
+  // Read by Nitro itself; validated here so a bad value fails with a clear message.
+  PORT: intIn(0, 65_535, 3000),
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').optional(),
   REDIS_KEY_PREFIX: z.string().regex(/^[\w:.-]{1,64}$/).default('ic:'),

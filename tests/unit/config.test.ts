@@ -115,6 +115,8 @@ describe('parseConfig: values', () => {
   })
 
   it.each([
+    ['PORT', 'abc'],
+    ['PORT', '70000'],
     ['IDEMPOTENCY_TTL_SECONDS', 'abc'],
     ['IDEMPOTENCY_TTL_SECONDS', '-1'],
     ['IDEMPOTENCY_TTL_SECONDS', '99999999999'],
