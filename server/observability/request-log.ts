@@ -18,7 +18,7 @@ let target: Database | undefined
  * evidence for later, so they are written off the hot path in small multi-row batches (one commit
  * per batch instead of one per request); a failed write is logged, never fails a request.
  */
-export function recordRequest(event: H3Event, db: Database | undefined): void {
+export function recordRequest(event: H3Event, db: Database | undefined, delivered: boolean): void {
   const context = event.context
   const entry = {
     requestId: context.requestId,
@@ -28,7 +28,8 @@ export function recordRequest(event: H3Event, db: Database | undefined): void {
     scope: context.idempotency?.scope ?? null,
     idempotencyKey: context.idempotency?.key ?? null,
     outcome: context.idempotencyOutcome ?? null,
-    status: event.node.res.statusCode,
+    // 499 (as nginx logs it): the connection closed before the response was sent.
+    status: delivered ? event.node.res.statusCode : 499,
     durationMs: Math.round(performance.now() - (context.startedAt ?? performance.now())),
     instance,
   }

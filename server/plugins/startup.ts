@@ -35,20 +35,16 @@ export default defineNitroPlugin((nitroApp) => {
     },
   )
 
-  // Nitro creates the HTTP server after its plugins, so the listener attaches on the first request
-  // (in practice the load balancer's or orchestrator's readiness probe).
   nitroApp.hooks.hook('request', (event) => {
+    // Nitro creates the HTTP server after its plugins, so the listener attaches on the first request
+    // (in practice the load balancer's or orchestrator's readiness probe).
     answerUnparseableRequests((event.node.req.socket as { server?: Server }).server)
-  })
-
-  nitroApp.hooks.hook('afterResponse', (event) => {
-    if (!event.path.startsWith('/api/') || event.path === '/api/health') return
-    let db
-    try {
-      db = useDatabaseHandle().db
+    // 'close' fires for every outcome — success, error, dropped connection — unlike afterResponse.
+    if (event.path.startsWith('/api/') && event.path !== '/api/health') {
+      let delivered = false
+      event.node.res.once('finish', () => { delivered = true })
+      event.node.res.once('close', () => recordRequest(event, databaseIfReady(), delivered))
     }
-    catch {}
-    recordRequest(event, db)
   })
 
   nitroApp.hooks.hook('close', async () => {
@@ -57,3 +53,13 @@ export default defineNitroPlugin((nitroApp) => {
     await databaseReady().then(handle => handle.close(), () => {})
   })
 })
+
+/** The database for the request log; a request answered before start-up finished has none. */
+function databaseIfReady() {
+  try {
+    return useDatabaseHandle().db
+  }
+  catch {
+    return undefined
+  }
+}

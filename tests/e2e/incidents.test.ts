@@ -80,6 +80,13 @@ describeWithServices('incidents across two instances', ['postgres', 'redis'], ()
     }
     expect(await theOnlyOrderId(order.cartId)).toBe(orderId)
     expect(await rows.record(tenant.tenantId, order.key)).toMatchObject({ status: 'succeeded', attempts: 1, resourceId: orderId })
+    // The evidence: the first attempt committed but its answer never left (499), the retries replayed.
+    await pollUntil('three request_log rows exist', async () => (await rows.requestLog(order.key)).length === 3)
+    expect(await rows.requestLog(order.key)).toEqual([
+      { outcome: 'miss', status: 499 },
+      { outcome: 'replay', status: 201 },
+      { outcome: 'replay', status: 201 },
+    ])
   })
 
   it('crash-after-commit: A dies without answering, the retry on B replays the committed order', async () => {

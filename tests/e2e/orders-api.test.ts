@@ -324,6 +324,30 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
     })
   })
 
+  describe('request log (the evidence of every attempt)', () => {
+    it('records each request with its key, outcome, status and request id', async () => {
+      const key = newIdempotencyKey()
+      const body = validOrderBody()
+      const first = await post(key, body, { 'x-request-id': `first-${key}` })
+      await post(key, body, { 'x-request-id': `replay-${key}` })
+      await post(key, validOrderBody(), { 'x-request-id': `conflict-${key}` })
+      expect(first.status).toBe(201)
+
+      type LogRow = { requestId: string, method: string, path: string, tenantId: string, scope: string, outcome: string, status: number }
+      const logged = () => stack.sql<LogRow[]>`
+        select request_id as "requestId", method, path, tenant_id as "tenantId", scope, outcome, status
+        from request_log where idempotency_key = ${key} order by id`
+      // Rows are written in batches after the responses went out.
+      await pollUntil('three request_log rows exist', async () => (await logged()).length === 3)
+      const common = { method: 'POST', path: '/api/orders', tenantId: tenant.tenantId, scope: `tenant:${tenant.tenantId}` }
+      expect(await logged()).toEqual([
+        { ...common, requestId: `first-${key}`, outcome: 'miss', status: 201 },
+        { ...common, requestId: `replay-${key}`, outcome: 'replay', status: 201 },
+        { ...common, requestId: `conflict-${key}`, outcome: 'conflict', status: 422 },
+      ])
+    })
+  })
+
   describe('GET /api/orders/:id and tenant isolation', () => {
     let tenantB: TenantCredentials
     beforeAll(async () => {

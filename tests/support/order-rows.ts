@@ -20,6 +20,8 @@ export interface OrderRows {
   ordersForCart: (tenantId: string, cartId: string) => Promise<OrderRow[]>
   records: (tenantId: string) => Promise<IdempotencyRow[]>
   record: (tenantId: string, key: string) => Promise<IdempotencyRow | undefined>
+  /** The request log of one key, oldest first: what each attempt did and what status went out. */
+  requestLog: (key: string) => Promise<Array<{ outcome: string | null, status: number }>>
   /** Another transaction holds the record's row lock (e.g. its owner, inside delay-before-commit). */
   recordRowLocked: (tenantId: string, key: string) => Promise<boolean>
   close: () => Promise<void>
@@ -40,6 +42,8 @@ export function openOrderRows(databaseUrl: string): OrderRows {
       select ${recordColumns()} from idempotency_records where scope = ${`tenant:${tenantId}`}`,
     record: async (tenantId, key) => (await sql<IdempotencyRow[]>`
       select ${recordColumns()} from idempotency_records where scope = ${`tenant:${tenantId}`} and key = ${key}`)[0],
+    requestLog: key => sql<Array<{ outcome: string | null, status: number }>>`
+      select outcome, status from request_log where idempotency_key = ${key} order by id`,
     recordRowLocked: async (tenantId, key) => {
       // SKIP LOCKED passes over a row another transaction holds: found, yet not lockable, means taken.
       const lockable = await sql.begin(tx => tx`
