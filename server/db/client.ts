@@ -24,8 +24,8 @@ export interface OpenDatabaseOptions {
   poolSize?: number
 }
 
-// Any constant works: every instance must simply agree on it.
-const MIGRATION_LOCK_ID = 4_207_731_001
+/** Advisory lock key held while migrating. Any constant works: every instance must agree on it. */
+export const MIGRATION_LOCK_ID = 4_207_731_001
 
 /**
  * Connects and applies the committed migrations before anything else may use the database.

@@ -1,8 +1,10 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import postgres from 'postgres'
 import { afterAll, beforeAll, expect, it } from 'vitest'
+import { MIGRATION_LOCK_ID } from '../../server/db/client'
 import { startApp, stopAll } from '../support/app'
 import { request } from '../support/http'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
@@ -54,6 +56,28 @@ describeWithServices('start-up', ['postgres', 'redis'], () => {
       await sql.end()
     }
     for (const instance of instances) expect((await request(instance.url, '/api/ready')).status).toBe(200)
+  })
+
+  it('serves no API request before the migrations finished (another instance holds the migration lock)', async () => {
+    const fresh = await createTestDatabase('startup-gate')
+    const otherInstance = postgres(fresh.url, { max: 1, onnotice: () => {} })
+    try {
+      await otherInstance`select pg_advisory_lock(${MIGRATION_LOCK_ID})`
+      const app = await startApp({ databaseUrl: fresh.url, redisUrl, label: 'startup-gate', until: 'listening' })
+      const readiness = request(app.url, '/api/ready', { timeoutMs: 20_000 })
+      const early = await Promise.race([readiness.then(() => 'answered'), sleep(1_000).then(() => 'still waiting')])
+      expect(early).toBe('still waiting')
+      const [{ tables }] = await otherInstance<[{ tables: number }]>`select count(*)::int as tables from information_schema.tables where table_schema = 'public'`
+      expect(tables).toBe(0)
+
+      await otherInstance`select pg_advisory_unlock(${MIGRATION_LOCK_ID})`
+      expect((await readiness).status).toBe(200)
+    }
+    finally {
+      await otherInstance.end()
+      await stopAll()
+      await fresh.drop()
+    }
   })
 
   it('embedded: generates the missing secrets, prints them, and they work', async () => {

@@ -31,6 +31,8 @@ export interface StartAppOptions {
   env?: Record<string, string>
   /** Names the instance in its Redis prefix and in error messages. */
   label?: string
+  /** What counts as started: `/api/ready` answering 200 (default), or only `/api/health` (listening). */
+  until?: 'ready' | 'listening'
 }
 
 export interface AppProcess {
@@ -124,16 +126,16 @@ export async function startApp(options: StartAppOptions = {}): Promise<AppProces
     if (hasExited) {
       throw new Error(`${label} exited with code ${await exited} before it was ready. Output:\n${output}`)
     }
-    if (await answersReady(app.url)) return app
+    if (await answers200(`${app.url}${options.until === 'listening' ? '/api/health' : '/api/ready'}`)) return app
     await sleep(readyPollMs)
   }
   await app.stop()
   throw new Error(`${label} was not ready within ${readyTimeoutMs / 1000} s. Output:\n${output}`)
 }
 
-async function answersReady(baseUrl: string): Promise<boolean> {
+async function answers200(url: string): Promise<boolean> {
   try {
-    const response = await fetch(`${baseUrl}/api/ready`, { signal: AbortSignal.timeout(2_000) })
+    const response = await fetch(url, { signal: AbortSignal.timeout(2_000) })
     await response.body?.cancel()
     return response.status === 200
   }
