@@ -1,9 +1,6 @@
-/**
- * drizzle wraps driver errors: the SQLSTATE sits on `.cause`, and the constraint name field differs
- * between postgres.js (`constraint_name`) and PGlite (`constraint`). These helpers look through both.
- */
+/** drizzle wraps driver errors: the SQLSTATE or socket error code sits on `.cause`. */
 
-interface DriverErrorFields { code?: unknown, constraint_name?: unknown, constraint?: unknown, errno?: unknown }
+interface DriverErrorFields { code?: unknown }
 
 function* errorChain(error: unknown): Generator<DriverErrorFields> {
   let current: unknown = error
@@ -11,13 +8,6 @@ function* errorChain(error: unknown): Generator<DriverErrorFields> {
     yield current as DriverErrorFields
     current = (current as { cause?: unknown }).cause
   }
-}
-
-export function isUniqueViolation(error: unknown, constraint?: string): boolean {
-  for (const e of errorChain(error)) {
-    if (e.code === '23505') return !constraint || e.constraint_name === constraint || e.constraint === constraint
-  }
-  return false
 }
 
 // Connection-level failures: postgres.js error codes, node socket errors, and SQLSTATE classes

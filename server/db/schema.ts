@@ -61,7 +61,7 @@ export const idempotencyRecords = pgTable('idempotency_records', {
 }, t => [
   unique('idempotency_records_scope_key_unique').on(t.scope, t.key),
   index('idempotency_records_expires_at_idx').on(t.expiresAt),
-  check('idempotency_records_status_check', sql`${t.status} in ('processing', 'succeeded', 'failed')`),
+  check('idempotency_records_status_check', sql`${t.status} in (${sql.raw(idempotencyStatuses.map(status => `'${status}'`).join(', '))})`),
 ])
 
 export const orders = pgTable('orders', {

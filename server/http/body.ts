@@ -5,7 +5,7 @@ import { problem } from '../problems'
 export const MAX_BODY_BYTES = 64 * 1024
 
 /** Reads the raw body, refusing more than MAX_BODY_BYTES without buffering the rest (413). */
-export async function readLimitedRawBody(event: H3Event): Promise<Buffer> {
+async function readLimitedRawBody(event: H3Event): Promise<Buffer> {
   const declared = Number(getHeader(event, 'content-length') ?? Number.NaN)
   if (declared > MAX_BODY_BYTES) throw tooLarge()
   const chunks: Buffer[] = []

@@ -1,5 +1,6 @@
 /**
- * In-process Prometheus counters. Each instance exposes its own; Prometheus sums across instances.
+ * In-process counters in Prometheus' model (name, help, labels). Each instance keeps its own; a
+ * scrape of every instance is summed by Prometheus.
  */
 
 type Labels = Record<string, string>
@@ -19,15 +20,6 @@ export function defineCounter(name: string, help: string) {
       counter.values.set(key, (counter.values.get(key) ?? 0) + by)
     },
   }
-}
-
-export function renderPrometheus(): string {
-  const lines: string[] = []
-  for (const [name, { help, values }] of counters) {
-    lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} counter`)
-    for (const [key, value] of values) lines.push(`${name}${key ? `{${key}}` : ''} ${value}`)
-  }
-  return `${lines.join('\n')}\n`
 }
 
 export const metrics = {
