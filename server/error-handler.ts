@@ -26,8 +26,8 @@ export default <NitroErrorHandler> function problemErrorHandler(error, event) {
     body = known.body
   }
   else if (isDatabaseUnavailable(error)) {
-    // Postgres went away under a route outside the idempotency layer (e.g. the tenant lookup).
-    body = problemBody('service-unavailable', 'The database is unreachable; nothing was changed. Retry after Retry-After seconds.')
+    // Wherever Postgres went away (tenant lookup, claim, commit), nothing was committed.
+    body = problemBody('service-unavailable', 'The database is unreachable; nothing was committed. Retry with the same Idempotency-Key after Retry-After seconds.')
     headers['Retry-After'] = '2'
   }
   else {
@@ -37,7 +37,7 @@ export default <NitroErrorHandler> function problemErrorHandler(error, event) {
       ? `No API route matches ${event.method} ${event.path.split('?')[0]}. See the README for the routes.`
       : status === 405
         ? `${event.method} is not allowed on ${event.path.split('?')[0]}.`
-        : 'Something went wrong on our side; nothing was committed. Retry the request with the same Idempotency-Key.')
+        : 'Something went wrong on our side; nothing was committed. Retry the request (with the same Idempotency-Key, if it had one).')
     if (body.status >= 500) log.error('unhandled error', { requestId: event.context.requestId, path: event.path, error: error.cause ?? error })
   }
   const res = event.node.res

@@ -2,7 +2,6 @@ import { getHeader, type H3Event, setResponseHeader, setResponseHeaders, setResp
 import { useConfig } from '../config'
 import { useDatabaseHandle } from '../db'
 import type { Database } from '../db/client'
-import { isDatabaseUnavailable } from '../db/errors'
 import { readCommitFaults } from '../faults'
 import { log } from '../observability/logger'
 import { metrics } from '../observability/metrics'
@@ -99,10 +98,9 @@ export async function runIdempotent(event: H3Event, operation: IdempotentOperati
     }
   }
   catch (error) {
-    if (isDatabaseUnavailable(error)) {
-      noteOutcome(event, 'error')
-      throw problem('service-unavailable', 'The idempotency store (Postgres) is unreachable, so nothing was executed. Retry with the same Idempotency-Key after Retry-After seconds.', { headers: { 'Retry-After': '2' }, cause: error })
-    }
+    // Problems thrown above already named their outcome; anything else (the database gone, a bug)
+    // is rendered by the error handler as 503 or 500.
+    if (!event.context.idempotencyOutcome) noteOutcome(event, 'error')
     throw error
   }
 }
@@ -156,8 +154,9 @@ async function executeAsOwner(
         }
         return leaseLost(event, operation)
       }
+      // Rolled back: end the lease now so the client's retry re-executes at once.
       await store.release(claim, summarise(error)).catch(() => {})
-      throw unexpected(event, error)
+      throw error
     }
     if (outcome.kind === 'lease-lost') return leaseLost(event, operation)
     noteOutcome(event, 'miss')
@@ -201,15 +200,6 @@ function leaseLost(event: H3Event, operation: IdempotentOperation): never {
   noteOutcome(event, 'in_progress')
   log.warn('idempotency lease lost before commit; nothing stored', { requestId: event.context.requestId, idempotencyKey: operation.key })
   throw problem('request-in-progress', 'This attempt took too long and another attempt with the same Idempotency-Key took over. Retry with the same key to get its result.', { headers: { 'Retry-After': '1' } })
-}
-
-function unexpected(event: H3Event, error: unknown) {
-  noteOutcome(event, 'error')
-  if (isDatabaseUnavailable(error)) {
-    return problem('service-unavailable', 'The database became unreachable; nothing was committed and the key was released. Retry with the same Idempotency-Key after Retry-After seconds.', { headers: { 'Retry-After': '2' }, cause: error })
-  }
-  log.error('idempotent request failed unexpectedly; rolled back and released the key', { requestId: event.context.requestId, error })
-  return problem('internal-error', 'Something went wrong; nothing was committed and the key was released. Retry with the same Idempotency-Key.', { cause: error })
 }
 
 function noteOutcome(event: H3Event, outcome: IdempotencyOutcome): void {
