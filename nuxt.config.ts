@@ -13,6 +13,11 @@ export default defineNuxtConfig({
   typescript: { strict: true },
   nitro: {
     experimental: { tasks: true },
+    // Every instance fires these; each task takes a lock, so one instance does the work.
+    scheduledTasks: {
+      '*/15 * * * * *': ['jobs:rescue'],
+      '*/10 * * * *': ['retention:cleanup'],
+    },
     ...(buildRoot && { output: { dir: `${buildRoot}/.output` } }),
     // PGlite ships WASM and data files it loads relative to its own module: keep it external.
     externals: { external: ['@electric-sql/pglite'] },

@@ -1,7 +1,9 @@
 import { useConfig } from '../config'
+import { useDatabaseHandle } from '../db'
 import { readValidatedJson } from '../http/body'
 import { requireIdempotencyKey, runIdempotent } from '../idempotency/handler'
 import { CreateOrderSchema } from '../orders/schema'
+import { wakeWorkers } from '../jobs/wake'
 import { createOrder } from '../orders/service'
 
 export default defineEventHandler(async (event) => {
@@ -15,5 +17,6 @@ export default defineEventHandler(async (event) => {
     payload: order,
     ttlSeconds: useConfig().IDEMPOTENCY_TTL_SECONDS,
     execute: tx => createOrder(tx, { tenantId: tenant.id, idempotencyKey: key, requestId: event.context.requestId }, order),
+    afterCommit: () => wakeWorkers(useDatabaseHandle()),
   })
 })

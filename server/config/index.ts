@@ -34,6 +34,25 @@ const EnvSchema = z.object({
   IDEMPOTENCY_LEASE_MS: intIn(200, 10 * 60 * 1000, 30_000),
   WORKER_ENABLED: flag(true),
   WORKER_CONCURRENCY: intIn(1, 64, 4),
+  /** Names this process in jobs.locked_by and logs; default `<hostname>:<pid>`. */
+  WORKER_ID: z.string().regex(/^[\w:.@-]{1,64}$/).optional(),
+  /** Fallback poll when no notification arrives (PGlite always polls). */
+  JOB_POLL_INTERVAL_MS: intIn(10, 60_000, 1000),
+  /** Retry n waits min(cap, base × 2^(n-1)), ±20 % jitter. */
+  JOB_BACKOFF_BASE_MS: intIn(1, 60 * 60 * 1000, 1000),
+  JOB_BACKOFF_CAP_MS: intIn(1, 24 * 60 * 60 * 1000, 60 * 60 * 1000),
+  /** A running job whose heartbeat is older than this is rescued (heartbeats every third of it). */
+  JOB_HEARTBEAT_TIMEOUT_MS: intIn(100, 60 * 60 * 1000, 60_000),
+  /** TTL of the resource lock (`lock:order:<id>`); renewed every third of it while the job runs. */
+  JOB_LOCK_TTL_MS: intIn(50, 10 * 60 * 1000, 30_000),
+  /** How long a job whose resource is locked by another waits before it is tried again. */
+  JOB_LOCK_BUSY_DELAY_MS: intIn(1, 60_000, 250),
+  /** On SIGTERM, running jobs get this long to finish before they are released (attempt given back). */
+  JOB_SHUTDOWN_GRACE_MS: intIn(0, 5 * 60 * 1000, 10_000),
+  /** How often a standalone worker runs rescue and retention (the app uses Nitro scheduled tasks). */
+  JOB_MAINTENANCE_INTERVAL_MS: intIn(50, 60 * 60 * 1000, 15_000),
+  /** Completed jobs are deleted after this many days; dead letters stay until redriven. */
+  JOB_RETENTION_DAYS: intIn(0, 3650, 7),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
 })
 
@@ -57,7 +76,14 @@ function generateSecret(name: SecretName): string {
   return raw.toString('base64url')
 }
 
-export function parseConfig(env: Record<string, string | undefined>, options: { dev?: boolean } = {}): AppConfig {
+export interface ParseOptions {
+  /** `nuxt dev`: missing secrets are generated. */
+  dev?: boolean
+  /** A standalone worker verifies no signatures and serves no API: it needs no secrets. */
+  secretsOptional?: boolean
+}
+
+export function parseConfig(env: Record<string, string | undefined>, options: ParseOptions = {}): AppConfig {
   // Empty strings mean "unset": shells and .env files often export them that way.
   const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''))
   const parsed = EnvSchema.safeParse(present)
@@ -67,7 +93,7 @@ export function parseConfig(env: Record<string, string | undefined>, options: { 
   }
   const values = parsed.data
   const embedded = !values.DATABASE_URL
-  const mayGenerate = embedded || options.dev === true
+  const mayGenerate = embedded || options.dev === true || options.secretsOptional === true
   const missing = secretNames.filter(name => !values[name])
   if (missing.length && !mayGenerate) {
     throw new ConfigError(`Missing required secrets: ${missing.join(', ')}. Set them in the environment; `
@@ -82,5 +108,11 @@ let current: AppConfig | undefined
 /** The process-wide configuration, parsed from process.env on first use. */
 export function useConfig(): AppConfig {
   current ??= parseConfig(process.env, { dev: import.meta.dev })
+  return current
+}
+
+/** For entry points other than the app (the standalone worker): parse once with their options. */
+export function initConfig(options: ParseOptions): AppConfig {
+  current = parseConfig(process.env, options)
   return current
 }

@@ -13,6 +13,14 @@ export interface DatabaseHandle {
   driver: 'postgres' | 'pglite'
   /** Round trip to the server: readiness checks. */
   ping(): Promise<void>
+  /**
+   * Cross-process notifications (LISTEN/NOTIFY) on a dedicated connection that reconnects by itself;
+   * absent on PGlite, which is one process (its workers poll).
+   */
+  notifications?: {
+    listen(channel: string, onNotify: () => void): Promise<() => Promise<void>>
+    notify(channel: string): Promise<void>
+  }
   close(): Promise<void>
 }
 
@@ -63,6 +71,13 @@ async function openPostgres(url: string, migrationsFolder: string, poolSize: num
     db: drizzlePostgres(client, { schema }) as unknown as Database,
     driver: 'postgres',
     ping: async () => { await client`select 1` },
+    notifications: {
+      listen: async (channel, onNotify) => {
+        const subscription = await client.listen(channel, () => onNotify())
+        return () => subscription.unlisten()
+      },
+      notify: async (channel) => { await client.notify(channel, '') },
+    },
     close: () => client.end({ timeout: 5 }),
   }
 }

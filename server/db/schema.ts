@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm'
-import { bigint, bigserial, check, index, integer, json, jsonb, pgTable, text, timestamp, unique, uuid } from 'drizzle-orm/pg-core'
+import { bigint, bigserial, check, index, integer, json, jsonb, pgSequence, pgTable, text, timestamp, unique, uuid } from 'drizzle-orm/pg-core'
 
 /**
  * The single source of truth for every table. Each uniqueness the product promises is a named
@@ -76,6 +76,8 @@ export const orders = pgTable('orders', {
   customer: jsonb('customer').$type<{ email: string }>().notNull(),
   idempotencyKey: text('idempotency_key'),
   requestId: text('request_id').notNull(),
+  /** The provider's payment intent, stored by the payment.create_intent job (fenced). */
+  paymentIntentId: text('payment_intent_id'),
   createdAt: createdAt(),
   updatedAt: updatedAt(),
 }, t => [unique('orders_tenant_cart_unique').on(t.tenantId, t.cartId)])
@@ -101,3 +103,107 @@ export const requestLog = pgTable('request_log', {
   index('request_log_request_id_idx').on(t.requestId),
   index('request_log_created_at_idx').on(t.createdAt),
 ])
+
+/**
+ * queued: waiting for run_at. running: claimed by `locked_by` under `fence`. failed: an attempt
+ * failed and the job waits for its retry at run_at. completed. dead_letter: out of attempts or a
+ * permanent error; an operator may redrive it.
+ */
+export const jobStatuses = ['queued', 'running', 'failed', 'completed', 'dead_letter'] as const
+export type JobStatus = typeof jobStatuses[number]
+
+export interface JobErrorEntry {
+  attempt: number
+  at: string
+  /** retryable | permanent | rescued | lock_lost */
+  errorClass: string
+  message: string
+  worker: string | null
+}
+
+/** Every claim draws the next value: a fence token that only grows, across all workers. */
+export const jobFenceSequence = pgSequence('job_fence_seq')
+
+/** The outbox: a job row commits in the same transaction as the business write that wants it. */
+export const jobs = pgTable('jobs', {
+  id: text('id').primaryKey(),
+  kind: text('kind').notNull(),
+  /** Same (kind, dedupe key) is never enqueued twice, e.g. one confirmation per order. */
+  dedupeKey: text('dedupe_key').notNull(),
+  payload: jsonb('payload').$type<Record<string, unknown>>().notNull(),
+  status: text('status').$type<JobStatus>().notNull().default('queued'),
+  /** Attempts started (a claim counts one; a lock-busy put-back or a graceful release gives it back). */
+  attempt: integer('attempt').notNull().default(0),
+  maxAttempts: integer('max_attempts').notNull(),
+  runAt: timestamp('run_at', { withTimezone: true }).notNull().defaultNow(),
+  lastError: text('last_error'),
+  errors: jsonb('errors').$type<JobErrorEntry[]>().notNull().default([]),
+  /** The business resource the job touches (`order:ord_…`): its lock key is `lock:<resource>`. */
+  resourceId: text('resource_id'),
+  idempotencyKey: text('idempotency_key'),
+  requestId: text('request_id'),
+  lockedBy: text('locked_by'),
+  /** The current claim's fence token: completion, heartbeats and business writes must present it. */
+  fence: bigint('fence', { mode: 'number' }),
+  /** Test-only faults (stall, fail, snooze) honoured when FAULTS_ENABLED=true. */
+  faults: jsonb('faults').$type<Record<string, unknown>>(),
+  startedAt: timestamp('started_at', { withTimezone: true }),
+  heartbeatAt: timestamp('heartbeat_at', { withTimezone: true }),
+  completedAt: timestamp('completed_at', { withTimezone: true }),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+}, t => [
+  unique('jobs_kind_dedupe_key_unique').on(t.kind, t.dedupeKey),
+  index('jobs_ready_idx').on(t.runAt).where(sql`${t.status} in ('queued', 'failed')`),
+  index('jobs_running_heartbeat_idx').on(t.heartbeatAt).where(sql`${t.status} = 'running'`),
+  index('jobs_status_kind_idx').on(t.status, t.kind),
+  index('jobs_resource_idx').on(t.resourceId),
+  check('jobs_status_check', sql`${t.status} in (${sql.raw(jobStatuses.map(status => `'${status}'`).join(', '))})`),
+])
+
+/**
+ * The in-process payment provider's own ledger (a real provider keeps this on its side): one
+ * intent per idempotency token, however often it is asked.
+ */
+export const paymentIntents = pgTable('payment_intents', {
+  id: text('id').primaryKey(),
+  provider: text('provider').notNull(),
+  idempotencyToken: text('idempotency_token').notNull(),
+  orderId: text('order_id').notNull(),
+  amount: bigint('amount', { mode: 'number' }).notNull(),
+  currency: text('currency').notNull(),
+  status: text('status').notNull().default('requires_payment'),
+  /** How many times the provider was asked for this token: > 1 means a retried call, replayed. */
+  requests: integer('requests').notNull().default(1),
+  createdAt: createdAt(),
+}, t => [unique('payment_intents_provider_token_unique').on(t.provider, t.idempotencyToken)])
+
+/** The exactly-once marker: a side effect happens only in the transaction that inserts its marker. */
+export const sideEffects = pgTable('side_effects', {
+  id: bigserial('id', { mode: 'number' }).primaryKey(),
+  orderId: text('order_id').notNull(),
+  /** confirmation_email | invoice */
+  effect: text('effect').notNull(),
+  jobId: text('job_id'),
+  createdAt: createdAt(),
+}, t => [unique('side_effects_order_effect_unique').on(t.orderId, t.effect)])
+
+/** The dev mailbox: emails the app "sent", shown in the ops console. */
+export const mailbox = pgTable('mailbox', {
+  id: text('id').primaryKey(),
+  tenantId: text('tenant_id').notNull(),
+  orderId: text('order_id'),
+  to: text('to').notNull(),
+  subject: text('subject').notNull(),
+  body: text('body').notNull(),
+  createdAt: createdAt(),
+}, t => [index('mailbox_order_idx').on(t.orderId)])
+
+export const invoices = pgTable('invoices', {
+  id: text('id').primaryKey(),
+  tenantId: text('tenant_id').notNull(),
+  orderId: text('order_id').notNull(),
+  amount: bigint('amount', { mode: 'number' }).notNull(),
+  currency: text('currency').notNull(),
+  createdAt: createdAt(),
+}, t => [index('invoices_order_idx').on(t.orderId)])

@@ -1,4 +1,4 @@
-import { getHeader, type H3Event } from 'h3'
+import { getHeader, getQuery, type H3Event } from 'h3'
 import type { z } from 'zod'
 import { problem } from '../problems'
 
@@ -36,10 +36,19 @@ export async function readValidatedJson<S extends z.ZodType>(event: H3Event, sch
   catch (error) {
     throw problem('malformed-json', `The body is not valid JSON (${(error as Error).message}). Fix the syntax and send it again with the same Idempotency-Key.`)
   }
-  const result = schema.safeParse(parsed)
+  return validated(schema, parsed, 'body', 'Nothing was stored: fix them and send the request again with the same Idempotency-Key.')
+}
+
+/** Validates the query string: 400 `validation-failed` with `errors: [{path, message}]`. */
+export function readValidatedQuery<S extends z.ZodType>(event: H3Event, schema: S): z.output<S> {
+  return validated(schema, getQuery(event), 'query', 'Fix them and send the request again.')
+}
+
+function validated<S extends z.ZodType>(schema: S, input: unknown, where: 'body' | 'query', advice: string): z.output<S> {
+  const result = schema.safeParse(input)
   if (!result.success) {
-    const errors = result.error.issues.map(issue => ({ path: issue.path.join('.') || '(body)', message: issue.message }))
-    throw problem('validation-failed', `The body has ${errors.length} invalid field${errors.length === 1 ? '' : 's'}; see errors. Nothing was stored: fix them and send the request again with the same Idempotency-Key.`, { extensions: { errors } })
+    const errors = result.error.issues.map(issue => ({ path: issue.path.join('.') || `(${where})`, message: issue.message }))
+    throw problem('validation-failed', `The ${where} has ${errors.length} invalid field${errors.length === 1 ? '' : 's'}; see errors. ${advice}`, { extensions: { errors } })
   }
   return result.data
 }

@@ -36,6 +36,8 @@ export interface IdempotentOperation {
    * for a deterministic failure: its writes roll back and the problem is stored and replayed.
    */
   execute: (tx: Database) => Promise<IdempotentResult>
+  /** Runs once the execution committed (never on a replay): e.g. wake the workers for its jobs. */
+  afterCommit?: () => void
 }
 
 const MAX_PREFER_WAIT_SECONDS = 10
@@ -159,6 +161,7 @@ async function executeAsOwner(
       throw error
     }
     if (outcome.kind === 'lease-lost') return leaseLost(event, operation)
+    operation.afterCommit?.()
     noteOutcome(event, 'miss')
     if (faults.afterCommit && await faults.afterCommit(event)) return {}
     return respond(event, outcome.response, false)

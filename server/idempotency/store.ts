@@ -158,6 +158,22 @@ export function createIdempotencyStore(db: Database) {
         .set({ leaseToken: null, leaseExpiresAt: sql`now()`, error: error.slice(0, 500), updatedAt: sql`now()` })
         .where(owned(claim.record.id, claim.leaseToken))
     },
+
+    /**
+     * Retention: deletes up to `batch` expired records (never one whose owner still holds a live
+     * lease); returns how many.
+     */
+    async deleteExpired(batch: number): Promise<number> {
+      const expired = db.select({ id: records.id }).from(records)
+        .where(and(
+          lt(records.expiresAt, sql`now()`),
+          or(isNull(records.leaseExpiresAt), lt(records.leaseExpiresAt, sql`now()`)),
+        ))
+        .limit(batch)
+        .for('update', { skipLocked: true })
+      const rows = await db.delete(records).where(inArray(records.id, expired)).returning({ id: records.id })
+      return rows.length
+    },
   }
 }
 

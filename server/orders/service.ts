@@ -3,6 +3,7 @@ import type { Database } from '../db/client'
 import { newId } from '../db/ids'
 import { orders } from '../db/schema'
 import type { IdempotentResult } from '../idempotency/handler'
+import { enqueueJob } from '../jobs/enqueue'
 import { metrics } from '../observability/metrics'
 import { problem } from '../problems'
 import type { CreateOrderInput } from './schema'
@@ -25,8 +26,9 @@ export function serializeOrder(order: OrderRow) {
 }
 
 /**
- * Creates the order inside the idempotency transaction. One order per (tenant, cart) is a database
- * constraint; another key for an ordered cart is a deterministic 409 that the layer stores and replays.
+ * Creates the order and its payment.create_intent job inside the idempotency transaction. One order
+ * per (tenant, cart) is a database constraint; another key for an ordered cart is a deterministic 409
+ * that the layer stores and replays.
  */
 export async function createOrder(
   tx: Database,
@@ -52,6 +54,14 @@ export async function createOrder(
       .where(and(eq(orders.tenantId, context.tenantId), eq(orders.cartId, input.cartId)))
     throw problem('cart-already-ordered', `Cart "${input.cartId}" already has order ${existing?.id}. Fetch it with GET /api/orders/${existing?.id} instead of ordering again.`, { extensions: { orderId: existing?.id } })
   }
+  await enqueueJob(tx, {
+    kind: 'payment.create_intent',
+    dedupeKey: order.id,
+    payload: { orderId: order.id },
+    resourceId: `order:${order.id}`,
+    idempotencyKey: context.idempotencyKey,
+    requestId: context.requestId,
+  })
   return {
     status: 201,
     body: serializeOrder(order),

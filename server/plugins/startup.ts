@@ -2,13 +2,16 @@ import type { Server } from 'node:http'
 import { ConfigError, useConfig } from '../config'
 import { databaseReady, useDatabaseHandle } from '../db'
 import { answerUnparseableRequests } from '../http/client-errors'
+import { createConfiguredWorker } from '../jobs'
+import type { Worker } from '../jobs/runner'
 import { closeLocks, useLocks } from '../locks'
 import { log, setLogLevel } from '../observability/logger'
 import { flushRequestLog, recordRequest } from '../observability/request-log'
 
 /**
- * Start-up: validate the configuration, print generated dev secrets, migrate. Nitro does not await
- * plugins, so requests wait on databaseReady() in the request middleware; a failed start exits.
+ * Start-up: validate the configuration, print generated dev secrets, migrate, start the in-app
+ * worker (WORKER_ENABLED). Nitro does not await plugins, so requests wait on databaseReady() in the
+ * request middleware; a failed start exits.
  */
 export default defineNitroPlugin((nitroApp) => {
   let config
@@ -26,9 +29,15 @@ export default defineNitroPlugin((nitroApp) => {
   }
 
   // Connect the lock backend now, so the first request does not find it still connecting.
-  useLocks()
+  const locks = useLocks()
+  let worker: Worker | undefined
   databaseReady().then(
-    handle => log.info('database ready', { driver: handle.driver }),
+    async (handle) => {
+      log.info('database ready', { driver: handle.driver })
+      if (!config.WORKER_ENABLED) return
+      worker = createConfiguredWorker(config, handle, locks)
+      await worker.start()
+    },
     (error) => {
       console.error('Start-up failed: could not open or migrate the database.', error)
       process.exit(1)
@@ -48,6 +57,8 @@ export default defineNitroPlugin((nitroApp) => {
   })
 
   nitroApp.hooks.hook('close', async () => {
+    // SIGTERM: running jobs finish or are released before the connections they need are closed.
+    await worker?.stop(config.JOB_SHUTDOWN_GRACE_MS)
     await flushRequestLog()
     await closeLocks()
     await databaseReady().then(handle => handle.close(), () => {})

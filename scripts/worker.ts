@@ -1,0 +1,56 @@
+/**
+ * `npm run worker`: the job runner as its own process, for deployments that scale workers apart
+ * from the API (set WORKER_ENABLED=false on the app instances then, or keep both). Same
+ * configuration as the server; needs DATABASE_URL (an embedded PGlite belongs to the app process).
+ * Runs rescue and retention on a timer, each under its lock, as the app's scheduled tasks do.
+ */
+import { ConfigError, initConfig } from '../server/config'
+import { openDatabase } from '../server/db/client'
+import { createConfiguredWorker } from '../server/jobs'
+import { deleteExpiredRecords, rescueStaleJobs } from '../server/jobs/maintenance'
+import { closeLocks, useLocks } from '../server/locks'
+import { log, setLogLevel } from '../server/observability/logger'
+
+let config
+try {
+  config = initConfig({ secretsOptional: true })
+}
+catch (error) {
+  console.error(error instanceof ConfigError ? error.message : error)
+  process.exit(1)
+}
+setLogLevel(config.LOG_LEVEL)
+if (!config.DATABASE_URL) {
+  console.error('The standalone worker needs DATABASE_URL: the embedded database belongs to the app process, whose in-app worker runs the jobs.')
+  process.exit(1)
+}
+
+const handle = await openDatabase({ url: config.DATABASE_URL, pgliteDir: config.PGLITE_DIR, migrationsDir: config.MIGRATIONS_DIR })
+  .catch((error) => {
+    console.error('Start-up failed: could not open or migrate the database.', error)
+    process.exit(1)
+  })
+const locks = useLocks()
+const worker = createConfiguredWorker(config, handle, locks)
+await worker.start()
+
+const runMaintenance = async () => {
+  await rescueStaleJobs(handle.db, locks, config.JOB_HEARTBEAT_TIMEOUT_MS)
+    .catch(error => log.warn('job rescue failed; next run retries', { error }))
+  await deleteExpiredRecords(handle.db, locks, config.JOB_RETENTION_DAYS)
+    .catch(error => log.warn('retention failed; next run retries', { error }))
+}
+const maintenance = setInterval(runMaintenance, config.JOB_MAINTENANCE_INTERVAL_MS)
+
+let stopping = false
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.on(signal, async () => {
+    if (stopping) return
+    stopping = true
+    clearInterval(maintenance)
+    await worker.stop(config.JOB_SHUTDOWN_GRACE_MS)
+    await closeLocks()
+    await handle.close()
+    process.exit(0)
+  })
+}

@@ -1,0 +1,20 @@
+import { useDatabaseHandle } from '../../../../db'
+import { createJobStore } from '../../../../jobs/store'
+import { wakeWorkers } from '../../../../jobs/wake'
+import { problem } from '../../../../problems'
+
+/** Redrives a dead letter: queued now, with a fresh set of attempts and its error history kept. */
+export default defineEventHandler(async (event) => {
+  requireOps(event)
+  const id = getRouterParam(event, 'id') ?? ''
+  const handle = useDatabaseHandle()
+  const store = createJobStore(handle.db)
+  const job = await store.redrive(id)
+  if (job) {
+    wakeWorkers(handle)
+    return job
+  }
+  const existing = await store.find(id)
+  if (!existing) throw problem('not-found', `No job "${id}". List jobs with GET /api/ops/jobs?status=dead_letter.`)
+  throw problem('job-not-retryable', `Job ${id} is ${existing.status}, not dead_letter: ${existing.status === 'completed' ? 'it is done' : 'it will run by itself'}.`, { extensions: { status: existing.status } })
+})

@@ -1,0 +1,63 @@
+/**
+ * How a job handler says what went wrong. Anything else thrown counts as retryable: an unknown
+ * failure deserves another attempt, and max attempts bounds the cost.
+ */
+
+/** Try again later with exponential backoff; after max attempts the job is dead-lettered. */
+export class RetryableJobError extends Error {
+  readonly errorClass = 'retryable'
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'RetryableJobError'
+  }
+}
+
+/** Retrying cannot help (invalid payload, a provider's definitive refusal): dead-letter at once. */
+export class PermanentJobError extends Error {
+  readonly errorClass = 'permanent'
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'PermanentJobError'
+  }
+}
+
+/**
+ * Run again after `delayMs` without spending an attempt — a provider's 429 with Retry-After is not
+ * the job's fault.
+ */
+export class SnoozeJob extends Error {
+  readonly errorClass = 'snooze'
+  constructor(readonly delayMs: number, reason = 'snoozed') {
+    super(`${reason}; run again in ${delayMs} ms`)
+    this.name = 'SnoozeJob'
+  }
+}
+
+/** At commit, the claim's fence token was no longer current (rescued and claimed again): nothing was written. */
+export class FencedOutError extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'FencedOutError'
+  }
+}
+
+/**
+ * Why a running job's AbortSignal fired. fenced_out: a heartbeat found the claim superseded.
+ * lock_lost: the resource lock expired or was taken. shutdown: the grace period ran out.
+ */
+export class JobInterrupted extends Error {
+  constructor(readonly reason: 'fenced_out' | 'lock_lost' | 'shutdown') {
+    super(`job interrupted: ${reason}`)
+    this.name = 'JobInterrupted'
+  }
+}
+
+export type JobErrorClass = 'retryable' | 'permanent'
+
+export function classify(error: unknown): JobErrorClass {
+  return error instanceof PermanentJobError ? 'permanent' : 'retryable'
+}
+
+export function describeError(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error)
+}

@@ -1,0 +1,25 @@
+import { hostname } from 'node:os'
+import type { AppConfig } from '../config'
+import type { DatabaseHandle } from '../db/client'
+import type { Locks } from '../locks/types'
+import { createInProcessProvider } from '../payments/in-process'
+import { createJobKinds } from './kinds'
+import { createWorker, type Worker } from './runner'
+
+/** A worker configured from the environment: the same for the in-app worker and `npm run worker`. */
+export function createConfiguredWorker(config: AppConfig, handle: DatabaseHandle, locks: Locks): Worker {
+  return createWorker({
+    db: handle.db,
+    notifications: handle.notifications,
+    locks,
+    kinds: createJobKinds({ payments: createInProcessProvider(handle.db) }),
+    workerId: config.WORKER_ID ?? `${hostname()}:${process.pid}`,
+    concurrency: config.WORKER_CONCURRENCY,
+    pollIntervalMs: config.JOB_POLL_INTERVAL_MS,
+    heartbeatTimeoutMs: config.JOB_HEARTBEAT_TIMEOUT_MS,
+    lockTtlMs: config.JOB_LOCK_TTL_MS,
+    lockBusyDelayMs: config.JOB_LOCK_BUSY_DELAY_MS,
+    backoff: { baseMs: config.JOB_BACKOFF_BASE_MS, capMs: config.JOB_BACKOFF_CAP_MS },
+    faultsEnabled: config.FAULTS_ENABLED,
+  })
+}

@@ -1,0 +1,157 @@
+import { and, asc, desc, eq, getTableColumns, inArray, lt, lte, sql } from 'drizzle-orm'
+import type { Database } from '../db/client'
+import { type JobErrorEntry, type JobStatus, jobs } from '../db/schema'
+
+/**
+ * Every state change of a job is one conditional UPDATE. A claim draws a new fence token from a
+ * sequence; everything a worker does afterwards (heartbeat, completion with its business writes,
+ * failure, release) is conditional on that token and on status running, so a worker whose claim
+ * was rescued and taken by another changes nothing. Time is the database's clock.
+ */
+
+export type JobRow = typeof jobs.$inferSelect
+export type ClaimedJob = JobRow & { fence: number, queueWaitMs: number }
+
+export interface JobFilter {
+  status?: JobStatus
+  kind?: string
+  resourceId?: string
+  limit?: number
+}
+
+const inMs = (ms: number) => sql`now() + (${Math.round(ms)}::int * interval '1 millisecond')`
+
+export function createJobStore(db: Database) {
+  const owned = (job: ClaimedJob) => and(eq(jobs.id, job.id), eq(jobs.fence, job.fence), eq(jobs.status, 'running'))
+  const errorEntry = (job: ClaimedJob, errorClass: string, message: string): string =>
+    JSON.stringify([{ attempt: job.attempt, at: new Date().toISOString(), errorClass, message, worker: job.lockedBy } satisfies JobErrorEntry])
+
+  return {
+    /** Claims up to `limit` due jobs; jobs another worker is claiming right now are skipped, not waited on. */
+    async claim(workerId: string, limit: number): Promise<ClaimedJob[]> {
+      const due = db.select({ id: jobs.id }).from(jobs)
+        .where(and(inArray(jobs.status, ['queued', 'failed']), lte(jobs.runAt, sql`now()`)))
+        .orderBy(asc(jobs.runAt), asc(jobs.id))
+        .limit(limit)
+        .for('update', { skipLocked: true })
+      const claimed = await db.update(jobs).set({
+        status: 'running',
+        attempt: sql`${jobs.attempt} + 1`,
+        fence: sql`nextval('job_fence_seq')`,
+        lockedBy: workerId,
+        startedAt: sql`now()`,
+        heartbeatAt: sql`now()`,
+        updatedAt: sql`now()`,
+      }).where(inArray(jobs.id, due)).returning({
+        ...getTableColumns(jobs),
+        queueWaitMs: sql<number>`greatest(0, extract(epoch from now() - ${jobs.runAt}) * 1000)::int`.mapWith(Number),
+      })
+      return claimed as ClaimedJob[]
+    },
+
+    /** False when the claim is no longer this worker's: stop and write nothing. */
+    async heartbeat(job: ClaimedJob): Promise<boolean> {
+      const rows = await db.update(jobs).set({ heartbeatAt: sql`now()` }).where(owned(job)).returning({ id: jobs.id })
+      return rows.length === 1
+    },
+
+    /**
+     * The job's business writes and its completion in one transaction that first row-locks the
+     * claim by its fence token. False (and nothing written) when the claim is not current.
+     */
+    async complete(job: ClaimedJob, work: (tx: Database) => Promise<void>): Promise<boolean> {
+      return db.transaction(async (tx) => {
+        const [current] = await tx.select({ id: jobs.id }).from(jobs).where(owned(job)).for('update')
+        if (!current) return false
+        await work(tx)
+        await tx.update(jobs).set({ status: 'completed', completedAt: sql`now()`, lastError: null, updatedAt: sql`now()` })
+          .where(eq(jobs.id, job.id))
+        return true
+      })
+    },
+
+    /** A failed attempt: retried after `retryInMs`, or dead-lettered when out of attempts or permanent. */
+    async fail(job: ClaimedJob, failure: { errorClass: string, message: string, retryInMs: number, permanent: boolean }): Promise<JobStatus | undefined> {
+      const deadLetter = failure.permanent ? sql`true` : sql`${jobs.attempt} >= ${jobs.maxAttempts}`
+      const [row] = await db.update(jobs).set({
+        status: sql`case when ${deadLetter} then 'dead_letter' else 'failed' end`,
+        runAt: sql`case when ${deadLetter} then ${jobs.runAt} else ${inMs(failure.retryInMs)} end`,
+        lastError: failure.message,
+        errors: sql`${jobs.errors} || ${errorEntry(job, failure.errorClass, failure.message)}::jsonb`,
+        updatedAt: sql`now()`,
+      }).where(owned(job)).returning({ status: jobs.status })
+      return row?.status
+    },
+
+    /**
+     * Back to the queue without spending the attempt: the resource was busy, the job snoozed, or
+     * the worker is shutting down. One-shot test faults are consumed here.
+     */
+    async putBack(job: ClaimedJob, delayMs: number, options: { clearFaults?: boolean } = {}): Promise<boolean> {
+      const rows = await db.update(jobs).set({
+        status: 'queued',
+        attempt: sql`${jobs.attempt} - 1`,
+        runAt: inMs(delayMs),
+        lockedBy: null,
+        heartbeatAt: null,
+        updatedAt: sql`now()`,
+        ...(options.clearFaults ? { faults: null } : {}),
+      }).where(owned(job)).returning({ id: jobs.id })
+      return rows.length === 1
+    },
+
+    /**
+     * Running jobs whose worker stopped heart-beating (crashed, frozen, partitioned) go back to the
+     * queue with their attempt spent, or to dead_letter when it was the last.
+     */
+    async rescueStale(heartbeatTimeoutMs: number, limit = 500): Promise<Array<{ id: string, kind: string, status: JobStatus }>> {
+      const stale = db.select({ id: jobs.id }).from(jobs)
+        .where(and(eq(jobs.status, 'running'), lt(jobs.heartbeatAt, sql`now() - (${heartbeatTimeoutMs}::int * interval '1 millisecond')`)))
+        .limit(limit)
+        .for('update', { skipLocked: true })
+      const deadLetter = sql`${jobs.attempt} >= ${jobs.maxAttempts}`
+      const message = sql`'rescued: no heartbeat from ' || coalesce(${jobs.lockedBy}, '?') || ' for ' || ${heartbeatTimeoutMs}::text || ' ms'`
+      return db.update(jobs).set({
+        status: sql`case when ${deadLetter} then 'dead_letter' else 'failed' end`,
+        runAt: sql`now()`,
+        lastError: message,
+        errors: sql`${jobs.errors} || jsonb_build_array(jsonb_build_object('attempt', ${jobs.attempt}, 'at', now(), 'errorClass', 'rescued', 'message', ${message}, 'worker', ${jobs.lockedBy}))`,
+        updatedAt: sql`now()`,
+      }).where(inArray(jobs.id, stale)).returning({ id: jobs.id, kind: jobs.kind, status: jobs.status })
+    },
+
+    /** Redrives a dead letter: queued now with a fresh set of attempts; its error history stays. */
+    async redrive(id: string): Promise<JobRow | undefined> {
+      const [row] = await db.update(jobs).set({ status: 'queued', attempt: 0, runAt: sql`now()`, lockedBy: null, updatedAt: sql`now()` })
+        .where(and(eq(jobs.id, id), eq(jobs.status, 'dead_letter'))).returning()
+      return row
+    },
+
+    async find(id: string): Promise<JobRow | undefined> {
+      const [row] = await db.select().from(jobs).where(eq(jobs.id, id))
+      return row
+    },
+
+    async list(filter: JobFilter = {}): Promise<JobRow[]> {
+      const conditions = [
+        filter.status ? eq(jobs.status, filter.status) : undefined,
+        filter.kind ? eq(jobs.kind, filter.kind) : undefined,
+        filter.resourceId ? eq(jobs.resourceId, filter.resourceId) : undefined,
+      ]
+      return db.select().from(jobs).where(and(...conditions))
+        .orderBy(desc(jobs.createdAt), desc(jobs.id)).limit(filter.limit ?? 100)
+    },
+
+    /** Deletes up to `batch` completed jobs finished before the cutoff; returns how many. */
+    async deleteCompleted(olderThanDays: number, batch: number): Promise<number> {
+      const old = db.select({ id: jobs.id }).from(jobs)
+        .where(and(eq(jobs.status, 'completed'), lt(jobs.completedAt, sql`now() - (${olderThanDays}::int * interval '1 day')`)))
+        .limit(batch)
+        .for('update', { skipLocked: true })
+      const rows = await db.delete(jobs).where(inArray(jobs.id, old)).returning({ id: jobs.id })
+      return rows.length
+    },
+  }
+}
+
+export type JobStore = ReturnType<typeof createJobStore>

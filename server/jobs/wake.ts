@@ -1,0 +1,31 @@
+import { EventEmitter } from 'node:events'
+import type { DatabaseHandle } from '../db/client'
+
+/**
+ * Wakes workers when jobs were committed: at once in this process, and through one NOTIFY per
+ * burst for other processes. The NOTIFY is sent after the business transaction committed, never
+ * inside it (a NOTIFY in a transaction serialises all commits on the notification queue).
+ */
+
+export const JOBS_CHANNEL = 'jobs_ready'
+const NOTIFY_DEBOUNCE_MS = 5
+
+const local = new EventEmitter()
+local.setMaxListeners(0)
+let pendingNotify: NodeJS.Timeout | undefined
+
+export function wakeWorkers(handle: DatabaseHandle): void {
+  local.emit('wake')
+  const notifications = handle.notifications
+  if (!notifications || pendingNotify) return
+  pendingNotify = setTimeout(() => {
+    pendingNotify = undefined
+    // Best effort: a lost notification only delays pickup until the next poll.
+    notifications.notify(JOBS_CHANNEL).catch(() => {})
+  }, NOTIFY_DEBOUNCE_MS)
+}
+
+export function onLocalWake(listener: () => void): () => void {
+  local.on('wake', listener)
+  return () => local.off('wake', listener)
+}
