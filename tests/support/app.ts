@@ -1,15 +1,12 @@
-import { spawn } from 'node:child_process'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { fileURLToPath } from 'node:url'
 import { serverEntry } from './build-once'
+import { type ManagedProcess, spawnManaged, stopAll } from './processes'
 import { freePort, uniqueRedisPrefix } from './services'
 
 /**
  * The built server (`.output`, produced by the e2e global setup) as a real child process, so the
  * suites exercise what ships: env parsing, start-up, graceful shutdown, crashes.
  */
-
-const projectRoot = fileURLToPath(new URL('../..', import.meta.url))
 
 /** Fixed key bytes of the Standard Webhooks secret (`whsec_` + base64), so tests can sign payloads. */
 const webhookStandardKey = Buffer.from(Array.from({ length: 32 }, (_, i) => i + 1))
@@ -35,44 +32,28 @@ export interface StartAppOptions {
   until?: 'ready' | 'listening'
 }
 
-export interface AppProcess {
+export interface AppProcess extends ManagedProcess {
   /** http://127.0.0.1:PORT */
   url: string
   port: number
-  pid: number
-  /** Everything the process wrote to stdout and stderr so far. */
-  output: () => string
-  /** Sends a signal without waiting; SIGKILL by default, i.e. a crash. Use `stop()` to shut down gracefully. */
-  kill: (signal?: NodeJS.Signals) => void
-  /** SIGTERM, then SIGKILL after 5 s; resolves once the process has exited. */
-  stop: () => Promise<void>
-  /** The exit code, or null when a signal ended the process. */
-  exited: Promise<number | null>
 }
 
 const readyTimeoutMs = 60_000
 const readyPollMs = 100
-const gracefulStopMs = 5_000
 
-const runningApps = new Set<AppProcess>()
-
-// A test worker that dies must not leave servers holding ports and database connections.
-process.on('exit', () => {
-  for (const app of runningApps) app.kill('SIGKILL')
-})
-
-export async function startApp(options: StartAppOptions = {}): Promise<AppProcess> {
-  const label = options.label ?? 'app'
-  const port = await freePort()
+/**
+ * The environment every test process of the app gets: fixed secrets, faults on, its own Redis
+ * prefix, no worker unless asked (suites that count jobs start workers explicitly).
+ */
+export function appEnv(options: Pick<StartAppOptions, 'databaseUrl' | 'redisUrl' | 'env' | 'label'>): Record<string, string | undefined> {
   const env: Record<string, string | undefined> = { ...process.env }
   // The test process's own service URLs must not leak into an instance that was given none.
   delete env.DATABASE_URL
   delete env.REDIS_URL
   Object.assign(env, {
-    PORT: String(port),
     HOST: '127.0.0.1',
     NODE_ENV: 'production',
-    REDIS_KEY_PREFIX: uniqueRedisPrefix(label),
+    REDIS_KEY_PREFIX: uniqueRedisPrefix(options.label ?? 'app'),
     OPS_TOKEN: testSecrets.opsToken,
     WEBHOOK_STANDARD_SECRET: testSecrets.webhookStandardSecret,
     WEBHOOK_STRIPE_SECRET: testSecrets.webhookStripeSecret,
@@ -84,53 +65,25 @@ export async function startApp(options: StartAppOptions = {}): Promise<AppProces
   if (options.databaseUrl) env.DATABASE_URL = options.databaseUrl
   if (options.redisUrl) env.REDIS_URL = options.redisUrl
   Object.assign(env, options.env)
+  return env
+}
 
-  const child = spawn(process.execPath, [serverEntry], {
-    cwd: projectRoot,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  let output = ''
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => { output += chunk })
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => { output += chunk })
-
-  let hasExited = false
-  const exited = new Promise<number | null>((resolve) => {
-    // 'close' rather than 'exit': by then both pipes are drained, so output() is complete.
-    child.once('close', (code) => { hasExited = true; resolve(code) })
-    child.once('error', (error) => { output += `\n[spawn error] ${error.message}\n`; hasExited = true; resolve(null) })
-  })
-
-  const app: AppProcess = {
-    url: `http://127.0.0.1:${port}`,
-    port,
-    pid: child.pid ?? -1,
-    output: () => output,
-    kill(signal = 'SIGKILL') {
-      if (!hasExited) child.kill(signal)
-    },
-    async stop() {
-      if (hasExited) return
-      child.kill('SIGTERM')
-      const forceKill = setTimeout(() => child.kill('SIGKILL'), gracefulStopMs)
-      await exited
-      clearTimeout(forceKill)
-    },
-    exited,
-  }
-  runningApps.add(app)
-  void exited.then(() => runningApps.delete(app))
+export async function startApp(options: StartAppOptions = {}): Promise<AppProcess> {
+  const label = options.label ?? 'app'
+  const port = await freePort()
+  const child = spawnManaged({ label, args: [serverEntry], env: { ...appEnv(options), PORT: String(port) } })
+  const app: AppProcess = { ...child, url: `http://127.0.0.1:${port}`, port }
 
   const deadline = Date.now() + readyTimeoutMs
   while (Date.now() < deadline) {
-    if (hasExited) {
-      throw new Error(`${label} exited with code ${await exited} before it was ready. Output:\n${output}`)
+    if (child.hasExited()) {
+      throw new Error(`${label} exited with code ${await child.exited} before it was ready. Output:\n${child.output()}`)
     }
     if (await answers200(`${app.url}${options.until === 'listening' ? '/api/health' : '/api/ready'}`)) return app
     await sleep(readyPollMs)
   }
   await app.stop()
-  throw new Error(`${label} was not ready within ${readyTimeoutMs / 1000} s. Output:\n${output}`)
+  throw new Error(`${label} was not ready within ${readyTimeoutMs / 1000} s. Output:\n${child.output()}`)
 }
 
 async function answers200(url: string): Promise<boolean> {
@@ -145,7 +98,4 @@ async function answers200(url: string): Promise<boolean> {
   }
 }
 
-/** Stops every app this module started and is still running (afterAll safety net). */
-export async function stopAll(): Promise<void> {
-  await Promise.all([...runningApps].map(app => app.stop()))
-}
+export { stopAll }

@@ -1,0 +1,117 @@
+import { fileURLToPath } from 'node:url'
+import postgres from 'postgres'
+import type { Database, DatabaseHandle } from '../../server/db/client'
+import { openDatabase } from '../../server/db/client'
+import { newId } from '../../server/db/ids'
+import { orders, tenants } from '../../server/db/schema'
+import { type EnqueueInput, enqueueJob } from '../../server/jobs/enqueue'
+
+/**
+ * Seeds orders and jobs straight into a test database through the app's own outbox function, and
+ * reads back what the workers did. Assertions about "exactly once" are about rows.
+ */
+
+const migrationsDir = fileURLToPath(new URL('../../drizzle', import.meta.url))
+
+export interface JobRowView {
+  id: string
+  kind: string
+  status: string
+  attempt: number
+  maxAttempts: number
+  fence: number | null
+  lockedBy: string | null
+  lastError: string | null
+  errors: Array<{ attempt: number, at: string, errorClass: string, message: string, worker: string | null }>
+  runAt: Date
+  startedAt: Date | null
+  completedAt: Date | null
+  resourceId: string | null
+}
+
+export interface JobsFixture {
+  /** The app's drizzle database (migrated): seed with the production code paths. */
+  db: Database
+  handle: DatabaseHandle
+  /** Raw SQL for reads and for breaking things on purpose. */
+  sql: postgres.Sql
+  close: () => Promise<void>
+}
+
+export async function openJobsFixture(databaseUrl: string): Promise<JobsFixture> {
+  const handle = await openDatabase({ url: databaseUrl, pgliteDir: '', migrationsDir, poolSize: 4 })
+  const sql = postgres(databaseUrl, { max: 4, onnotice: () => {} })
+  return { db: handle.db, handle, sql, close: async () => { await sql.end({ timeout: 5 }); await handle.close() } }
+}
+
+/** A tenant and `count` pending orders, inserted directly (the API path is covered elsewhere). */
+export async function seedOrders(db: Database, count: number): Promise<{ tenantId: string, orderIds: string[] }> {
+  const tenantId = newId('ten')
+  await db.insert(tenants).values({ id: tenantId, name: 'jobs suite' })
+  const orderIds = Array.from({ length: count }, () => newId('ord'))
+  for (let start = 0; start < orderIds.length; start += 500) {
+    await db.insert(orders).values(orderIds.slice(start, start + 500).map((id, i) => ({
+      id,
+      tenantId,
+      cartId: `cart_${start + i}_${id}`,
+      currency: 'IDR',
+      amount: 150000,
+      paymentMethod: 'card',
+      items: [{ sku: 'SKU-1', quantity: 2, unitPrice: 75000 }],
+      customer: { email: `shopper${start + i}@example.com` },
+      requestId: 'req_seed',
+    })))
+  }
+  return { tenantId, orderIds }
+}
+
+/** Enqueues through enqueueJob, 200 per transaction; returns the new jobs' ids in input order. */
+export async function enqueueJobs(db: Database, inputs: EnqueueInput[]): Promise<string[]> {
+  const ids: string[] = []
+  for (let start = 0; start < inputs.length; start += 200) {
+    await db.transaction(async (tx) => {
+      for (const input of inputs.slice(start, start + 200)) {
+        const id = await enqueueJob(tx, input)
+        if (!id) throw new Error(`job ${input.kind}/${input.dedupeKey} already exists`)
+        ids.push(id)
+      }
+    })
+  }
+  return ids
+}
+
+/** A job per order: `order.send_confirmation` for `order:<id>` unless another kind is given. */
+export const orderJob = (orderId: string, overrides: Partial<EnqueueInput> = {}): EnqueueInput => ({
+  kind: 'order.send_confirmation',
+  dedupeKey: orderId,
+  payload: { orderId },
+  resourceId: `order:${orderId}`,
+  ...overrides,
+})
+
+export async function jobRow(sql: postgres.Sql, id: string): Promise<JobRowView | undefined> {
+  const [row] = await sql<JobRowView[]>`
+    select id, kind, status, attempt, max_attempts as "maxAttempts", fence::int as fence, locked_by as "lockedBy",
+      last_error as "lastError", errors, run_at as "runAt", started_at as "startedAt", completed_at as "completedAt",
+      resource_id as "resourceId"
+    from jobs where id = ${id}`
+  return row
+}
+
+/** How many jobs are in each status. */
+export async function jobStatusCounts(sql: postgres.Sql): Promise<Record<string, number>> {
+  const rows = await sql<Array<{ status: string, count: number }>>`select status, count(*)::int as count from jobs group by status`
+  return Object.fromEntries(rows.map(row => [row.status, row.count]))
+}
+
+/** Per order: emails, invoices, markers and provider intents — each must be exactly one. */
+export async function effectsPerOrder(sql: postgres.Sql, orderIds: string[]): Promise<Map<string, { emails: number, invoices: number, markers: number, intents: number }>> {
+  const rows = await sql<Array<{ orderId: string, emails: number, invoices: number, markers: number, intents: number }>>`
+    select o.id as "orderId",
+      (select count(*)::int from mailbox m where m.order_id = o.id) as emails,
+      (select count(*)::int from invoices i where i.order_id = o.id) as invoices,
+      (select count(*)::int from side_effects s where s.order_id = o.id) as markers,
+      (select count(*)::int from payment_intents p where p.order_id = o.id) as intents
+    from orders o where o.id = any(${orderIds})`
+  return new Map(rows.map(({ orderId, ...counts }) => [orderId, counts]))
+}
