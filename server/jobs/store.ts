@@ -56,16 +56,16 @@ export function createJobStore(db: Database) {
     },
 
     /**
-     * The job's business writes and its completion in one transaction that first row-locks the
-     * claim by its fence token. False (and nothing written) when the claim is not current.
+     * The job's business writes and its completion in one transaction. The completing UPDATE goes
+     * first: it checks the fence token and row-locks the job in one statement, and the work's
+     * writes roll it back if they fail. False (and nothing written) when the claim is not current.
      */
     async complete(job: ClaimedJob, work: (tx: Database) => Promise<void>): Promise<boolean> {
       return db.transaction(async (tx) => {
-        const [current] = await tx.select({ id: jobs.id }).from(jobs).where(owned(job)).for('update')
-        if (!current) return false
+        const completed = await tx.update(jobs).set({ status: 'completed', completedAt: sql`now()`, lastError: null, updatedAt: sql`now()` })
+          .where(owned(job)).returning({ id: jobs.id })
+        if (completed.length === 0) return false
         await work(tx)
-        await tx.update(jobs).set({ status: 'completed', completedAt: sql`now()`, lastError: null, updatedAt: sql`now()` })
-          .where(eq(jobs.id, job.id))
         return true
       })
     },
