@@ -137,14 +137,13 @@ export function createWorker(options: WorkerOptions): Worker {
       injectJobFailure(job, faults)
 
       if (kind.resource) {
-        lock = { key: `lock:${kind.resource(payload.data)}` }
-        const acquired = await acquireResourceLock(lock.key)
+        const lockKey = `lock:${kind.resource(payload.data)}`
+        const acquired = await acquireResourceLock(lockKey)
         if (acquired === 'busy') {
-          lock = undefined
           await store.putBack(job, options.lockBusyDelayMs * (1 + Math.random()))
-          return finish('lock_busy', { lockKey: `lock:${kind.resource(payload.data)}`, lockResult: 'busy' })
+          return finish('lock_busy', { lockKey, lockResult: 'busy' })
         }
-        lock.token = acquired.token
+        lock = { key: lockKey, token: acquired.token }
         if (lock.token) {
           const { key, token } = lock as { key: string, token: string }
           timers.push(setInterval(() => {

@@ -80,6 +80,13 @@ describe('parseConfig: secrets', () => {
     for (const name of SECRET_NAMES) expect(error.message).toContain(name)
   })
 
+  it('lets a standalone worker start with DATABASE_URL and no secrets', () => {
+    const config = parseConfig({ DATABASE_URL }, { secretsOptional: true })
+    expect(config.embedded).toBe(false)
+    expect(config.generatedSecrets).toEqual([...SECRET_NAMES])
+    expect(configErrorFor({ DATABASE_URL }).message).toContain('OPS_TOKEN')
+  })
+
   it('generates missing secrets in development even with DATABASE_URL', () => {
     const config = parseConfig({ DATABASE_URL }, { dev: true })
     expect(config.embedded).toBe(false)
@@ -96,6 +103,29 @@ describe('parseConfig: values', () => {
     expect(config.IDEMPOTENCY_TTL_SECONDS).toBe(86_400)
     expect(config.WEBHOOK_IDEMPOTENCY_TTL_SECONDS).toBe(2_592_000)
     expect(config.REDIS_URL).toBeUndefined()
+    expect(config.WORKER_CONCURRENCY).toBe(4)
+    expect(config.WORKER_ID).toBeUndefined()
+    expect({
+      poll: config.JOB_POLL_INTERVAL_MS,
+      backoffBase: config.JOB_BACKOFF_BASE_MS,
+      backoffCap: config.JOB_BACKOFF_CAP_MS,
+      heartbeatTimeout: config.JOB_HEARTBEAT_TIMEOUT_MS,
+      lockTtl: config.JOB_LOCK_TTL_MS,
+      lockBusyDelay: config.JOB_LOCK_BUSY_DELAY_MS,
+      shutdownGrace: config.JOB_SHUTDOWN_GRACE_MS,
+      maintenanceInterval: config.JOB_MAINTENANCE_INTERVAL_MS,
+      retentionDays: config.JOB_RETENTION_DAYS,
+    }).toEqual({
+      poll: 1000,
+      backoffBase: 1000,
+      backoffCap: 3_600_000,
+      heartbeatTimeout: 60_000,
+      lockTtl: 30_000,
+      lockBusyDelay: 250,
+      shutdownGrace: 10_000,
+      maintenanceInterval: 15_000,
+      retentionDays: 7,
+    })
   })
 
   it('reads valid values', () => {
@@ -106,7 +136,17 @@ describe('parseConfig: values', () => {
       WORKER_ENABLED: '0',
       WORKER_CONCURRENCY: '8',
       IDEMPOTENCY_TTL_SECONDS: '3600',
+      WORKER_ID: 'worker-a.eu:1',
+      JOB_BACKOFF_BASE_MS: '100',
+      JOB_HEARTBEAT_TIMEOUT_MS: '5000',
+      JOB_SHUTDOWN_GRACE_MS: '0',
+      JOB_RETENTION_DAYS: '0',
     })
+    expect(config.WORKER_ID).toBe('worker-a.eu:1')
+    expect(config.JOB_BACKOFF_BASE_MS).toBe(100)
+    expect(config.JOB_HEARTBEAT_TIMEOUT_MS).toBe(5000)
+    expect(config.JOB_SHUTDOWN_GRACE_MS).toBe(0)
+    expect(config.JOB_RETENTION_DAYS).toBe(0)
     expect(config.REDIS_URL).toBe('rediss://cache.internal:6380')
     expect(config.FAULTS_ENABLED).toBe(true)
     expect(config.WORKER_ENABLED).toBe(false)
@@ -122,6 +162,11 @@ describe('parseConfig: values', () => {
     ['IDEMPOTENCY_TTL_SECONDS', '99999999999'],
     ['FAULTS_ENABLED', 'maybe'],
     ['WORKER_CONCURRENCY', '0'],
+    ['WORKER_ID', 'has space'],
+    ['JOB_HEARTBEAT_TIMEOUT_MS', '99'],
+    ['JOB_LOCK_TTL_MS', '10'],
+    ['JOB_BACKOFF_BASE_MS', '0'],
+    ['JOB_POLL_INTERVAL_MS', '1.5'],
     ['DATABASE_URL', 'mysql://x'],
     ['REDIS_URL', 'http://x'],
     ['WEBHOOK_STANDARD_SECRET', 'c3RhbmRhcmQta2V5LXdpdGhvdXQtcHJlZml4'],
