@@ -19,7 +19,7 @@ export const problemCatalog = {
   'unsupported-media-type': { status: 415, title: 'Unsupported media type', explanation: 'Send the body as JSON with `Content-Type: application/json`.' },
   'webhook-signature-invalid': { status: 401, title: 'Webhook signature invalid', explanation: 'The signature or timestamp headers are missing, wrong, or outside the ±300 s tolerance. Nothing was stored.' },
   'payload-invalid': { status: 400, title: 'Webhook payload invalid', explanation: 'The signature is valid but the event is not one this provider integration understands.' },
-  'job-not-retryable': { status: 409, title: 'Job is not a dead letter', explanation: 'Only a job in `dead_letter` can be redriven. A queued, failed or running job will run by itself; a completed job is done. `status` names its current state.' },
+  'job-not-retryable': { status: 409, title: 'Job is not a dead letter', explanation: 'Only a job in `dead_letter` can be redriven. A queued, failed or running job will run by itself; a completed job is done. `jobStatus` names its current state.' },
   'internal-error': { status: 500, title: 'Internal error', explanation: 'An unexpected error; nothing was committed and the idempotency key was released. Retry with the same key.' },
   'service-unavailable': { status: 503, title: 'Service unavailable', explanation: 'A dependency (the database) is unreachable; nothing was executed. Retry with the same key after `Retry-After` seconds.' },
 } as const satisfies Record<string, { status: number, title: string, explanation: string }>

@@ -19,9 +19,11 @@ export interface ProblemOptions {
   cause?: unknown
 }
 
+/** Extensions never replace the standard members: `status` must stay the HTTP status. */
 export function problemBody(slug: ProblemSlug, detail: string, extensions: Record<string, unknown> = {}): ProblemBody {
   const { status, title } = problemCatalog[slug]
-  return { type: `/problems/${slug}`, title, status, detail, ...extensions }
+  const { type: _type, title: _title, status: _status, detail: _detail, ...members } = extensions
+  return { type: `/problems/${slug}`, title, status, detail, ...members }
 }
 
 /** An h3 error carrying a problem body; the error handler renders it as application/problem+json. */

@@ -16,5 +16,5 @@ export default defineEventHandler(async (event) => {
   }
   const existing = await store.find(id)
   if (!existing) throw problem('not-found', `No job "${id}". List jobs with GET /api/ops/jobs?status=dead_letter.`)
-  throw problem('job-not-retryable', `Job ${id} is ${existing.status}, not dead_letter: ${existing.status === 'completed' ? 'it is done' : 'it will run by itself'}.`, { extensions: { status: existing.status } })
+  throw problem('job-not-retryable', `Job ${id} is ${existing.status}, not dead_letter: ${existing.status === 'completed' ? 'it is done' : 'it will run by itself'}.`, { extensions: { jobStatus: existing.status } })
 })

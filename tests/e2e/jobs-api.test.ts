@@ -1,0 +1,527 @@
+import { randomUUID } from 'node:crypto'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type postgres from 'postgres'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { newId } from '../../server/db/ids'
+import { orders, tenants } from '../../server/db/schema'
+import { type AppProcess, startApp, stopAll, testSecrets } from '../support/app'
+import { createTenant, request, type TestResponse } from '../support/http'
+import { effectsPerOrder, enqueueJobs, jobRow, type JobsFixture, openJobsFixture, orderJob, seedOrders } from '../support/jobs'
+import { expectProblem, postOrder, requestIdPattern, type TenantCredentials, validOrderBody } from '../support/orders'
+import { pollUntil } from '../support/poll'
+import { createTestDatabase, describeWithServices, redisUrl, uniqueRedisPrefix } from '../support/services'
+
+// The worker as it ships: inside the built app (WORKER_ENABLED=true), driven and inspected over
+// HTTP — orders enqueue through the outbox, operators list, redrive and run maintenance through
+// /api/ops. Row reads on Postgres check what the answers claim; on PGlite the app holds the
+// database, so there the ops API is the only window.
+
+/** A job as GET /api/ops/jobs and POST /api/ops/jobs/:id/retry return it. */
+interface ApiJob {
+  id: string
+  kind: string
+  status: string
+  attempt: number
+  maxAttempts: number
+  resourceId: string | null
+  idempotencyKey: string | null
+  requestId: string | null
+  lockedBy: string | null
+  lastError: string | null
+  errors: Array<{ attempt: number, at: string, errorClass: string, message: string, worker: string | null }>
+}
+
+const opsHeaders = { authorization: `Bearer ${testSecrets.opsToken}` }
+
+/** Short timings, so retries, dead letters and rescues happen within a test. */
+const fastJobs = {
+  WORKER_ENABLED: 'true',
+  JOB_POLL_INTERVAL_MS: '50',
+  JOB_BACKOFF_BASE_MS: '100',
+  JOB_BACKOFF_CAP_MS: '1000',
+}
+
+const opsPost = (baseUrl: string, path: string, headers: Record<string, string> = opsHeaders) =>
+  request(baseUrl, path, { method: 'POST', headers })
+
+async function listJobs(baseUrl: string, query: Record<string, string>): Promise<ApiJob[]> {
+  const listed = await request(baseUrl, `/api/ops/jobs?${new URLSearchParams(query)}`, { headers: opsHeaders })
+  expect(listed.status, listed.text).toBe(200)
+  expect(listed.json.object).toBe('list')
+  return listed.json.data
+}
+
+/** The jobs of one order once every one of them has reached `status`, as the ops API lists them. */
+async function jobsOfOrderOnce(baseUrl: string, orderId: string, status: string): Promise<ApiJob[]> {
+  let jobs: ApiJob[] = []
+  await pollUntil(`the jobs of order ${orderId} are ${status}`, async () => {
+    jobs = await listJobs(baseUrl, { resourceId: `order:${orderId}` })
+    return jobs.length > 0 && jobs.every(job => job.status === status)
+  }, { timeoutMs: 20_000, intervalMs: 100 })
+  return jobs
+}
+
+async function jobStatusOnce(sql: postgres.Sql, jobId: string, status: string): Promise<void> {
+  await pollUntil(`job ${jobId} is ${status}`, async () => (await jobRow(sql, jobId))?.status === status, { timeoutMs: 20_000, intervalMs: 100 })
+}
+
+const createdOrderId = (response: TestResponse): string => {
+  expect(response.status, response.text).toBe(201)
+  expect(response.json.id).toMatch(/^ord_/)
+  return response.json.id
+}
+
+describeWithServices('jobs over HTTP: the in-app worker on Postgres and Redis', ['postgres', 'redis'], () => {
+  const workerId = `jobs-api-${process.pid}`
+  let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined
+  let fixture: JobsFixture | undefined
+  let app: AppProcess
+  let tenant: TenantCredentials
+
+  beforeAll(async () => {
+    database = await createTestDatabase('jobs_api')
+    app = await startApp({
+      databaseUrl: database.url,
+      redisUrl,
+      label: 'jobs-api',
+      env: { ...fastJobs, WORKER_ID: workerId, JOB_HEARTBEAT_TIMEOUT_MS: '1000', JOB_RETENTION_DAYS: '1' },
+    })
+    fixture = await openJobsFixture(database.url)
+    tenant = await createTenant(app.url, 'jobs api')
+  })
+
+  afterAll(async () => {
+    await app?.stop()
+    await fixture?.close()
+    await database?.drop()
+  })
+
+  const sql = () => fixture!.sql
+
+  async function jobsOfResource(resourceId: string) {
+    return sql()<Array<{ id: string, kind: string, status: string }>>`
+      select id, kind, status from jobs where resource_id = ${resourceId} order by id`
+  }
+
+  async function countJobs(): Promise<number> {
+    const [row] = await sql()<Array<{ count: number }>>`select count(*)::int as count from jobs`
+    return row!.count
+  }
+
+  async function ordersForCart(cartId: string) {
+    return sql()<Array<{ id: string }>>`select id from orders where tenant_id = ${tenant.tenantId} and cart_id = ${cartId}`
+  }
+
+  it('an order enqueues one payment.create_intent job that completes once; a replay or another key for the cart adds none', async () => {
+    const key = `jobs-api-${randomUUID()}`
+    const body = validOrderBody()
+    const created = await postOrder(app.url, { secretKey: tenant.secretKey, key, body })
+    const orderId = createdOrderId(created)
+    const requestId = created.headers.get('x-request-id')
+    expect(requestId).toMatch(requestIdPattern)
+
+    const [job, ...others] = await jobsOfOrderOnce(app.url, orderId, 'completed')
+    expect(others).toEqual([])
+    expect(job).toMatchObject({
+      kind: 'payment.create_intent',
+      status: 'completed',
+      resourceId: `order:${orderId}`,
+      idempotencyKey: key,
+      requestId,
+      attempt: 1,
+      lockedBy: workerId,
+      lastError: null,
+      errors: [],
+    })
+
+    const [order] = await sql()<Array<{ paymentIntentId: string | null }>>`select payment_intent_id as "paymentIntentId" from orders where id = ${orderId}`
+    expect(order!.paymentIntentId).toMatch(/^pi_/)
+    const intentsOfOrder = () => sql()<Array<{ id: string, requests: number }>>`select id, requests from payment_intents where order_id = ${orderId}`
+    expect(await intentsOfOrder()).toEqual([{ id: order!.paymentIntentId, requests: 1 }])
+
+    const replayed = await postOrder(app.url, { secretKey: tenant.secretKey, key, body })
+    expect(replayed.status, replayed.text).toBe(201)
+    expect(replayed.headers.get('idempotent-replayed')).toBe('true')
+    expect(replayed.json).toMatchObject({ id: orderId, idempotency: { key, replayed: true } })
+
+    const otherKey = await postOrder(app.url, { secretKey: tenant.secretKey, key: `jobs-api-${randomUUID()}`, body })
+    expectProblem(otherKey, 'cart-already-ordered')
+    expect(otherKey.json.orderId).toBe(orderId)
+
+    // Neither enqueued anything, and the provider was asked exactly once.
+    expect(await jobsOfResource(`order:${orderId}`)).toEqual([{ id: job!.id, kind: 'payment.create_intent', status: 'completed' }])
+    expect(await listJobs(app.url, { resourceId: `order:${orderId}` })).toEqual([job])
+    expect(await intentsOfOrder()).toEqual([{ id: order!.paymentIntentId, requests: 1 }])
+  })
+
+  it('enqueues atomically with the order: a failure before commit or a rejected body leaves no job', async () => {
+    const jobsBefore = await countJobs()
+    const key = `jobs-api-${randomUUID()}`
+    const body = validOrderBody()
+
+    const failed = await postOrder(app.url, { secretKey: tenant.secretKey, key, body, headers: { 'x-fault': 'fail-before-commit' } })
+    expectProblem(failed, 'internal-error')
+    expect(await ordersForCart(body.cartId)).toEqual([])
+    const failedRequestId = failed.headers.get('x-request-id')!
+    expect(await sql()`select id from jobs where idempotency_key = ${key} or request_id = ${failedRequestId}`).toEqual([])
+    expect(await countJobs()).toBe(jobsBefore)
+
+    const invalidKey = `jobs-api-${randomUUID()}`
+    const invalidBody = validOrderBody({ amount: 1 })
+    const invalid = await postOrder(app.url, { secretKey: tenant.secretKey, key: invalidKey, body: invalidBody })
+    expectProblem(invalid, 'validation-failed')
+    expect(await ordersForCart(invalidBody.cartId)).toEqual([])
+    expect(await sql()`select id from jobs where idempotency_key = ${invalidKey}`).toEqual([])
+    expect(await countJobs()).toBe(jobsBefore)
+
+    // The failed attempt released its key: the retry commits the order and its job together.
+    const retried = await postOrder(app.url, { secretKey: tenant.secretKey, key, body })
+    const orderId = createdOrderId(retried)
+    expect(retried.json.idempotency).toEqual({ key, replayed: false })
+    const [job, ...others] = await jobsOfOrderOnce(app.url, orderId, 'completed')
+    expect(others).toEqual([])
+    expect(job).toMatchObject({ kind: 'payment.create_intent', idempotencyKey: key, requestId: retried.headers.get('x-request-id'), attempt: 1 })
+    expect(await countJobs()).toBe(jobsBefore + 1)
+  })
+
+  it('a poison job dead-letters after its attempts; once its order exists, a redrive through the API completes it', async () => {
+    const orderId = newId('ord')
+    const [jobId] = await enqueueJobs(fixture!.db, [orderJob(orderId, { maxAttempts: 3 })])
+    const notFound = `RetryableJobError: order ${orderId} not found`
+
+    let deadLetter: ApiJob | undefined
+    await pollUntil(`job ${jobId} is listed as a dead letter`, async () => {
+      deadLetter = (await listJobs(app.url, { status: 'dead_letter' })).find(job => job.id === jobId)
+      return deadLetter !== undefined
+    }, { timeoutMs: 20_000, intervalMs: 100 })
+    expect(deadLetter).toMatchObject({ kind: 'order.send_confirmation', status: 'dead_letter', attempt: 3, maxAttempts: 3, lastError: notFound })
+    expect(deadLetter!.errors).toEqual([1, 2, 3].map(attempt => ({ attempt, at: expect.any(String), errorClass: 'retryable', message: notFound, worker: workerId })))
+
+    // The missing order arrives (late replication, a fixed bug): now the redrive can succeed.
+    const tenantId = newId('ten')
+    await fixture!.db.insert(tenants).values({ id: tenantId, name: 'poison job' })
+    await fixture!.db.insert(orders).values({
+      id: orderId,
+      tenantId,
+      cartId: `cart_${orderId}`,
+      currency: 'IDR',
+      amount: 150_000,
+      paymentMethod: 'card',
+      items: [{ sku: 'SKU-1', quantity: 2, unitPrice: 75_000 }],
+      customer: { email: 'late@example.com' },
+      requestId: 'req_poison',
+    })
+    expect((await effectsPerOrder(sql(), [orderId])).get(orderId)).toMatchObject({ emails: 0, markers: 0 })
+
+    const redriven = await opsPost(app.url, `/api/ops/jobs/${jobId}/retry`)
+    expect(redriven.status, redriven.text).toBe(200)
+    expect(redriven.json).toMatchObject({ id: jobId, status: 'queued', attempt: 0, lockedBy: null })
+    expect(redriven.json.errors).toEqual(deadLetter!.errors)
+
+    await jobStatusOnce(sql(), jobId!, 'completed')
+    const completed = await jobRow(sql(), jobId!)
+    expect(completed).toMatchObject({ status: 'completed', attempt: 1, lastError: null, lockedBy: workerId })
+    // The history of the three failed attempts survives the redrive and the success.
+    expect(completed!.errors).toEqual(deadLetter!.errors)
+    expect((await effectsPerOrder(sql(), [orderId])).get(orderId)).toEqual({ emails: 1, invoices: 0, markers: 1, intents: 0 })
+    expect(await sql()`select "to", subject from mailbox where order_id = ${orderId}`).toEqual([{ to: 'late@example.com', subject: `Order ${orderId} confirmed` }])
+  })
+
+  describe('ops API problems', () => {
+    let completedJob: string, queuedJob: string, failedJob: string, deadJob: string
+
+    beforeAll(async () => {
+      const { orderIds: [doneOrder, queuedOrder, failedOrder] } = await seedOrders(fixture!.db, 3)
+      const hour = 3_600_000
+      ;[completedJob, queuedJob, failedJob, deadJob] = await enqueueJobs(fixture!.db, [
+        orderJob(doneOrder!),
+        orderJob(queuedOrder!, { delayMs: hour }),
+        orderJob(failedOrder!, { delayMs: hour }),
+        orderJob(doneOrder!, { kind: 'order.issue_invoice', faults: { failPermanently: true } }),
+      ]) as [string, string, string, string]
+      // Waiting for its retry an hour from now: the worker leaves it alone.
+      await sql()`update jobs set status = 'failed', attempt = 1, last_error = 'earlier failure' where id = ${failedJob}`
+      await jobStatusOnce(sql(), completedJob, 'completed')
+      await jobStatusOnce(sql(), deadJob, 'dead_letter')
+    })
+
+    /** Every job as it stands: nothing a rejected request does may show here. */
+    const snapshot = () => sql()`select id, status, attempt, fence, locked_by, run_at, errors, updated_at from jobs order by id`
+
+    it('401 without the ops token, 400 for a bad query, 404 for an unknown job or task; nothing changes', async () => {
+      const before = await snapshot()
+
+      expectProblem(await request(app.url, '/api/ops/jobs'), 'unauthorized')
+      expectProblem(await request(app.url, '/api/ops/jobs', { headers: { authorization: 'Bearer not-the-ops-token' } }), 'unauthorized')
+      expectProblem(await opsPost(app.url, `/api/ops/jobs/${deadJob}/retry`, {}), 'unauthorized')
+      expectProblem(await opsPost(app.url, '/api/ops/tasks/jobs:rescue', {}), 'unauthorized')
+
+      const invalidQueries: Array<[string, string, RegExp]> = [
+        ['status=bogus', 'status', /expected one of "queued"\|"running"\|"failed"\|"completed"\|"dead_letter"/],
+        ['limit=0', 'limit', />=1/],
+        ['limit=501', 'limit', /<=500/],
+        ['colour=red', '(query)', /Unrecognized key: "colour"/],
+      ]
+      for (const [query, path, message] of invalidQueries) {
+        const invalid = await request(app.url, `/api/ops/jobs?${query}`, { headers: opsHeaders })
+        expectProblem(invalid, 'validation-failed')
+        expect(invalid.json.errors, query).toEqual([{ path, message: expect.stringMatching(message) }])
+      }
+
+      expectProblem(await opsPost(app.url, '/api/ops/jobs/job_unknown/retry'), 'not-found')
+      expectProblem(await opsPost(app.url, '/api/ops/tasks/nope'), 'not-found')
+
+      expect(await snapshot()).toEqual(before)
+      expect((await jobRow(sql(), deadJob))?.status).toBe('dead_letter')
+    })
+
+    it('409 job-not-retryable for a completed, queued or failed job, naming its status; nothing changes', async () => {
+      const before = await snapshot()
+      const answers = []
+      for (const [jobId, jobStatus] of [[completedJob, 'completed'], [queuedJob, 'queued'], [failedJob, 'failed']] as const) {
+        answers.push({ jobId, jobStatus, response: await opsPost(app.url, `/api/ops/jobs/${jobId}/retry`) })
+      }
+      expect(await snapshot()).toEqual(before)
+
+      for (const { jobId, jobStatus, response } of answers) {
+        // RFC 9457: `status` is the HTTP status code, so the job's own state needs a member of its own.
+        expectProblem(response, 'job-not-retryable')
+        expect(response.json.jobStatus).toBe(jobStatus)
+        expect(response.json.detail).toContain(`Job ${jobId} is ${jobStatus}, not dead_letter`)
+      }
+    })
+  })
+
+  /**
+   * The app itself runs jobs:rescue every 15 s and retention:cleanup every 10 min, both on a 15 s
+   * boundary of the clock. Arranging rows and calling the task right after a tick keeps the
+   * scheduled run from taking them first (or holding the task lock, which answers skipped).
+   */
+  async function clearOfScheduledTasks(): Promise<void> {
+    const untilNextTick = 15_000 - (Date.now() % 15_000)
+    if (untilNextTick < 6_000) await sleep(untilNextTick + 1_500)
+  }
+
+  it('POST /api/ops/tasks/jobs:rescue puts back a job whose worker stopped heart-beating, and it then completes', async () => {
+    const { orderIds: [orderId] } = await seedOrders(fixture!.db, 1)
+    const retriedJob = newId('job')
+    const lastAttemptJob = newId('job')
+    await clearOfScheduledTasks()
+    // Claimed an hour ago by a worker that has been silent since: one retryable, one on its last attempt.
+    for (const [id, kind, attempt] of [[retriedJob, 'order.send_confirmation', 1], [lastAttemptJob, 'order.issue_invoice', 3]] as const) {
+      await sql()`
+        insert into jobs (id, kind, dedupe_key, payload, status, attempt, max_attempts, resource_id, locked_by, fence, started_at, heartbeat_at)
+        values (${id}, ${kind}, ${orderId!}, ${sql().json({ orderId: orderId! })}, 'running', ${attempt}, 3, ${`order:${orderId}`},
+          'vanished-worker', nextval('job_fence_seq'), now() - interval '1 hour', now() - interval '1 hour')`
+    }
+
+    const rescue = await opsPost(app.url, '/api/ops/tasks/jobs:rescue')
+    expect(rescue.status, rescue.text).toBe(200)
+    expect(rescue.json).toEqual({ result: { skipped: false, counts: { rescued: 2, deadLettered: 1 } } })
+
+    const rescuedEntry = (attempt: number) => ({
+      attempt,
+      at: expect.any(String),
+      errorClass: 'rescued',
+      message: 'rescued: no heartbeat from vanished-worker for 1000 ms',
+      worker: 'vanished-worker',
+    })
+    await jobStatusOnce(sql(), retriedJob, 'completed')
+    const retried = await jobRow(sql(), retriedJob)
+    expect(retried).toMatchObject({ status: 'completed', attempt: 2, lockedBy: workerId, lastError: null })
+    expect(retried!.errors).toEqual([rescuedEntry(1)])
+    const lastAttempt = await jobRow(sql(), lastAttemptJob)
+    expect(lastAttempt).toMatchObject({ status: 'dead_letter', attempt: 3, lastError: 'rescued: no heartbeat from vanished-worker for 1000 ms' })
+    expect(lastAttempt!.errors).toEqual([rescuedEntry(3)])
+    expect((await effectsPerOrder(sql(), [orderId!])).get(orderId!)).toEqual({ emails: 1, invoices: 0, markers: 1, intents: 0 })
+
+    const again = await opsPost(app.url, '/api/ops/tasks/jobs:rescue')
+    expect(again.json).toEqual({ result: { skipped: false, counts: { rescued: 0, deadLettered: 0 } } })
+  })
+
+  it('POST /api/ops/tasks/retention:cleanup deletes expired records and old completed jobs, and keeps the rest', async () => {
+    const label = randomUUID()
+    const [oldCompleted, recentCompleted, oldDeadLetter] = await enqueueJobs(fixture!.db, [
+      orderJob(newId('ord'), { delayMs: 3_600_000 }),
+      orderJob(newId('ord'), { delayMs: 3_600_000 }),
+      orderJob(newId('ord'), { delayMs: 3_600_000 }),
+    ])
+    await clearOfScheduledTasks()
+    // JOB_RETENTION_DAYS=1: two days old goes, an hour old stays, a dead letter stays however old.
+    await sql()`update jobs set status = 'completed', completed_at = now() - interval '2 days' where id = ${oldCompleted!}`
+    await sql()`update jobs set status = 'completed', completed_at = now() - interval '1 hour' where id = ${recentCompleted!}`
+    await sql()`update jobs set status = 'dead_letter', attempt = 8, created_at = now() - interval '30 days', updated_at = now() - interval '30 days'
+      where id = ${oldDeadLetter!}`
+    for (const [key, expiresIn] of [[`expired-${label}`, '-1 hour'], [`current-${label}`, '1 hour']]) {
+      await sql()`
+        insert into idempotency_records (scope, key, route, fingerprint, status, request_id, response_status, expires_at)
+        values ('tenant:retention', ${key!}, 'POST /api/orders', 'fingerprint', 'succeeded', 'req_retention', 201, now() + ${expiresIn!}::interval)`
+    }
+    const [expired] = await sql()<Array<{ count: number }>>`select count(*)::int as count from idempotency_records where expires_at < now()`
+    expect(expired!.count).toBe(1)
+
+    const cleanup = await opsPost(app.url, '/api/ops/tasks/retention:cleanup')
+    expect(cleanup.status, cleanup.text).toBe(200)
+    expect(cleanup.json).toEqual({ result: { skipped: false, counts: { idempotencyRecords: 1, jobs: 1 } } })
+
+    expect(await sql()`select key from idempotency_records where scope = 'tenant:retention'`).toEqual([{ key: `current-${label}` }])
+    expect(await jobRow(sql(), oldCompleted!)).toBeUndefined()
+    expect((await jobRow(sql(), recentCompleted!))?.status).toBe('completed')
+    expect((await jobRow(sql(), oldDeadLetter!))?.status).toBe('dead_letter')
+
+    const again = await opsPost(app.url, '/api/ops/tasks/retention:cleanup')
+    expect(again.json).toEqual({ result: { skipped: false, counts: { idempotencyRecords: 0, jobs: 0 } } })
+  })
+})
+
+describeWithServices('jobs over HTTP: two app instances with in-app workers', ['postgres', 'redis'], () => {
+  const orderCount = 40
+  let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined
+  let fixture: JobsFixture | undefined
+  let instances: AppProcess[] = []
+  const workerIds = ['jobs-api-pair-a', 'jobs-api-pair-b']
+
+  beforeAll(async () => {
+    database = await createTestDatabase('jobs_api_pair')
+    // One database and one Redis prefix: the two workers contend for the same jobs and order locks.
+    const redisKeyPrefix = uniqueRedisPrefix('jobs-api-pair')
+    instances = await Promise.all(workerIds.map(workerId => startApp({
+      databaseUrl: database!.url,
+      redisUrl,
+      label: workerId,
+      env: { ...fastJobs, WORKER_ID: workerId, REDIS_KEY_PREFIX: redisKeyPrefix },
+    })))
+    fixture = await openJobsFixture(database.url)
+  })
+
+  afterAll(async () => {
+    await Promise.all(instances.map(instance => instance.stop()))
+    await fixture?.close()
+    await database?.drop()
+  })
+
+  it('40 orders posted alternately to both: every create_intent job completes once, one intent per order', async () => {
+    const tenant = await createTenant(instances[0]!.url, 'jobs api pair')
+    const created = await Promise.all(Array.from({ length: orderCount }, (_, index) => postOrder(instances[index % 2]!.url, {
+      secretKey: tenant.secretKey,
+      key: `jobs-api-pair-${randomUUID()}`,
+      body: validOrderBody(),
+    })))
+    const orderIds = created.map(createdOrderId)
+    const sql = fixture!.sql
+
+    await pollUntil(`${orderCount} create_intent jobs are completed`, async () => {
+      const [row] = await sql<Array<{ count: number }>>`select count(*)::int as count from jobs where status = 'completed'`
+      return row!.count === orderCount
+    }, { timeoutMs: 30_000, intervalMs: 100 })
+
+    const jobs = await sql<Array<{ kind: string, status: string, attempt: number, errors: unknown[], lockedBy: string, resourceId: string }>>`
+      select kind, status, attempt, errors, locked_by as "lockedBy", resource_id as "resourceId" from jobs`
+    expect(jobs).toHaveLength(orderCount)
+    expect(jobs.map(job => job.resourceId).sort()).toEqual(orderIds.map(id => `order:${id}`).sort())
+    for (const job of jobs) {
+      expect(job).toMatchObject({ kind: 'payment.create_intent', status: 'completed', attempt: 1, errors: [] })
+      expect(workerIds).toContain(job.lockedBy)
+    }
+
+    const effects = await effectsPerOrder(sql, orderIds)
+    expect(effects.size).toBe(orderCount)
+    for (const counts of effects.values()) expect(counts).toEqual({ emails: 0, invoices: 0, markers: 0, intents: 1 })
+    const intents = await sql<Array<{ orderId: string, requests: number, stored: boolean }>>`
+      select p.order_id as "orderId", p.requests, o.payment_intent_id = p.id as stored
+      from payment_intents p join orders o on o.id = p.order_id`
+    expect(intents.map(intent => intent.orderId).sort()).toEqual([...orderIds].sort())
+    for (const intent of intents) expect(intent).toMatchObject({ requests: 1, stored: true })
+
+    const perWorker = workerIds.map(workerId => `${workerId}: ${jobs.filter(job => job.lockedBy === workerId).length}`)
+    console.info(`[jobs-api] create_intent jobs per worker: ${perWorker.join(', ')}`)
+  })
+})
+
+describe('jobs over HTTP: embedded on PGlite with the in-app worker', () => {
+  let pgliteDir: string | undefined
+  let app: AppProcess | undefined
+
+  beforeAll(async () => {
+    pgliteDir = await mkdtemp(join(tmpdir(), 'ic-jobs-api-'))
+    app = await startApp({ redisUrl: null, label: 'jobs-api-embedded', env: { ...fastJobs, PGLITE_DIR: pgliteDir } })
+  })
+
+  afterAll(async () => {
+    await app?.stop()
+    if (pgliteDir) await rm(pgliteDir, { recursive: true, force: true })
+  })
+
+  it('an order enqueues one payment.create_intent job that the worker completes', async () => {
+    const tenant = await createTenant(app!.url, 'jobs api embedded')
+    const order = { secretKey: tenant.secretKey, key: `jobs-api-embedded-${randomUUID()}`, body: validOrderBody() }
+    const { key } = order
+    const created = await postOrder(app!.url, order)
+    const orderId = createdOrderId(created)
+
+    const [job, ...others] = await jobsOfOrderOnce(app!.url, orderId, 'completed')
+    expect(others).toEqual([])
+    expect(job).toMatchObject({
+      kind: 'payment.create_intent',
+      status: 'completed',
+      resourceId: `order:${orderId}`,
+      idempotencyKey: key,
+      requestId: created.headers.get('x-request-id'),
+      attempt: 1,
+      lastError: null,
+      errors: [],
+    })
+
+    const fetched = await request(app!.url, `/api/orders/${orderId}`, { headers: { authorization: `Bearer ${tenant.secretKey}` } })
+    expect(fetched.status, fetched.text).toBe(200)
+    expect(fetched.json).toMatchObject({ id: orderId, object: 'order', status: 'pending_payment' })
+    // The replay neither adds a job nor reruns the one there is.
+    const replayed = await postOrder(app!.url, order)
+    expect(replayed.status, replayed.text).toBe(201)
+    expect(replayed.headers.get('idempotent-replayed')).toBe('true')
+    expect(await listJobs(app!.url, { resourceId: `order:${orderId}` })).toEqual([job])
+  })
+})
+
+describeWithServices('jobs over HTTP: graceful shutdown of the app', ['postgres', 'redis'], () => {
+  let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined
+  let fixture: JobsFixture | undefined
+  let app: AppProcess | undefined
+
+  beforeAll(async () => {
+    database = await createTestDatabase('jobs_api_shutdown')
+    app = await startApp({
+      databaseUrl: database.url,
+      redisUrl,
+      label: 'jobs-api-shutdown',
+      env: { ...fastJobs, WORKER_ID: 'jobs-api-shutdown', JOB_SHUTDOWN_GRACE_MS: '200' },
+    })
+    fixture = await openJobsFixture(database.url)
+  })
+
+  afterAll(async () => {
+    await app?.stop()
+    await fixture?.close()
+    await database?.drop()
+  })
+
+  it('SIGTERM releases a job stuck in its attempt: exit code 0, the job queued again with its attempt given back', async () => {
+    const { orderIds: [orderId] } = await seedOrders(fixture!.db, 1)
+    const [jobId] = await enqueueJobs(fixture!.db, [orderJob(orderId!, { faults: { stallMs: 30_000 } })])
+    await pollUntil(`job ${jobId} is running`, async () => (await jobRow(fixture!.sql, jobId!))?.lockedBy === 'jobs-api-shutdown', { timeoutMs: 20_000 })
+    expect(await jobRow(fixture!.sql, jobId!)).toMatchObject({ status: 'running', attempt: 1 })
+
+    await app!.stop()
+    expect(await app!.exited).toBe(0)
+
+    expect(await jobRow(fixture!.sql, jobId!)).toMatchObject({ status: 'queued', attempt: 0, lockedBy: null, completedAt: null, errors: [] })
+    expect((await effectsPerOrder(fixture!.sql, [orderId!])).get(orderId!)).toEqual({ emails: 0, invoices: 0, markers: 0, intents: 0 })
+  })
+})
+
+afterAll(async () => {
+  await stopAll()
+})
