@@ -175,14 +175,16 @@ export function createWorker(options: WorkerOptions): Worker {
         return
       }
       const interruption = controller.signal.reason instanceof JobInterrupted ? controller.signal.reason : undefined
+      // The fence's verdict comes first: whatever else happened, this claim is no longer ours.
+      if (error instanceof FencedOutError || interruption?.reason === 'fenced_out') {
+        return finish('fenced_out', { error: describeError(error) }, 'warn')
+      }
       if (interruption?.reason === 'shutdown') return finish('released', { reason: 'shutdown' })
       if (interruption?.reason === 'lock_lost') {
         // Another worker may hold the resource now: step back without spending the attempt.
-        await store.putBack(job, options.lockBusyDelayMs).catch(() => {})
+        const putBack = await store.putBack(job, options.lockBusyDelayMs).catch(() => false)
+        if (!putBack) return finish('fenced_out', { lockKey: lock?.key, lockResult: 'lost' }, 'warn')
         return finish('lock_lost', { lockKey: lock?.key, lockResult: 'lost' }, 'warn')
-      }
-      if (interruption?.reason === 'fenced_out' || error instanceof FencedOutError) {
-        return finish('fenced_out', { error: describeError(error) }, 'warn')
       }
       if (error instanceof SnoozeJob) {
         await store.putBack(job, error.delayMs, { clearFaults: faults.snoozeMs !== undefined })
