@@ -1,6 +1,6 @@
-import { and, asc, desc, eq, getTableColumns, inArray, lt, lte, sql } from 'drizzle-orm'
+import { and, asc, desc, eq, getTableColumns, inArray, lt, lte, type SQL, sql } from 'drizzle-orm'
 import type { Database } from '../db/client'
-import { type JobErrorEntry, type JobStatus, jobs } from '../db/schema'
+import { type JobStatus, jobs } from '../db/schema'
 
 /**
  * Every state change of a job is one conditional UPDATE. A claim draws a new fence token from a
@@ -23,8 +23,9 @@ const inMs = (ms: number) => sql`now() + (${Math.round(ms)}::int * interval '1 m
 
 export function createJobStore(db: Database) {
   const owned = (job: ClaimedJob) => and(eq(jobs.id, job.id), eq(jobs.fence, job.fence), eq(jobs.status, 'running'))
-  const errorEntry = (job: ClaimedJob, errorClass: string, message: string): string =>
-    JSON.stringify([{ attempt: job.attempt, at: new Date().toISOString(), errorClass, message, worker: job.lockedBy } satisfies JobErrorEntry])
+  // Built in SQL so every history entry carries the database's clock, rescued ones included.
+  const historyEntry = (errorClass: SQL | string, message: SQL | string) =>
+    sql`${jobs.errors} || jsonb_build_array(jsonb_build_object('attempt', ${jobs.attempt}, 'at', now(), 'errorClass', ${errorClass}::text, 'message', ${message}::text, 'worker', ${jobs.lockedBy}))`
 
   return {
     /** Claims up to `limit` due jobs; jobs another worker is claiming right now are skipped, not waited on. */
@@ -77,7 +78,7 @@ export function createJobStore(db: Database) {
         status: sql`case when ${deadLetter} then 'dead_letter' else 'failed' end`,
         runAt: sql`case when ${deadLetter} then ${jobs.runAt} else ${inMs(failure.retryInMs)} end`,
         lastError: failure.message,
-        errors: sql`${jobs.errors} || ${errorEntry(job, failure.errorClass, failure.message)}::jsonb`,
+        errors: historyEntry(failure.errorClass, failure.message),
         updatedAt: sql`now()`,
       }).where(owned(job)).returning({ status: jobs.status })
       return row?.status
@@ -115,7 +116,7 @@ export function createJobStore(db: Database) {
         status: sql`case when ${deadLetter} then 'dead_letter' else 'failed' end`,
         runAt: sql`now()`,
         lastError: message,
-        errors: sql`${jobs.errors} || jsonb_build_array(jsonb_build_object('attempt', ${jobs.attempt}, 'at', now(), 'errorClass', 'rescued', 'message', ${message}, 'worker', ${jobs.lockedBy}))`,
+        errors: historyEntry('rescued', message),
         updatedAt: sql`now()`,
       }).where(inArray(jobs.id, stale)).returning({ id: jobs.id, kind: jobs.kind, status: jobs.status })
     },

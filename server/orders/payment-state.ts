@@ -20,7 +20,9 @@ export interface PaymentStatusChange {
 
 /**
  * Applies `target` if it ranks above the order's current status (row-locked, so two events for one
- * order serialise). Reaching paid enqueues the confirmation email and the invoice, once per order.
+ * order serialise). Crossing into paid or above enqueues the confirmation email and the invoice,
+ * once per order: a refund that arrives before its payment event still implies the payment, so
+ * every arrival order of the same events leaves the same effects.
  */
 export async function applyPaymentStatus(
   tx: Database,
@@ -32,7 +34,7 @@ export async function applyPaymentStatus(
   if (!order) return undefined
   if (rank(target) <= rank(order.status)) return { from: order.status, to: order.status, changed: false }
   await tx.update(orders).set({ status: target, updatedAt: sql`now()` }).where(eq(orders.id, orderId))
-  if (target === 'paid') {
+  if (rank(order.status) < rank('paid') && rank(target) >= rank('paid')) {
     for (const kind of ['order.send_confirmation', 'order.issue_invoice']) {
       await enqueueJob(tx, { kind, dedupeKey: orderId, payload: { orderId }, resourceId: `order:${orderId}`, requestId: context.requestId })
     }

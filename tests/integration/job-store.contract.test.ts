@@ -1,0 +1,836 @@
+import { randomUUID } from 'node:crypto'
+import { and, asc, count, eq, sql } from 'drizzle-orm'
+import type { PgColumn } from 'drizzle-orm/pg-core'
+import fc from 'fast-check'
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest'
+import type { Database } from '../../server/db/client'
+import { newId } from '../../server/db/ids'
+import { idempotencyRecords, jobs, mailbox, orders, sideEffects, tenants } from '../../server/db/schema'
+import { type EnqueueInput, enqueueJob } from '../../server/jobs/enqueue'
+import { deleteExpiredRecords, rescueStaleJobs } from '../../server/jobs/maintenance'
+import { type ClaimedJob, createJobStore, type JobRow, type JobStore } from '../../server/jobs/store'
+import { createMemoryLocks } from '../../server/locks/memory'
+import type { Locks } from '../../server/locks/types'
+import { claimSideEffect } from '../../server/orders/effects'
+import { applyPaymentStatus, type PaymentStatus, paymentStatusPrecedence } from '../../server/orders/payment-state'
+import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../support/databases'
+import { enqueueJobs, orderJob, seedOrders } from '../support/jobs'
+import { pollUntil } from '../support/poll'
+import { describeWithServices } from '../support/services'
+
+const WORKER_A = 'worker-a'
+const WORKER_B = 'worker-b'
+const WORKER_C = 'worker-c'
+/** Long enough that a job scheduled this far ahead cannot become due during a test. */
+const FAR_FUTURE_MS = 60_000
+const SHORT_DELAY_MS = 300
+const RETRY_IN_MS = 30_000
+/** run_at and updated_at come from one statement's now(): only rounding may separate them from retryInMs. */
+const RETRY_TOLERANCE_MS = 50
+const HEARTBEAT_TIMEOUT_MS = 5_000
+/** Heartbeat ages on either side of the timeout. */
+const STALE_HEARTBEAT_SECONDS = 10
+const RECENT_HEARTBEAT_SECONDS = 2
+const RETENTION_DAYS = 30
+const CONCURRENT_CLAIMERS = 8
+const CLAIM_LIMIT = 5
+const EFFECT_KINDS = ['order.issue_invoice', 'order.send_confirmation']
+
+/**
+ * The behaviour the job store, the outbox and the payment state machine must have on every
+ * database the app runs on. `concurrentTransactions` is false for PGlite, whose single connection
+ * runs one transaction at a time.
+ */
+function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolean) {
+  let database: SuiteDatabase
+  let db: Database
+  let store: JobStore
+  let dedupeCounter = 0
+
+  beforeAll(async () => {
+    // One connection per concurrent claimer, so the race happens in Postgres, not in the pool queue.
+    database = await openSuiteDatabase(driver, 'job_store', { poolSize: CONCURRENT_CLAIMERS + 4 })
+    db = database.handle.db
+    store = createJobStore(db)
+  }, 60_000)
+
+  afterAll(async () => {
+    await database?.close()
+  })
+
+  beforeEach(async () => {
+    // claim() takes any due job and retention deletes any expired row: every test starts empty.
+    await db.delete(jobs)
+    await db.delete(idempotencyRecords)
+  })
+
+  const jobInput = (overrides: Partial<EnqueueInput> = {}): EnqueueInput => {
+    dedupeCounter++
+    return { kind: 'contract.noop', dedupeKey: `dedupe-${dedupeCounter}`, payload: { n: dedupeCounter }, ...overrides }
+  }
+
+  async function enqueue(overrides: Partial<EnqueueInput> = {}): Promise<string> {
+    const id = await enqueueJob(db, jobInput(overrides))
+    expect(id).toMatch(/^job_/)
+    return id!
+  }
+
+  async function find(id: string): Promise<JobRow> {
+    const row = await store.find(id)
+    expect(row, `job ${id}`).toBeDefined()
+    return row!
+  }
+
+  /** Claims everything due, which must be exactly the job `id`. */
+  async function claimOnly(id: string, workerId = WORKER_A): Promise<ClaimedJob> {
+    const claimed = await store.claim(workerId, 100)
+    expect(claimed.map(job => job.id)).toEqual([id])
+    return claimed[0]!
+  }
+
+  const enqueueAndClaim = async (overrides: Partial<EnqueueInput> = {}, workerId = WORKER_A) =>
+    claimOnly(await enqueue(overrides), workerId)
+
+  async function completedJob(): Promise<string> {
+    const job = await enqueueAndClaim()
+    expect(await store.complete(job, async () => {})).toBe(true)
+    return job.id
+  }
+
+  /** later - earlier in milliseconds, computed by the database from the job's own columns. */
+  async function millisBetween(id: string, later: PgColumn, earlier: PgColumn): Promise<number> {
+    const [row] = await db.select({ ms: sql<number>`extract(epoch from ${later} - ${earlier}) * 1000`.mapWith(Number) })
+      .from(jobs).where(eq(jobs.id, id))
+    return row!.ms
+  }
+
+  /** As if the worker had last heart-beaten `seconds` ago. */
+  async function ageHeartbeat(id: string, seconds: number): Promise<void> {
+    await db.update(jobs).set({ heartbeatAt: sql`now() - (${seconds}::int * interval '1 second')` }).where(eq(jobs.id, id))
+  }
+
+  async function ageCompletion(id: string, days: number): Promise<void> {
+    await db.update(jobs).set({ completedAt: sql`now() - (${days}::int * interval '1 day')` }).where(eq(jobs.id, id))
+  }
+
+  const remainingJobIds = async () => (await db.select({ id: jobs.id }).from(jobs)).map(row => row.id).sort()
+
+  /** Backends of this database blocked on a lock held by another transaction. */
+  async function transactionsWaitingOnLocks(): Promise<number> {
+    const [row] = await db.select({ waiting: sql<number>`count(*)::int`.mapWith(Number) }).from(sql`pg_stat_activity`)
+      .where(sql`datname = current_database() and wait_event_type = 'Lock'`)
+    return row!.waiting
+  }
+
+  /** Business work that writes a mailbox row for `orderId`, so a test can see whether it committed. */
+  const sendEmail = (orderId: string) => async (tx: Database) => {
+    await tx.insert(mailbox).values({
+      id: newId('mail'), tenantId: 'ten_contract', orderId, to: 'shopper@example.com', subject: 'Order confirmed', body: `Order ${orderId}`,
+    })
+  }
+
+  async function emailsFor(orderId: string): Promise<number> {
+    const [row] = await db.select({ emails: count() }).from(mailbox).where(eq(mailbox.orderId, orderId))
+    return row!.emails
+  }
+
+  describe('enqueueJob', () => {
+    it('commits the job with the business write, and rolls it back with it', async () => {
+      const failure = new Error('order validation failed after the insert')
+      let rolledBackOrderId = ''
+      let rolledBackTenantId = ''
+      await expect(db.transaction(async (tx) => {
+        const { tenantId, orderIds: [orderId] } = await seedOrders(tx, 1)
+        rolledBackOrderId = orderId!
+        rolledBackTenantId = tenantId
+        expect(await enqueueJob(tx, orderJob(orderId!))).toMatch(/^job_/)
+        throw failure
+      })).rejects.toBe(failure)
+      expect(await db.select().from(tenants).where(eq(tenants.id, rolledBackTenantId))).toEqual([])
+      expect(await db.select().from(orders).where(eq(orders.id, rolledBackOrderId))).toEqual([])
+      expect(await db.select().from(jobs).where(eq(jobs.dedupeKey, rolledBackOrderId))).toEqual([])
+
+      const { committedOrderId, jobId } = await db.transaction(async (tx) => {
+        const { orderIds: [orderId] } = await seedOrders(tx, 1)
+        return { committedOrderId: orderId!, jobId: await enqueueJob(tx, orderJob(orderId!)) }
+      })
+      expect(await db.select({ id: orders.id }).from(orders).where(eq(orders.id, committedOrderId))).toEqual([{ id: committedOrderId }])
+      expect(await db.select({ id: jobs.id, kind: jobs.kind, resourceId: jobs.resourceId, payload: jobs.payload })
+        .from(jobs).where(eq(jobs.dedupeKey, committedOrderId))).toEqual([
+        { id: jobId, kind: 'order.send_confirmation', resourceId: `order:${committedOrderId}`, payload: { orderId: committedOrderId } },
+      ])
+    })
+
+    it('enqueues a (kind, dedupe key) once, even after the job completed; another kind is another job', async () => {
+      const first = await enqueueJob(db, { kind: 'order.send_confirmation', dedupeKey: 'ord_dedupe', payload: { orderId: 'ord_dedupe', copy: 1 } })
+      expect(first).toMatch(/^job_/)
+      expect(await enqueueJob(db, { kind: 'order.send_confirmation', dedupeKey: 'ord_dedupe', payload: { orderId: 'ord_dedupe', copy: 2 } })).toBeUndefined()
+
+      const job = await claimOnly(first!)
+      expect(await store.complete(job, async () => {})).toBe(true)
+      expect(await enqueueJob(db, { kind: 'order.send_confirmation', dedupeKey: 'ord_dedupe', payload: { orderId: 'ord_dedupe', copy: 3 } })).toBeUndefined()
+
+      const invoice = await enqueueJob(db, { kind: 'order.issue_invoice', dedupeKey: 'ord_dedupe', payload: { orderId: 'ord_dedupe' } })
+      expect(invoice).toMatch(/^job_/)
+      expect(invoice).not.toBe(first)
+      expect(await db.select({ id: jobs.id, kind: jobs.kind, payload: jobs.payload }).from(jobs)
+        .where(eq(jobs.dedupeKey, 'ord_dedupe')).orderBy(asc(jobs.kind))).toEqual([
+        { id: invoice, kind: 'order.issue_invoice', payload: { orderId: 'ord_dedupe' } },
+        { id: first, kind: 'order.send_confirmation', payload: { orderId: 'ord_dedupe', copy: 1 } },
+      ])
+    })
+
+    it('stores a queued job with no attempt, eight attempts allowed, no errors and no fence, due at once', async () => {
+      const id = await enqueue({ resourceId: 'order:ord_defaults', requestId: 'req_defaults', idempotencyKey: 'key-defaults' })
+      const row = await find(id)
+      expect(row).toMatchObject({
+        kind: 'contract.noop',
+        status: 'queued',
+        attempt: 0,
+        maxAttempts: 8,
+        errors: [],
+        lastError: null,
+        fence: null,
+        lockedBy: null,
+        faults: null,
+        startedAt: null,
+        heartbeatAt: null,
+        completedAt: null,
+        resourceId: 'order:ord_defaults',
+        requestId: 'req_defaults',
+        idempotencyKey: 'key-defaults',
+      })
+      expect(row.runAt.getTime()).toBe(row.createdAt.getTime())
+    })
+
+    it('holds a delayed job back until run_at', async () => {
+      const later = await enqueue({ delayMs: FAR_FUTURE_MS })
+      expect(await millisBetween(later, jobs.runAt, jobs.createdAt)).toBe(FAR_FUTURE_MS)
+      expect(await store.claim(WORKER_A, 10)).toEqual([])
+
+      const soon = await enqueue({ delayMs: SHORT_DELAY_MS })
+      expect(await millisBetween(soon, jobs.runAt, jobs.createdAt)).toBe(SHORT_DELAY_MS)
+      let claimed: ClaimedJob[] = []
+      await pollUntil('the delayed job becomes claimable', async () => {
+        claimed = await store.claim(WORKER_A, 10)
+        return claimed.length > 0
+      })
+      expect(claimed.map(job => job.id)).toEqual([soon])
+      // Whenever the poll got it, the database never handed it out before its run_at.
+      expect(await millisBetween(soon, jobs.startedAt, jobs.runAt)).toBeGreaterThanOrEqual(0)
+      expect(claimed[0]!.queueWaitMs).toBeGreaterThanOrEqual(0)
+      expect((await find(later)).status).toBe('queued')
+    })
+  })
+
+  describe('claim', () => {
+    it('marks the job running for the worker under a fresh fence', async () => {
+      const id = await enqueue()
+      const job = await claimOnly(id)
+      expect(job).toMatchObject({ id, status: 'running', attempt: 1, lockedBy: WORKER_A })
+      expect(typeof job.fence).toBe('number')
+      expect(job.fence).toBeGreaterThan(0)
+      expect(job.startedAt).toBeInstanceOf(Date)
+      expect(job.heartbeatAt!.getTime()).toBe(job.startedAt!.getTime())
+      expect(job.queueWaitMs).toBeGreaterThanOrEqual(0)
+
+      const { queueWaitMs: _queueWaitMs, ...claimedColumns } = job
+      expect(await find(id)).toEqual(claimedColumns)
+    })
+
+    it('draws strictly increasing fences, also when a put-back job is claimed again', async () => {
+      const ids = await enqueueJobs(db, [jobInput(), jobInput(), jobInput()])
+      const claims: ClaimedJob[] = []
+      for (let i = 0; i < ids.length; i++) claims.push(...await store.claim(WORKER_A, 1))
+      expect(claims.map(job => job.id).sort()).toEqual([...ids].sort())
+      for (let i = 1; i < claims.length; i++) expect(claims[i]!.fence).toBeGreaterThan(claims[i - 1]!.fence)
+
+      expect(await store.putBack(claims[0]!, 0)).toBe(true)
+      const again = await claimOnly(claims[0]!.id, WORKER_B)
+      expect(again.fence).toBeGreaterThan(claims[2]!.fence)
+      expect(again.attempt).toBe(1)
+    })
+
+    it('claims at most `limit` jobs, the earliest run_at first, and never a running job again', async () => {
+      const ids = await enqueueJobs(db, Array.from({ length: 5 }, () => jobInput()))
+      // Oldest first: ids[3], ids[0], ids[4], ids[1], ids[2].
+      const dueSecondsAgo = [40, 20, 10, 50, 30]
+      for (const [i, id] of ids.entries()) {
+        await db.update(jobs).set({ runAt: sql`now() - (${dueSecondsAgo[i]!}::int * interval '1 second')` }).where(eq(jobs.id, id))
+      }
+
+      const first = await store.claim(WORKER_A, 2)
+      expect(first.map(job => job.id).sort()).toEqual([ids[3]!, ids[0]!].sort())
+      const rest = await store.claim(WORKER_B, 10)
+      expect(rest.map(job => job.id).sort()).toEqual([ids[4]!, ids[1]!, ids[2]!].sort())
+      expect(await store.claim(WORKER_C, 10)).toEqual([])
+
+      for (const job of first) expect(await find(job.id)).toMatchObject({ status: 'running', lockedBy: WORKER_A, fence: job.fence, attempt: 1 })
+    })
+
+    if (concurrentTransactions) it('passes over a job whose row another transaction holds locked, without waiting for it', async () => {
+      const [lockedJob, nextJob] = await enqueueJobs(db, [jobInput(), jobInput()])
+      await db.update(jobs).set({ runAt: sql`now() - interval '1 minute'` }).where(eq(jobs.id, lockedJob!))
+      let letHolderFinish!: () => void
+      const holderMayFinish = new Promise<void>((resolve) => { letHolderFinish = resolve })
+      let reportLocked!: () => void
+      const rowLocked = new Promise<void>((resolve) => { reportLocked = resolve })
+      const holder = db.transaction(async (tx) => {
+        await tx.select({ id: jobs.id }).from(jobs).where(eq(jobs.id, lockedJob!)).for('update')
+        reportLocked()
+        await holderMayFinish
+      })
+      await rowLocked
+
+      let claimSettled = false
+      const claiming = store.claim(WORKER_B, 1).finally(() => { claimSettled = true })
+      let waitedOnLock = false
+      await pollUntil('the claim returns or blocks on the locked row', async () => {
+        if (claimSettled) return true
+        waitedOnLock = (await transactionsWaitingOnLocks()) > 0
+        return waitedOnLock
+      })
+      letHolderFinish()
+      await holder
+      const claimed = await claiming
+
+      expect(waitedOnLock).toBe(false)
+      expect(claimed.map(job => job.id)).toEqual([nextJob])
+      expect((await find(lockedJob!)).status).toBe('queued')
+      expect((await claimOnly(lockedJob!, WORKER_C)).attempt).toBe(1)
+    })
+
+    if (concurrentTransactions) it(`gives ${CONCURRENT_CLAIMERS} concurrent claimers disjoint jobs, each claimed once`, async () => {
+      const ids = await enqueueJobs(db, Array.from({ length: CONCURRENT_CLAIMERS * CLAIM_LIMIT }, () => jobInput()))
+      const claims = await Promise.all(Array.from({ length: CONCURRENT_CLAIMERS }, (_, i) => store.claim(`worker-${i}`, CLAIM_LIMIT)))
+
+      // SKIP LOCKED: a claimer passes over rows another is claiming and takes the next ones.
+      expect(claims.map(claimed => claimed.length)).toEqual(Array(CONCURRENT_CLAIMERS).fill(CLAIM_LIMIT))
+      const claimedIds = claims.flat().map(job => job.id)
+      expect(new Set(claimedIds).size).toBe(ids.length)
+      expect([...claimedIds].sort()).toEqual([...ids].sort())
+      expect(new Set(claims.flat().map(job => job.fence)).size).toBe(ids.length)
+
+      const rows = await store.list({ limit: 100 })
+      expect(rows).toHaveLength(ids.length)
+      const claimerOf = new Map(claims.flatMap((claimed, i) => claimed.map(job => [job.id, `worker-${i}`] as const)))
+      for (const row of rows) expect(row).toMatchObject({ status: 'running', attempt: 1, lockedBy: claimerOf.get(row.id) })
+    })
+  })
+
+  describe('heartbeat', () => {
+    it('moves heartbeat_at forward for the current claim', async () => {
+      const job = await enqueueAndClaim()
+      expect(await store.heartbeat(job)).toBe(true)
+      expect((await find(job.id)).heartbeatAt!.getTime()).toBeGreaterThan(job.heartbeatAt!.getTime())
+    })
+  })
+
+  describe('complete', () => {
+    it('commits the work and the completion together, once', async () => {
+      const job = await enqueueAndClaim()
+      const orderId = newId('ord')
+      expect(await store.complete(job, sendEmail(orderId))).toBe(true)
+      expect(await emailsFor(orderId)).toBe(1)
+      const row = await find(job.id)
+      expect(row).toMatchObject({ status: 'completed', lastError: null, fence: job.fence, attempt: 1 })
+      expect(row.completedAt).toBeInstanceOf(Date)
+
+      const work = vi.fn(sendEmail(orderId))
+      expect(await store.complete(job, work)).toBe(false)
+      expect(work).not.toHaveBeenCalled()
+      expect(await emailsFor(orderId)).toBe(1)
+    })
+
+    it('rolls the work back and keeps the claim when the work throws', async () => {
+      const job = await enqueueAndClaim()
+      const orderId = newId('ord')
+      const failure = new Error('mail server refused the message')
+      await expect(store.complete(job, async (tx) => {
+        await sendEmail(orderId)(tx)
+        throw failure
+      })).rejects.toBe(failure)
+      expect(await emailsFor(orderId)).toBe(0)
+      expect(await find(job.id)).toMatchObject({ status: 'running', fence: job.fence, completedAt: null })
+
+      expect(await store.complete(job, sendEmail(orderId))).toBe(true)
+      expect(await emailsFor(orderId)).toBe(1)
+    })
+
+    it('fences out a stale claim: no work, no heartbeat, no failure, no put-back', async () => {
+      const stale = await enqueueAndClaim()
+      expect(await store.putBack(stale, 0)).toBe(true)
+      const current = await claimOnly(stale.id, WORKER_B)
+      expect(current.fence).toBeGreaterThan(stale.fence)
+      const before = await find(stale.id)
+
+      const orderId = newId('ord')
+      const work = vi.fn(sendEmail(orderId))
+      expect(await store.complete(stale, work)).toBe(false)
+      expect(work).not.toHaveBeenCalled()
+      expect(await emailsFor(orderId)).toBe(0)
+      expect(await store.heartbeat(stale)).toBe(false)
+      expect(await store.fail(stale, { errorClass: 'retryable', message: 'stale worker failed', retryInMs: 0, permanent: false })).toBeUndefined()
+      expect(await store.fail(stale, { errorClass: 'permanent', message: 'stale worker gave up', retryInMs: 0, permanent: true })).toBeUndefined()
+      expect(await store.putBack(stale, 0, { clearFaults: true })).toBe(false)
+      expect(await find(stale.id)).toEqual(before)
+
+      expect(await store.complete(current, sendEmail(orderId))).toBe(true)
+      expect(await emailsFor(orderId)).toBe(1)
+      expect(await find(stale.id)).toMatchObject({ status: 'completed', lockedBy: WORKER_B, fence: current.fence })
+    })
+  })
+
+  describe('fail', () => {
+    it('schedules a retryable failure with attempts left retryInMs later and records the error', async () => {
+      const job = await enqueueAndClaim()
+      expect(await store.fail(job, { errorClass: 'retryable', message: 'smtp timeout', retryInMs: RETRY_IN_MS, permanent: false })).toBe('failed')
+      expect(await find(job.id)).toMatchObject({
+        status: 'failed',
+        attempt: 1,
+        lastError: 'smtp timeout',
+        errors: [{ attempt: 1, at: expect.any(String), errorClass: 'retryable', message: 'smtp timeout', worker: WORKER_A }],
+      })
+      const retryDelay = await millisBetween(job.id, jobs.runAt, jobs.updatedAt)
+      expect(retryDelay).toBeGreaterThanOrEqual(RETRY_IN_MS - RETRY_TOLERANCE_MS)
+      expect(retryDelay).toBeLessThanOrEqual(RETRY_IN_MS + RETRY_TOLERANCE_MS)
+      expect(await store.claim(WORKER_B, 10)).toEqual([])
+    })
+
+    it('dead-letters the attempt that reaches maxAttempts, keeping one error per attempt', async () => {
+      const maxAttempts = 3
+      const id = await enqueue({ maxAttempts })
+      for (let attempt = 1; attempt <= maxAttempts; attempt++) {
+        const job = await claimOnly(id, `worker-${attempt}`)
+        expect(job.attempt).toBe(attempt)
+        const runAtBefore = (await find(id)).runAt
+        const status = await store.fail(job, { errorClass: 'retryable', message: `attempt ${attempt} failed`, retryInMs: 0, permanent: false })
+        expect(status).toBe(attempt < maxAttempts ? 'failed' : 'dead_letter')
+
+        const row = await find(id)
+        expect(row.status).toBe(status)
+        expect(row.attempt).toBe(attempt)
+        expect(row.errors).toHaveLength(row.attempt)
+        expect(row.errors.map(entry => [entry.attempt, entry.message, entry.worker])).toEqual(
+          Array.from({ length: attempt }, (_, i) => [i + 1, `attempt ${i + 1} failed`, `worker-${i + 1}`]))
+        if (status === 'dead_letter') expect(row.runAt.getTime()).toBe(runAtBefore.getTime())
+      }
+      expect(await store.claim(WORKER_A, 10)).toEqual([])
+      expect(await find(id)).toMatchObject({ status: 'dead_letter', attempt: maxAttempts, lastError: `attempt ${maxAttempts} failed` })
+    })
+
+    it('dead-letters a permanent failure at the first attempt', async () => {
+      const job = await enqueueAndClaim()
+      expect(job.maxAttempts).toBe(8)
+      expect(await store.fail(job, { errorClass: 'permanent', message: 'payload has no orderId', retryInMs: RETRY_IN_MS, permanent: true })).toBe('dead_letter')
+      expect(await find(job.id)).toMatchObject({
+        status: 'dead_letter',
+        attempt: 1,
+        lastError: 'payload has no orderId',
+        errors: [{ attempt: 1, at: expect.any(String), errorClass: 'permanent', message: 'payload has no orderId', worker: WORKER_A }],
+      })
+      expect(await store.claim(WORKER_B, 10)).toEqual([])
+    })
+  })
+
+  describe('putBack', () => {
+    it('gives the attempt back and queues the job for delayMs later', async () => {
+      const id = await enqueue()
+      const firstAttempt = await claimOnly(id)
+      expect(await store.fail(firstAttempt, { errorClass: 'retryable', message: 'busy', retryInMs: 0, permanent: false })).toBe('failed')
+      const secondAttempt = await claimOnly(id)
+      expect(secondAttempt.attempt).toBe(2)
+
+      expect(await store.putBack(secondAttempt, 0)).toBe(true)
+      expect(await find(id)).toMatchObject({ status: 'queued', attempt: 1, lockedBy: null, heartbeatAt: null, errors: [expect.objectContaining({ attempt: 1 })] })
+
+      const retried = await claimOnly(id, WORKER_B)
+      expect(retried.attempt).toBe(2)
+      expect(retried.fence).toBeGreaterThan(secondAttempt.fence)
+      expect(await store.putBack(retried, FAR_FUTURE_MS)).toBe(true)
+      expect(await millisBetween(id, jobs.runAt, jobs.updatedAt)).toBe(FAR_FUTURE_MS)
+      expect(await store.claim(WORKER_A, 10)).toEqual([])
+    })
+
+    it('keeps the faults unless asked to clear them', async () => {
+      const id = await enqueue({ faults: { snoozeMs: 100 } })
+      expect(await store.putBack(await claimOnly(id), 0)).toBe(true)
+      expect((await find(id)).faults).toEqual({ snoozeMs: 100 })
+      expect(await store.putBack(await claimOnly(id), 0, { clearFaults: true })).toBe(true)
+      expect((await find(id)).faults).toBeNull()
+    })
+  })
+
+  describe('rescueStale', () => {
+    it('fails a job whose heartbeat is older than the timeout, spending its attempt; fresh ones stay', async () => {
+      const stale = await enqueueAndClaim({}, WORKER_A)
+      const fresh = await enqueueAndClaim({}, WORKER_B)
+      await ageHeartbeat(stale.id, STALE_HEARTBEAT_SECONDS)
+
+      expect(await store.rescueStale(HEARTBEAT_TIMEOUT_MS)).toEqual([{ id: stale.id, kind: 'contract.noop', status: 'failed' }])
+      const message = `rescued: no heartbeat from ${WORKER_A} for ${HEARTBEAT_TIMEOUT_MS} ms`
+      const rescued = await find(stale.id)
+      expect(rescued).toMatchObject({
+        status: 'failed',
+        attempt: 1,
+        fence: stale.fence,
+        lastError: message,
+        errors: [{ attempt: 1, at: expect.any(String), errorClass: 'rescued', message, worker: WORKER_A }],
+      })
+      expect(rescued.runAt.getTime()).toBe(rescued.updatedAt.getTime())
+      expect(await find(fresh.id)).toMatchObject({ status: 'running', lockedBy: WORKER_B, fence: fresh.fence, errors: [] })
+
+      // The frozen worker wakes up: its claim is gone.
+      const orderId = newId('ord')
+      expect(await store.complete(stale, sendEmail(orderId))).toBe(false)
+      expect(await store.heartbeat(stale)).toBe(false)
+      expect(await emailsFor(orderId)).toBe(0)
+
+      const retry = await claimOnly(stale.id, WORKER_C)
+      expect(retry.attempt).toBe(2)
+      expect(retry.fence).toBeGreaterThan(fresh.fence)
+    })
+
+    it('dead-letters a stale job that was on its last attempt', async () => {
+      const job = await enqueueAndClaim({ maxAttempts: 1 })
+      await ageHeartbeat(job.id, STALE_HEARTBEAT_SECONDS)
+      expect(await store.rescueStale(HEARTBEAT_TIMEOUT_MS)).toEqual([{ id: job.id, kind: 'contract.noop', status: 'dead_letter' }])
+      expect(await find(job.id)).toMatchObject({ status: 'dead_letter', attempt: 1, errors: [expect.objectContaining({ errorClass: 'rescued', attempt: 1 })] })
+      expect(await store.claim(WORKER_B, 10)).toEqual([])
+    })
+
+    it('leaves running jobs with a recent heartbeat alone, and jobs that are no longer running', async () => {
+      const finished = await completedJob()
+      await ageHeartbeat(finished, STALE_HEARTBEAT_SECONDS)
+      const job = await enqueueAndClaim()
+      await ageHeartbeat(job.id, RECENT_HEARTBEAT_SECONDS)
+      const before = [await find(finished), await find(job.id)]
+      expect(await store.rescueStale(HEARTBEAT_TIMEOUT_MS)).toEqual([])
+      expect([await find(finished), await find(job.id)]).toEqual(before)
+    })
+  })
+
+  describe('redrive', () => {
+    it('queues a dead letter again with fresh attempts and its error history', async () => {
+      const job = await enqueueAndClaim({ maxAttempts: 1 })
+      await store.fail(job, { errorClass: 'retryable', message: 'provider down', retryInMs: 0, permanent: false })
+      expect((await find(job.id)).status).toBe('dead_letter')
+
+      const redriven = await store.redrive(job.id)
+      expect(redriven).toMatchObject({
+        id: job.id, status: 'queued', attempt: 0, lockedBy: null, lastError: 'provider down',
+        errors: [expect.objectContaining({ attempt: 1, message: 'provider down' })],
+      })
+      expect(redriven!.runAt.getTime()).toBe(redriven!.updatedAt.getTime())
+      expect(await find(job.id)).toEqual(redriven)
+
+      const again = await claimOnly(job.id, WORKER_B)
+      expect(again.attempt).toBe(1)
+      expect(again.fence).toBeGreaterThan(job.fence)
+    })
+
+    it('refuses every other status and leaves the job unchanged', async () => {
+      const completed = await completedJob()
+      const failedJob = await enqueueAndClaim()
+      await store.fail(failedJob, { errorClass: 'retryable', message: 'later', retryInMs: FAR_FUTURE_MS, permanent: false })
+      const running = (await enqueueAndClaim()).id
+      const queued = await enqueue({ delayMs: FAR_FUTURE_MS })
+
+      for (const [id, status] of [[completed, 'completed'], [failedJob.id, 'failed'], [running, 'running'], [queued, 'queued']] as const) {
+        const before = await find(id)
+        expect(before.status).toBe(status)
+        expect(await store.redrive(id)).toBeUndefined()
+        expect(await find(id)).toEqual(before)
+      }
+      expect(await store.redrive('job_unknown')).toBeUndefined()
+    })
+  })
+
+  describe('list', () => {
+    it('filters by status, kind and resource, newest first, up to the limit', async () => {
+      // Separate statements, so created_at orders them; only listA2 is due, so it alone gets claimed.
+      const listA1 = await enqueue({ kind: 'contract.list-a', resourceId: 'order:ord_list_1', delayMs: FAR_FUTURE_MS })
+      const listA2 = await enqueue({ kind: 'contract.list-a', resourceId: 'order:ord_list_2' })
+      const listA3 = await enqueue({ kind: 'contract.list-a', resourceId: 'order:ord_list_1', delayMs: FAR_FUTURE_MS })
+      const listB1 = await enqueue({ kind: 'contract.list-b', resourceId: 'order:ord_list_1', delayMs: FAR_FUTURE_MS })
+      const listB2 = await enqueue({ kind: 'contract.list-b', delayMs: FAR_FUTURE_MS })
+      await claimOnly(listA2)
+
+      const idsOf = (rows: JobRow[]) => rows.map(row => row.id)
+      expect(idsOf(await store.list())).toEqual([listB2, listB1, listA3, listA2, listA1])
+      expect(idsOf(await store.list({ kind: 'contract.list-a' }))).toEqual([listA3, listA2, listA1])
+      expect(idsOf(await store.list({ status: 'running' }))).toEqual([listA2])
+      expect(idsOf(await store.list({ status: 'queued', kind: 'contract.list-a' }))).toEqual([listA3, listA1])
+      expect(idsOf(await store.list({ resourceId: 'order:ord_list_1' }))).toEqual([listB1, listA3, listA1])
+      expect(idsOf(await store.list({ resourceId: 'order:ord_list_1', kind: 'contract.list-b' }))).toEqual([listB1])
+      expect(idsOf(await store.list({ kind: 'contract.list-a', limit: 2 }))).toEqual([listA3, listA2])
+      expect(await store.list({ kind: 'contract.unknown' })).toEqual([])
+      expect(await store.list({ status: 'dead_letter' })).toEqual([])
+    })
+  })
+
+  describe('deleteCompleted', () => {
+    it('deletes only completed jobs older than the cutoff, at most `batch` per call', async () => {
+      const old = [await completedJob(), await completedJob(), await completedJob()]
+      for (const id of old) await ageCompletion(id, RETENTION_DAYS + 10)
+      const recent = await completedJob()
+      await ageCompletion(recent, RETENTION_DAYS - 10)
+      // A dead letter stays for an operator however old it is: the status protects it, not a null timestamp.
+      const deadLetter = await enqueueAndClaim()
+      await store.fail(deadLetter, { errorClass: 'permanent', message: 'bad payload', retryInMs: 0, permanent: true })
+      await ageCompletion(deadLetter.id, RETENTION_DAYS + 10)
+      const waiting = await enqueue({ delayMs: FAR_FUTURE_MS })
+
+      expect(await store.deleteCompleted(RETENTION_DAYS, 2)).toBe(2)
+      expect(await store.deleteCompleted(RETENTION_DAYS, 2)).toBe(1)
+      expect(await store.deleteCompleted(RETENTION_DAYS, 2)).toBe(0)
+      expect(await remainingJobIds()).toEqual([recent, deadLetter.id, waiting].sort())
+    })
+  })
+
+  describe('maintenance tasks', () => {
+    let locks: Locks
+
+    beforeEach(() => {
+      locks = createMemoryLocks()
+    })
+
+    afterEach(async () => {
+      await locks.close()
+    })
+
+    async function idempotencyRecord(expired: boolean, lease: 'none' | 'ran-out' | 'live'): Promise<string> {
+      const [row] = await db.insert(idempotencyRecords).values({
+        scope: 'tenant:ten_retention',
+        key: randomUUID(),
+        route: 'POST /api/orders',
+        fingerprint: 'fingerprint-retention',
+        status: lease === 'none' ? 'succeeded' : 'processing',
+        requestId: 'req_retention',
+        leaseToken: lease === 'none' ? null : randomUUID(),
+        leaseExpiresAt: lease === 'none' ? null : lease === 'live' ? sql`now() + interval '1 minute'` : sql`now() - interval '1 minute'`,
+        expiresAt: expired ? sql`now() - interval '1 hour'` : sql`now() + interval '1 hour'`,
+      }).returning({ id: idempotencyRecords.id })
+      return row!.id
+    }
+
+    const remainingRecordIds = async () =>
+      (await db.select({ id: idempotencyRecords.id }).from(idempotencyRecords)).map(row => row.id).sort()
+
+    it('retention deletes expired idempotency records without a live lease and old completed jobs', async () => {
+      // Three deletable: two finished and expired, one expired whose owner's lease ran out.
+      await idempotencyRecord(true, 'none')
+      await idempotencyRecord(true, 'none')
+      await idempotencyRecord(true, 'ran-out')
+      const expiredButOwned = await idempotencyRecord(true, 'live')
+      const unexpired = await idempotencyRecord(false, 'none')
+      const oldJobs = [await completedJob(), await completedJob()]
+      for (const id of oldJobs) await ageCompletion(id, RETENTION_DAYS + 1)
+      const recentJob = await completedJob()
+
+      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS)).toEqual({ skipped: false, counts: { idempotencyRecords: 3, jobs: 2 } })
+      expect(await remainingRecordIds()).toEqual([expiredButOwned, unexpired].sort())
+      expect(await remainingJobIds()).toEqual([recentJob])
+
+      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS)).toEqual({ skipped: false, counts: { idempotencyRecords: 0, jobs: 0 } })
+    })
+
+    it('retention skips while another instance holds its task lock', async () => {
+      const expired = await idempotencyRecord(true, 'none')
+      const token = await locks.acquire('lock:task:retention', 60_000)
+      expect(token).not.toBeNull()
+
+      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS)).toEqual({ skipped: true })
+      expect(await remainingRecordIds()).toEqual([expired])
+
+      expect(await locks.release('lock:task:retention', token!)).toBe(true)
+      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS)).toEqual({ skipped: false, counts: { idempotencyRecords: 1, jobs: 0 } })
+      expect(await remainingRecordIds()).toEqual([])
+    })
+
+    it('rescue runs under its task lock and skips while another instance holds it', async () => {
+      const job = await enqueueAndClaim()
+      await ageHeartbeat(job.id, STALE_HEARTBEAT_SECONDS)
+      const token = await locks.acquire('lock:task:jobs-rescue', 60_000)
+      expect(token).not.toBeNull()
+
+      expect(await rescueStaleJobs(db, locks, HEARTBEAT_TIMEOUT_MS)).toEqual({ skipped: true })
+      expect(await find(job.id)).toMatchObject({ status: 'running', fence: job.fence })
+
+      expect(await locks.release('lock:task:jobs-rescue', token!)).toBe(true)
+      expect(await rescueStaleJobs(db, locks, HEARTBEAT_TIMEOUT_MS)).toEqual({ skipped: false, counts: { rescued: 1, deadLettered: 0 } })
+      expect((await find(job.id)).status).toBe('failed')
+      // The task released its lock: the next run is not skipped.
+      expect(await rescueStaleJobs(db, locks, HEARTBEAT_TIMEOUT_MS)).toEqual({ skipped: false, counts: { rescued: 0, deadLettered: 0 } })
+    })
+  })
+
+  describe('applyPaymentStatus', () => {
+    const apply = (orderId: string, status: PaymentStatus, requestId?: string) =>
+      db.transaction(tx => applyPaymentStatus(tx, orderId, status, { requestId }))
+
+    async function orderStatus(orderId: string): Promise<string> {
+      const [row] = await db.select({ status: orders.status }).from(orders).where(eq(orders.id, orderId))
+      return row!.status
+    }
+
+    const effectJobs = (orderId: string) =>
+      db.select({ kind: jobs.kind, resourceId: jobs.resourceId, payload: jobs.payload, requestId: jobs.requestId, status: jobs.status })
+        .from(jobs).where(eq(jobs.dedupeKey, orderId)).orderBy(asc(jobs.kind))
+
+    const expectedEffectJobs = (orderId: string, requestId: string | null) => EFFECT_KINDS.map(kind =>
+      ({ kind, resourceId: `order:${orderId}`, payload: { orderId }, requestId, status: 'queued' }))
+
+    async function newOrder(): Promise<string> {
+      const { orderIds: [orderId] } = await seedOrders(db, 1)
+      return orderId!
+    }
+
+    it('enqueues the confirmation and the invoice exactly once when the order becomes paid', async () => {
+      const orderId = await newOrder()
+      expect(await apply(orderId, 'paid', 'req_paid')).toEqual({ from: 'pending_payment', to: 'paid', changed: true })
+      expect(await orderStatus(orderId)).toBe('paid')
+      expect(await effectJobs(orderId)).toEqual(expectedEffectJobs(orderId, 'req_paid'))
+
+      // A duplicate and a late failure event change nothing.
+      expect(await apply(orderId, 'paid', 'req_paid_again')).toEqual({ from: 'paid', to: 'paid', changed: false })
+      expect(await apply(orderId, 'payment_failed')).toEqual({ from: 'paid', to: 'paid', changed: false })
+      expect(await orderStatus(orderId)).toBe('paid')
+      expect(await effectJobs(orderId)).toEqual(expectedEffectJobs(orderId, 'req_paid'))
+
+      expect(await apply(orderId, 'refunded')).toEqual({ from: 'paid', to: 'refunded', changed: true })
+      expect(await orderStatus(orderId)).toBe('refunded')
+      expect(await apply(orderId, 'paid')).toEqual({ from: 'refunded', to: 'refunded', changed: false })
+      expect(await effectJobs(orderId)).toEqual(expectedEffectJobs(orderId, 'req_paid'))
+    })
+
+    it('lets a failed payment be followed by a successful one', async () => {
+      const orderId = await newOrder()
+      expect(await apply(orderId, 'payment_failed')).toEqual({ from: 'pending_payment', to: 'payment_failed', changed: true })
+      expect(await effectJobs(orderId)).toEqual([])
+      expect(await apply(orderId, 'paid')).toEqual({ from: 'payment_failed', to: 'paid', changed: true })
+      expect(await effectJobs(orderId)).toEqual(expectedEffectJobs(orderId, null))
+    })
+
+    it('treats a refund that arrives before its payment as implying it: the effects are enqueued once, a late paid changes nothing', async () => {
+      const orderId = await newOrder()
+      expect(await apply(orderId, 'refunded', 'req_refund')).toEqual({ from: 'pending_payment', to: 'refunded', changed: true })
+      expect(await effectJobs(orderId)).toEqual(expectedEffectJobs(orderId, 'req_refund'))
+      expect(await apply(orderId, 'paid')).toEqual({ from: 'refunded', to: 'refunded', changed: false })
+      expect(await orderStatus(orderId)).toBe('refunded')
+      expect(await effectJobs(orderId)).toEqual(expectedEffectJobs(orderId, 'req_refund'))
+    })
+
+    it('returns undefined for an unknown order and writes nothing', async () => {
+      expect(await apply('ord_unknown', 'paid')).toBeUndefined()
+      expect(await effectJobs('ord_unknown')).toEqual([])
+    })
+
+    it('ends any sequence of events at the highest status, with the effects enqueued once iff it reached paid or above', async () => {
+      const rank = (status: string) => paymentStatusPrecedence.indexOf(status as PaymentStatus)
+      await fc.assert(fc.asyncProperty(
+        fc.array(fc.constantFrom<PaymentStatus>('payment_failed', 'paid', 'refunded'), { maxLength: 8 }),
+        async (events) => {
+          const orderId = await newOrder()
+          for (const event of events) await apply(orderId, event)
+
+          const highest = events.reduce<PaymentStatus>((top, event) => rank(event) > rank(top) ? event : top, 'pending_payment')
+          expect(await orderStatus(orderId)).toBe(highest)
+          // The effects depend only on the set of events, never on their order.
+          expect(await effectJobs(orderId)).toEqual(rank(highest) >= rank('paid') ? expectedEffectJobs(orderId, null) : [])
+        },
+      ), { numRuns: 30 })
+    })
+  })
+
+  describe('claimSideEffect', () => {
+    const claimIn = (orderId: string, effect: 'confirmation_email' | 'invoice', jobId: string) =>
+      db.transaction(tx => claimSideEffect(tx, orderId, effect, jobId))
+
+    const markers = (orderId: string) =>
+      db.select({ effect: sideEffects.effect, jobId: sideEffects.jobId }).from(sideEffects)
+        .where(eq(sideEffects.orderId, orderId)).orderBy(asc(sideEffects.effect))
+
+    it('lets the first claim of an (order, effect) win and every later one lose', async () => {
+      const orderId = newId('ord')
+      const otherOrderId = newId('ord')
+      expect(await claimIn(orderId, 'confirmation_email', 'job_first')).toBe(true)
+      expect(await claimIn(orderId, 'confirmation_email', 'job_second')).toBe(false)
+      expect(await claimIn(orderId, 'invoice', 'job_invoice')).toBe(true)
+      expect(await claimIn(otherOrderId, 'confirmation_email', 'job_other')).toBe(true)
+      expect(await markers(orderId)).toEqual([
+        { effect: 'confirmation_email', jobId: 'job_first' },
+        { effect: 'invoice', jobId: 'job_invoice' },
+      ])
+      expect(await markers(otherOrderId)).toEqual([{ effect: 'confirmation_email', jobId: 'job_other' }])
+    })
+
+    it('does not count a marker whose transaction rolled back', async () => {
+      const orderId = newId('ord')
+      const failure = new Error('email provider rejected the message')
+      await expect(db.transaction(async (tx) => {
+        expect(await claimSideEffect(tx, orderId, 'invoice', 'job_rolled_back')).toBe(true)
+        throw failure
+      })).rejects.toBe(failure)
+      expect(await markers(orderId)).toEqual([])
+      expect(await claimIn(orderId, 'invoice', 'job_retry')).toBe(true)
+      expect(await markers(orderId)).toEqual([{ effect: 'invoice', jobId: 'job_retry' }])
+    })
+
+    if (concurrentTransactions) {
+      /**
+       * The first transaction claims the marker and stays open until the second one is blocked on
+       * the unique index behind it; then the first commits or rolls back.
+       */
+      async function racingClaims(orderId: string, firstEnds: 'commit' | 'rollback') {
+        let letFirstFinish!: () => void
+        const firstMayFinish = new Promise<void>((resolve) => { letFirstFinish = resolve })
+        let reportFirstClaim!: (won: boolean) => void
+        const firstClaimed = new Promise<boolean>((resolve) => { reportFirstClaim = resolve })
+        const rollback = new Error('first transaction rolls back')
+        const first = db.transaction(async (tx) => {
+          reportFirstClaim(await claimSideEffect(tx, orderId, 'invoice', 'job_first'))
+          await firstMayFinish
+          if (firstEnds === 'rollback') throw rollback
+        })
+        expect(await firstClaimed).toBe(true)
+        const second = claimIn(orderId, 'invoice', 'job_second')
+        await pollUntil('the second claim waits for the first transaction', async () => (await transactionsWaitingOnLocks()) === 1)
+        letFirstFinish()
+        if (firstEnds === 'rollback') await expect(first).rejects.toBe(rollback)
+        else await first
+        return second
+      }
+
+      it('makes a concurrent claim wait for the first transaction and lose when it commits', async () => {
+        const orderId = newId('ord')
+        expect(await racingClaims(orderId, 'commit')).toBe(false)
+        expect(await markers(orderId)).toEqual([{ effect: 'invoice', jobId: 'job_first' }])
+      })
+
+      it('makes a concurrent claim wait for the first transaction and win when it rolls back', async () => {
+        const orderId = newId('ord')
+        expect(await racingClaims(orderId, 'rollback')).toBe(true)
+        expect(await markers(orderId)).toEqual([{ effect: 'invoice', jobId: 'job_second' }])
+      })
+
+      it(`lets exactly one of ${CONCURRENT_CLAIMERS} concurrent transactions claim a marker`, async () => {
+        const orderId = newId('ord')
+        const results = await Promise.all(Array.from({ length: CONCURRENT_CLAIMERS }, (_, i) => claimIn(orderId, 'confirmation_email', `job_${i}`)))
+        expect(results.filter(won => won)).toHaveLength(1)
+        const [marker] = await markers(orderId)
+        expect(marker!.jobId).toBe(`job_${results.indexOf(true)}`)
+        expect(await db.select({ markers: count() }).from(sideEffects).where(and(eq(sideEffects.orderId, orderId), eq(sideEffects.effect, 'confirmation_email'))))
+          .toEqual([{ markers: 1 }])
+      })
+    }
+  })
+}
+
+describeWithServices('job store contract on Postgres', ['postgres'], () => {
+  jobStoreContract('postgres', true)
+})
+
+describe('job store contract on PGlite', () => {
+  jobStoreContract('pglite', false)
+})

@@ -1,0 +1,532 @@
+import { setTimeout as delay } from 'node:timers/promises'
+import { count, eq, getTableColumns, inArray, sql } from 'drizzle-orm'
+import { Redis } from 'ioredis'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { z } from 'zod'
+import type { Database, DatabaseHandle } from '../../server/db/client'
+import { newId } from '../../server/db/ids'
+import { invoices, jobs, type JobStatus, mailbox, orders, paymentIntents, sideEffects, tenants } from '../../server/db/schema'
+import { defineJobKind } from '../../server/jobs/kind'
+import { createJobKinds } from '../../server/jobs/kinds'
+import { rescueStaleJobs } from '../../server/jobs/maintenance'
+import { createWorker, type Worker, type WorkerOptions } from '../../server/jobs/runner'
+import { createJobStore } from '../../server/jobs/store'
+import { JOBS_CHANNEL, wakeWorkers } from '../../server/jobs/wake'
+import { createMemoryLocks } from '../../server/locks/memory'
+import { createRedisLocks } from '../../server/locks/redis'
+import type { Locks } from '../../server/locks/types'
+import { setLogLevel } from '../../server/observability/logger'
+import { createInProcessProvider } from '../../server/payments/in-process'
+import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../support/databases'
+import { enqueueJobs, orderJob, seedOrders } from '../support/jobs'
+import { pollUntil } from '../support/poll'
+import { describeWithServices, redisUrl, uniqueRedisPrefix } from '../support/services'
+
+// The real runner, in this process, against both pairs the app runs on: Postgres with Redis locks,
+// and PGlite with in-process locks. Short timings keep retries, expiries and rescues inside a test;
+// every expectation is about rows.
+
+const POLL_INTERVAL_MS = 50
+const HEARTBEAT_TIMEOUT_MS = 600
+const LOCK_TTL_MS = 300
+const LOCK_BUSY_DELAY_MS = 50
+const BACKOFF = { baseMs: 100, capMs: 2_000 }
+const BACKOFF_JITTER = 0.2
+/** Date (ms) against Postgres (µs) rounding in the stored error timestamps. */
+const CLOCK_TOLERANCE_MS = 5
+/** Far longer than any test waits: only a wake-up can bring a job in early. */
+const SLOW_POLL_INTERVAL_MS = 10_000
+
+// The runner logs every attempt; LOG_LEVEL=info brings the lines back when a test needs explaining.
+if (!process.env.LOG_LEVEL) setLogLevel('error')
+
+interface LockBackend {
+  locks: Locks
+  /** Takes a held lock away from its owner the way this backend can lose one; renewals then fail. */
+  loseLock(key: string, ownerToken: string): Promise<void>
+  close(): Promise<void>
+}
+
+interface StartedWorker {
+  id: string
+  worker: Worker
+}
+
+interface Deferred {
+  promise: Promise<void>
+  resolve: () => void
+}
+
+function deferred(): Deferred {
+  let resolve!: () => void
+  const promise = new Promise<void>((done) => { resolve = done })
+  return { promise, resolve }
+}
+
+/** Waits for `gate`, or rejects with the abort reason as soon as `signal` fires. */
+function untilOpenOrAborted(gate: Promise<void>, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason)
+    const onAbort = () => reject(signal.reason)
+    signal.addEventListener('abort', onAbort, { once: true })
+    gate.then(() => {
+      signal.removeEventListener('abort', onAbort)
+      resolve()
+    })
+  })
+}
+
+function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<LockBackend>) {
+  let database: SuiteDatabase
+  let handle: DatabaseHandle
+  let db: Database
+  let lockBackend: LockBackend
+  let locks: Locks
+  const runningWorkers = new Set<Worker>()
+  let workerCount = 0
+
+  beforeAll(async () => {
+    // Two workers at concurrency 4, their heartbeats and the test's reads, without queueing in the pool.
+    database = await openSuiteDatabase(driver, 'worker_contract', { poolSize: 24 })
+    handle = database.handle
+    db = handle.db
+    lockBackend = await openLockBackend()
+    locks = lockBackend.locks
+  }, 60_000)
+
+  afterAll(async () => {
+    await lockBackend?.close()
+    await database?.close()
+  })
+
+  afterEach(async () => {
+    await Promise.all([...runningWorkers].map(worker => stopWorker(worker, 100)))
+    for (const table of [jobs, mailbox, invoices, sideEffects, paymentIntents]) await db.delete(table)
+  })
+
+  async function startWorker(overrides: Partial<WorkerOptions> = {}): Promise<StartedWorker> {
+    const id = `${driver}-worker-${++workerCount}`
+    const worker = createWorker({
+      db,
+      notifications: handle.notifications,
+      locks,
+      kinds: createJobKinds({ payments: createInProcessProvider(db) }),
+      workerId: id,
+      concurrency: 4,
+      pollIntervalMs: POLL_INTERVAL_MS,
+      heartbeatTimeoutMs: HEARTBEAT_TIMEOUT_MS,
+      lockTtlMs: LOCK_TTL_MS,
+      lockBusyDelayMs: LOCK_BUSY_DELAY_MS,
+      backoff: BACKOFF,
+      faultsEnabled: true,
+      ...overrides,
+    })
+    runningWorkers.add(worker)
+    await worker.start()
+    return { id, worker }
+  }
+
+  async function stopWorker(worker: Worker, graceMs: number): Promise<void> {
+    runningWorkers.delete(worker)
+    await worker.stop(graceMs)
+  }
+
+  async function readJob(id: string) {
+    const [row] = await db.select({
+      ...getTableColumns(jobs),
+      // Both from the same statement's now(): the delay a put-back or a failure asked for, exactly.
+      runAtAfterUpdateMs: sql<number>`round(extract(epoch from ${jobs.runAt} - ${jobs.updatedAt}) * 1000)`.mapWith(Number),
+      startedAfterCreatedMs: sql<number | null>`round(extract(epoch from ${jobs.startedAt} - ${jobs.createdAt}) * 1000)`.mapWith(Number),
+    }).from(jobs).where(eq(jobs.id, id))
+    expect(row, `job ${id}`).toBeDefined()
+    return row!
+  }
+
+  async function waitForStatus(id: string, status: JobStatus, timeoutMs = 10_000): Promise<void> {
+    await pollUntil(`job ${id} is ${status}`, async () => (await readJob(id)).status === status, { timeoutMs, intervalMs: 20 })
+  }
+
+  async function statusCounts(): Promise<Record<string, number>> {
+    const rows = await db.select({ status: jobs.status, count: count() }).from(jobs).groupBy(jobs.status)
+    return Object.fromEntries(rows.map(row => [row.status, row.count]))
+  }
+
+  const mailFor = (orderId: string) => db.select().from(mailbox).where(eq(mailbox.orderId, orderId))
+
+  async function rowsPerOrder(table: typeof mailbox | typeof invoices | typeof sideEffects): Promise<Record<string, number>> {
+    const rows = await db.select({ orderId: table.orderId, count: count() }).from(table).groupBy(table.orderId)
+    return Object.fromEntries(rows.map(row => [row.orderId, row.count]))
+  }
+
+  const onePerOrder = (orderIds: string[], perOrder = 1) => Object.fromEntries(orderIds.map(orderId => [orderId, perOrder]))
+
+  async function seedOrder(): Promise<{ tenantId: string, orderId: string }> {
+    const { tenantId, orderIds } = await seedOrders(db, 1)
+    return { tenantId, orderId: orderIds[0]! }
+  }
+
+  async function enqueueOne(input: Parameters<typeof orderJob>[1] & { orderId: string }): Promise<string> {
+    const { orderId, ...overrides } = input
+    const [id] = await enqueueJobs(db, [orderJob(orderId, overrides)])
+    return id!
+  }
+
+  it('two workers complete 200 jobs on 100 orders, each at attempt 1, with one email and one invoice per order', async () => {
+    const { orderIds } = await seedOrders(db, 100)
+    await enqueueJobs(db, orderIds.flatMap(orderId => [orderJob(orderId), orderJob(orderId, { kind: 'order.issue_invoice' })]))
+
+    const first = await startWorker()
+    const second = await startWorker()
+    await pollUntil('all 200 jobs are completed', async () => (await statusCounts()).completed === 200, { timeoutMs: 25_000 })
+
+    expect(await statusCounts()).toEqual({ completed: 200 })
+    const rows = await db.select({ id: jobs.id, attempt: jobs.attempt, lockedBy: jobs.lockedBy, errors: jobs.errors }).from(jobs)
+    // The two kinds of one order contend for its lock: a busy lock gives the attempt back.
+    expect(rows.filter(row => row.attempt !== 1 || row.errors.length > 0)).toEqual([])
+    expect(new Set(rows.map(row => row.lockedBy))).toEqual(new Set([first.id, second.id]))
+    expect(await rowsPerOrder(mailbox)).toEqual(onePerOrder(orderIds))
+    expect(await rowsPerOrder(invoices)).toEqual(onePerOrder(orderIds))
+    expect(await rowsPerOrder(sideEffects)).toEqual(onePerOrder(orderIds, 2))
+    expect(await db.select({ count: count() }).from(sideEffects)).toEqual([{ count: 200 }])
+  })
+
+  it('payment.create_intent stores one provider intent per order, asked for once', async () => {
+    const { orderIds } = await seedOrders(db, 50)
+    await enqueueJobs(db, orderIds.map(orderId => orderJob(orderId, { kind: 'payment.create_intent' })))
+
+    await startWorker()
+    await pollUntil('all 50 jobs are completed', async () => (await statusCounts()).completed === 50, { timeoutMs: 20_000 })
+
+    expect(await statusCounts()).toEqual({ completed: 50 })
+    const intents = await db.select().from(paymentIntents)
+    expect(intents).toHaveLength(50)
+    expect(intents.filter(intent => intent.requests !== 1 || intent.provider !== 'in_process' || intent.idempotencyToken !== intent.orderId)).toEqual([])
+    const orderRows = await db.select({ id: orders.id, paymentIntentId: orders.paymentIntentId }).from(orders).where(inArray(orders.id, orderIds))
+    expect(Object.fromEntries(orderRows.map(order => [order.id, order.paymentIntentId])))
+      .toEqual(Object.fromEntries(intents.map(intent => [intent.orderId, intent.id])))
+  })
+
+  it('a job whose order is missing is retried with backoff, dead-lettered after max attempts, and completes once redriven after the fix', async () => {
+    const orderId = newId('ord')
+    const id = await enqueueOne({ orderId, maxAttempts: 4 })
+    const worker = await startWorker()
+
+    await waitForStatus(id, 'dead_letter')
+    const notFound = `RetryableJobError: order ${orderId} not found`
+    const dead = await readJob(id)
+    expect(dead).toMatchObject({ status: 'dead_letter', attempt: 4, lastError: notFound })
+    expect(dead.errors.map(({ at: _at, ...entry }) => entry)).toEqual([1, 2, 3, 4].map(attempt => (
+      { attempt, errorClass: 'retryable', message: notFound, worker: worker.id }
+    )))
+    // Attempt n+1 cannot start before the retry delay after failure n, the jitter's low end at least.
+    const failedAt = dead.errors.map(entry => Date.parse(entry.at))
+    for (let attempt = 1; attempt < failedAt.length; attempt++) {
+      const lowestDelayMs = (1 - BACKOFF_JITTER) * BACKOFF.baseMs * 2 ** (attempt - 1)
+      expect(failedAt[attempt]! - failedAt[attempt - 1]!, `gap after failed attempt ${attempt}`)
+        .toBeGreaterThanOrEqual(lowestDelayMs - CLOCK_TOLERANCE_MS)
+    }
+
+    const tenantId = newId('ten')
+    await db.insert(tenants).values({ id: tenantId, name: 'late order' })
+    await db.insert(orders).values({
+      id: orderId,
+      tenantId,
+      cartId: `cart_${orderId}`,
+      currency: 'IDR',
+      amount: 150000,
+      paymentMethod: 'card',
+      items: [{ sku: 'SKU-1', quantity: 2, unitPrice: 75000 }],
+      customer: { email: 'late@example.com' },
+      requestId: 'req_late',
+    })
+    expect(await createJobStore(db).redrive(id)).toMatchObject({ id, status: 'queued', attempt: 0 })
+
+    await waitForStatus(id, 'completed')
+    const completed = await readJob(id)
+    expect(completed).toMatchObject({ status: 'completed', attempt: 1, lastError: null, lockedBy: worker.id })
+    expect(completed.errors).toHaveLength(4)
+    expect(await mailFor(orderId)).toHaveLength(1)
+  })
+
+  it('a payload that does not parse is dead-lettered at attempt 1 as permanent', async () => {
+    const { orderId } = await seedOrder()
+    const id = await enqueueOne({ orderId, payload: {} })
+    await startWorker()
+
+    await waitForStatus(id, 'dead_letter')
+    const row = await readJob(id)
+    expect(row).toMatchObject({ status: 'dead_letter', attempt: 1 })
+    expect(row.errors).toHaveLength(1)
+    expect(row.errors[0]).toMatchObject({ attempt: 1, errorClass: 'permanent' })
+    expect(row.errors[0]!.message).toMatch(/^PermanentJobError: invalid payload: /)
+    expect(await mailFor(orderId)).toHaveLength(0)
+  })
+
+  it('a permanent failure on a valid job is dead-lettered after exactly one attempt, with no email', async () => {
+    const { orderId } = await seedOrder()
+    const id = await enqueueOne({ orderId, faults: { failPermanently: true } })
+    const worker = await startWorker()
+
+    await waitForStatus(id, 'dead_letter')
+    const row = await readJob(id)
+    expect(row).toMatchObject({ status: 'dead_letter', attempt: 1, lastError: 'PermanentJobError: permanent failure injected' })
+    expect(row.errors.map(({ at: _at, ...entry }) => entry)).toEqual([
+      { attempt: 1, errorClass: 'permanent', message: 'PermanentJobError: permanent failure injected', worker: worker.id },
+    ])
+    expect(await mailFor(orderId)).toHaveLength(0)
+  })
+
+  it('two retryable failures, then success at attempt 3 with one email', async () => {
+    const { orderId } = await seedOrder()
+    const id = await enqueueOne({ orderId, faults: { failTimes: 2 } })
+    await startWorker()
+
+    await waitForStatus(id, 'completed')
+    const row = await readJob(id)
+    expect(row).toMatchObject({ status: 'completed', attempt: 3, lastError: null })
+    expect(row.errors.map(entry => [entry.attempt, entry.errorClass, entry.message])).toEqual([
+      [1, 'retryable', 'RetryableJobError: failure injected (attempt 1 of the first 2)'],
+      [2, 'retryable', 'RetryableJobError: failure injected (attempt 2 of the first 2)'],
+    ])
+    expect(await mailFor(orderId)).toHaveLength(1)
+  })
+
+  it('a snooze puts the job back for the asked delay without spending an attempt', async () => {
+    const { orderId } = await seedOrder()
+    const id = await enqueueOne({ orderId, faults: { snoozeMs: 700 } })
+    await startWorker()
+
+    // A claim sets the fence and a put-back keeps it: queued with a fence means snoozed.
+    await pollUntil('the job has snoozed', async () => (await readJob(id)).fence !== null, { intervalMs: 20 })
+    const snoozed = await readJob(id)
+    expect(snoozed).toMatchObject({ status: 'queued', attempt: 0, lockedBy: null, faults: null, runAtAfterUpdateMs: 700, errors: [] })
+
+    await waitForStatus(id, 'completed')
+    const completed = await readJob(id)
+    expect(completed).toMatchObject({ status: 'completed', attempt: 1, faults: null, errors: [] })
+    expect(completed.startedAt!.getTime()).toBeGreaterThanOrEqual(snoozed.runAt.getTime())
+    expect(await mailFor(orderId)).toHaveLength(1)
+  })
+
+  it('while its order lock is held elsewhere the job is put back again and again without spending attempts', async () => {
+    const { orderId } = await seedOrder()
+    const lockKey = `lock:order:${orderId}`
+    const token = await locks.acquire(lockKey, 5_000)
+    expect(token).not.toBeNull()
+    try {
+      const id = await enqueueOne({ orderId })
+      await startWorker()
+
+      await pollUntil('the worker has tried the job', async () => (await readJob(id)).fence !== null, { intervalMs: 20 })
+      const firstFence = (await readJob(id)).fence!
+      const observed: Array<Awaited<ReturnType<typeof readJob>>> = []
+      const holdUntil = Date.now() + 1_000
+      while (Date.now() < holdUntil) {
+        observed.push(await readJob(id))
+        await delay(20)
+      }
+      expect(observed.filter(row => !['queued', 'running'].includes(row.status) || row.attempt > 1 || row.errors.length > 0)).toEqual([])
+      // Each claim draws a new fence: a higher one means the job was put back and claimed again.
+      expect(Math.max(...observed.map(row => row.fence!))).toBeGreaterThan(firstFence)
+      expect(await mailFor(orderId)).toHaveLength(0)
+
+      expect(await locks.release(lockKey, token!)).toBe(true)
+      await waitForStatus(id, 'completed')
+      expect(await readJob(id)).toMatchObject({ status: 'completed', attempt: 1, errors: [] })
+      expect(await mailFor(orderId)).toHaveLength(1)
+    }
+    finally {
+      await locks.release(lockKey, token!)
+    }
+  })
+
+  it('a worker frozen past its heartbeat and lock expiry is rescued, another completes the job, and the late commit is fenced out', async () => {
+    const { orderId } = await seedOrder()
+    const id = await enqueueOne({ orderId, faults: { stallMs: 2_000 } })
+    // Concurrency 1: A's only slot stays taken by the frozen run, so the rescued job is B's to claim.
+    const workerA = await startWorker({ concurrency: 1 })
+
+    await pollUntil('the frozen claim is rescued', async () => {
+      const result = await rescueStaleJobs(db, locks, HEARTBEAT_TIMEOUT_MS)
+      return !result.skipped && result.counts.rescued === 1
+    }, { timeoutMs: 5_000 })
+    const rescued = await readJob(id)
+    expect(rescued).toMatchObject({ status: 'failed', attempt: 1, lockedBy: workerA.id })
+
+    const workerB = await startWorker()
+    await waitForStatus(id, 'completed')
+    const completedByB = await readJob(id)
+    // A wakes from its freeze and tries to commit with its old fence.
+    await pollUntil('worker A has finished its frozen run', async () => workerA.worker.running === 0, { timeoutMs: 10_000 })
+
+    // The email marker would hide a second send; an unchanged row shows A's commit wrote nothing at all.
+    const completed = await readJob(id)
+    expect(completed).toEqual(completedByB)
+    expect(completed).toMatchObject({ status: 'completed', attempt: 2, lockedBy: workerB.id })
+    expect(completed.fence!).toBeGreaterThan(rescued.fence!)
+    expect(completed.errors.map(({ at: _at, ...entry }) => entry)).toEqual([
+      { attempt: 1, errorClass: 'rescued', message: `rescued: no heartbeat from ${workerA.id} for ${HEARTBEAT_TIMEOUT_MS} ms`, worker: workerA.id },
+    ])
+    expect(await mailFor(orderId)).toHaveLength(1)
+  })
+
+  it('a job whose resource lock is lost mid-run is aborted, put back with its attempt given back, and completes once on its next run', async () => {
+    const { tenantId, orderId } = await seedOrder()
+    const lockKey = `lock:order:${orderId}`
+    // The handler's two runs: each says when it started and waits for the test to let it commit.
+    const runs = [1, 2].map(() => ({ entered: deferred(), proceed: deferred(), interruption: undefined as string | undefined }))
+    let runCount = 0
+    const gatedConfirmation = defineJobKind({
+      kind: 'test.gated_confirmation',
+      payload: z.object({ orderId: z.string() }).strict(),
+      resource: ({ orderId }) => `order:${orderId}`,
+      async run({ signal, commit }, { orderId }) {
+        const run = runs[runCount++]!
+        run.entered.resolve()
+        try {
+          await untilOpenOrAborted(run.proceed.promise, signal)
+        }
+        catch (error) {
+          run.interruption = (signal.reason as { reason?: string } | undefined)?.reason
+          throw error
+        }
+        await commit(async (tx) => {
+          await tx.insert(mailbox).values({ id: newId('msg'), tenantId, orderId, to: 'gated@example.com', subject: 'gated', body: 'gated' })
+        })
+      },
+    })
+    // The test needs the worker's token to take the lock from under it on the in-process backend.
+    const tokens = new Map<string, string>()
+    const recordingLocks: Locks = {
+      ...locks,
+      async acquire(key, ttlMs) {
+        const token = await locks.acquire(key, ttlMs)
+        if (token) tokens.set(key, token)
+        return token
+      },
+    }
+    // The lock-lost put-back waits lockBusyDelayMs: long enough here to read the queued row.
+    await startWorker({ kinds: [gatedConfirmation], locks: recordingLocks, lockBusyDelayMs: 800 })
+    const id = await enqueueOne({ orderId, kind: 'test.gated_confirmation' })
+
+    await runs[0]!.entered.promise
+    const firstRun = await readJob(id)
+    expect(firstRun).toMatchObject({ status: 'running', attempt: 1 })
+    await lockBackend.loseLock(lockKey, tokens.get(lockKey)!)
+
+    await waitForStatus(id, 'queued')
+    expect(runs[0]!.interruption).toBe('lock_lost')
+    expect(await readJob(id)).toMatchObject({ status: 'queued', attempt: 0, lockedBy: null, runAtAfterUpdateMs: 800, errors: [] })
+    expect(await mailFor(orderId)).toHaveLength(0)
+
+    await runs[1]!.entered.promise
+    const secondRun = await readJob(id)
+    expect(secondRun).toMatchObject({ status: 'running', attempt: 1 })
+    expect(secondRun.fence!).toBeGreaterThan(firstRun.fence!)
+    expect(await mailFor(orderId)).toHaveLength(0)
+    runs[1]!.proceed.resolve()
+
+    await waitForStatus(id, 'completed')
+    expect(await readJob(id)).toMatchObject({ status: 'completed', attempt: 1, errors: [] })
+    expect(runCount).toBe(2)
+    expect(runs[1]!.interruption).toBeUndefined()
+    expect(await mailFor(orderId)).toHaveLength(1)
+  })
+
+  it('stop() releases a job still running after the grace period with its attempt given back; a new worker completes it', async () => {
+    const { orderId } = await seedOrder()
+    const id = await enqueueOne({ orderId, faults: { stallMs: 5_000 } })
+    const first = await startWorker()
+
+    await waitForStatus(id, 'running')
+    await stopWorker(first.worker, 200)
+    expect(first.worker.running).toBe(0)
+    expect(await readJob(id)).toMatchObject({ status: 'queued', attempt: 0, lockedBy: null, errors: [] })
+    expect(await mailFor(orderId)).toHaveLength(0)
+
+    // Given back, the next run is attempt 1 again and freezes again (the fault is first-attempt only).
+    const second = await startWorker()
+    await waitForStatus(id, 'completed', 15_000)
+    expect(await readJob(id)).toMatchObject({ status: 'completed', attempt: 1, lockedBy: second.id, errors: [] })
+    expect(await mailFor(orderId)).toHaveLength(1)
+  }, 30_000)
+
+  it('a job of a kind this worker does not know fails as retryable, naming the kind', async () => {
+    const { orderId } = await seedOrder()
+    const id = await enqueueOne({ orderId, kind: 'order.archive', maxAttempts: 2 })
+    const worker = await startWorker()
+
+    await waitForStatus(id, 'dead_letter')
+    const message = 'RetryableJobError: no handler for job kind "order.archive" in this worker'
+    const row = await readJob(id)
+    expect(row).toMatchObject({ status: 'dead_letter', attempt: 2, lastError: message })
+    expect(row.errors.map(({ at: _at, ...entry }) => entry)).toEqual([1, 2].map(attempt => (
+      { attempt, errorClass: 'retryable', message, worker: worker.id }
+    )))
+  })
+
+  it('wakeWorkers brings a new job to an idle worker long before its next poll', async () => {
+    const { orderId } = await seedOrder()
+    await startWorker({ pollIntervalMs: SLOW_POLL_INTERVAL_MS })
+    // Let the claim made at start find nothing: from then on only a wake-up brings the job in early.
+    await delay(500)
+    const id = await enqueueOne({ orderId })
+    wakeWorkers(handle)
+
+    await waitForStatus(id, 'completed', SLOW_POLL_INTERVAL_MS + 5_000)
+    const row = await readJob(id)
+    expect(row.startedAfterCreatedMs!).toBeLessThan(5_000)
+    expect(await mailFor(orderId)).toHaveLength(1)
+  })
+
+  // Only Postgres carries a wake-up to other processes; PGlite is one process.
+  if (driver === 'postgres') {
+    it('a NOTIFY alone, as another process sends it, wakes an idle worker', async () => {
+      const { orderId } = await seedOrder()
+      await startWorker({ pollIntervalMs: SLOW_POLL_INTERVAL_MS })
+      await delay(500)
+      const id = await enqueueOne({ orderId })
+      await handle.notifications!.notify(JOBS_CHANNEL)
+
+      await waitForStatus(id, 'completed', SLOW_POLL_INTERVAL_MS + 5_000)
+      expect((await readJob(id)).startedAfterCreatedMs!).toBeLessThan(5_000)
+    })
+  }
+}
+
+describeWithServices('worker contract: Postgres and Redis locks', ['postgres', 'redis'], () => {
+  workerContract('postgres', async () => {
+    const redis = new Redis(redisUrl, {
+      keyPrefix: uniqueRedisPrefix('worker contract'),
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+      commandTimeout: 2_000,
+    })
+    // With the offline queue disabled, commands sent before the connection is ready would fail.
+    await redis.connect()
+    const locks = createRedisLocks(redis)
+    return {
+      locks,
+      // The key vanishes under its owner, as after a failover to a replica that never saw it.
+      loseLock: async (key) => { await redis.del(key) },
+      close: async () => {
+        await locks.close()
+        await redis.quit()
+      },
+    }
+  })
+})
+
+describe('worker contract: PGlite and in-process locks', () => {
+  workerContract('pglite', async () => {
+    const locks = createMemoryLocks()
+    return {
+      locks,
+      // In-process locks only go when they expire unrenewed or their owner releases them; with a
+      // running renewal, a release with the owner's token is the way to take one from under it.
+      loseLock: async (key, ownerToken) => { await locks.release(key, ownerToken) },
+      close: () => locks.close(),
+    }
+  })
+})
