@@ -6,10 +6,9 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { newId } from '../../server/db/ids'
-import { orders, tenants } from '../../server/db/schema'
 import { type AppProcess, startApp, stopAll, testSecrets } from '../support/app'
 import { createTenant, request, type TestResponse } from '../support/http'
-import { effectsPerOrder, enqueueJobs, jobRow, type JobsFixture, openJobsFixture, orderJob, seedOrders } from '../support/jobs'
+import { effectsPerOrder, enqueueJobs, jobRow, type JobsFixture, openJobsFixture, orderJob, seedOrderWithId, seedOrders } from '../support/jobs'
 import { expectProblem, postOrder, requestIdPattern, type TenantCredentials, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import { createTestDatabase, describeWithServices, redisUrl, uniqueRedisPrefix } from '../support/services'
@@ -201,19 +200,7 @@ describeWithServices('jobs over HTTP: the in-app worker on Postgres and Redis', 
     expect(deadLetter!.errors).toEqual([1, 2, 3].map(attempt => ({ attempt, at: expect.any(String), errorClass: 'retryable', message: notFound, worker: workerId })))
 
     // The missing order arrives (late replication, a fixed bug): now the redrive can succeed.
-    const tenantId = newId('ten')
-    await fixture!.db.insert(tenants).values({ id: tenantId, name: 'poison job' })
-    await fixture!.db.insert(orders).values({
-      id: orderId,
-      tenantId,
-      cartId: `cart_${orderId}`,
-      currency: 'IDR',
-      amount: 150_000,
-      paymentMethod: 'card',
-      items: [{ sku: 'SKU-1', quantity: 2, unitPrice: 75_000 }],
-      customer: { email: 'late@example.com' },
-      requestId: 'req_poison',
-    })
+    await seedOrderWithId(fixture!.db, orderId, 'late@example.com', 'req_poison')
     expect((await effectsPerOrder(sql(), [orderId])).get(orderId)).toMatchObject({ emails: 0, markers: 0 })
 
     const redriven = await opsPost(app.url, `/api/ops/jobs/${jobId}/retry`)

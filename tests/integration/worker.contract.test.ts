@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { z } from 'zod'
 import type { Database, DatabaseHandle } from '../../server/db/client'
 import { newId } from '../../server/db/ids'
-import { invoices, jobs, type JobStatus, mailbox, orders, paymentIntents, sideEffects, tenants } from '../../server/db/schema'
+import { invoices, jobs, type JobStatus, mailbox, orders, paymentIntents, sideEffects } from '../../server/db/schema'
 import { defineJobKind } from '../../server/jobs/kind'
 import { createJobKinds } from '../../server/jobs/kinds'
 import { rescueStaleJobs } from '../../server/jobs/maintenance'
@@ -18,7 +18,7 @@ import type { Locks } from '../../server/locks/types'
 import { setLogLevel } from '../../server/observability/logger'
 import { createInProcessProvider } from '../../server/payments/in-process'
 import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../support/databases'
-import { enqueueJobs, orderJob, seedOrders } from '../support/jobs'
+import { enqueueJobs, orderJob, seedOrderWithId, seedOrders } from '../support/jobs'
 import { pollUntil } from '../support/poll'
 import { describeWithServices, redisUrl, uniqueRedisPrefix } from '../support/services'
 
@@ -226,19 +226,7 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
         .toBeGreaterThanOrEqual(lowestDelayMs - CLOCK_TOLERANCE_MS)
     }
 
-    const tenantId = newId('ten')
-    await db.insert(tenants).values({ id: tenantId, name: 'late order' })
-    await db.insert(orders).values({
-      id: orderId,
-      tenantId,
-      cartId: `cart_${orderId}`,
-      currency: 'IDR',
-      amount: 150000,
-      paymentMethod: 'card',
-      items: [{ sku: 'SKU-1', quantity: 2, unitPrice: 75000 }],
-      customer: { email: 'late@example.com' },
-      requestId: 'req_late',
-    })
+    await seedOrderWithId(db, orderId, 'late@example.com', 'req_late')
     expect(await createJobStore(db).redrive(id)).toMatchObject({ id, status: 'queued', attempt: 0 })
 
     await waitForStatus(id, 'completed')

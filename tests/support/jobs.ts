@@ -44,25 +44,35 @@ export async function openJobsFixture(databaseUrl: string): Promise<JobsFixture>
   return { db: handle.db, handle, sql, close: async () => { await sql.end({ timeout: 5 }); await handle.close() } }
 }
 
+const pendingOrder = (id: string, tenantId: string, email: string, requestId: string) => ({
+  id,
+  tenantId,
+  cartId: `cart_${id}`,
+  currency: 'IDR',
+  amount: 150000,
+  paymentMethod: 'card',
+  items: [{ sku: 'SKU-1', quantity: 2, unitPrice: 75000 }],
+  customer: { email },
+  requestId,
+})
+
 /** A tenant and `count` pending orders, inserted directly (the API path is covered elsewhere). */
 export async function seedOrders(db: Database, count: number): Promise<{ tenantId: string, orderIds: string[] }> {
   const tenantId = newId('ten')
   await db.insert(tenants).values({ id: tenantId, name: 'jobs suite' })
   const orderIds = Array.from({ length: count }, () => newId('ord'))
   for (let start = 0; start < orderIds.length; start += 500) {
-    await db.insert(orders).values(orderIds.slice(start, start + 500).map((id, i) => ({
-      id,
-      tenantId,
-      cartId: `cart_${start + i}_${id}`,
-      currency: 'IDR',
-      amount: 150000,
-      paymentMethod: 'card',
-      items: [{ sku: 'SKU-1', quantity: 2, unitPrice: 75000 }],
-      customer: { email: `shopper${start + i}@example.com` },
-      requestId: 'req_seed',
-    })))
+    await db.insert(orders).values(orderIds.slice(start, start + 500)
+      .map((id, i) => pendingOrder(id, tenantId, `shopper${start + i}@example.com`, 'req_seed')))
   }
   return { tenantId, orderIds }
+}
+
+/** One pending order with a chosen id (and its own tenant): the order a waiting job names arrives late. */
+export async function seedOrderWithId(db: Database, orderId: string, email: string, requestId: string): Promise<void> {
+  const tenantId = newId('ten')
+  await db.insert(tenants).values({ id: tenantId, name: 'late order' })
+  await db.insert(orders).values(pendingOrder(orderId, tenantId, email, requestId))
 }
 
 /** Enqueues through enqueueJob, 200 per transaction; returns the new jobs' ids in input order. */
