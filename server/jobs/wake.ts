@@ -8,7 +8,7 @@ import type { DatabaseHandle } from '../db/client'
  */
 
 export const JOBS_CHANNEL = 'jobs_ready'
-const NOTIFY_DEBOUNCE_MS = 5
+const NOTIFY_DEBOUNCE_MS = 20
 
 const local = new EventEmitter()
 local.setMaxListeners(0)
