@@ -33,6 +33,8 @@ export interface Worker {
   readonly running: number
 }
 
+type Finish = (transition: string, extra?: Record<string, unknown>, level?: 'info' | 'warn') => void
+
 interface Execution {
   job: ClaimedJob
   controller: AbortController
@@ -99,12 +101,13 @@ export function createWorker(options: WorkerOptions): Worker {
   async function execute(job: ClaimedJob, controller: AbortController): Promise<void> {
     const started = performance.now()
     const fields = { jobId: job.id, kind: job.kind, attempt: job.attempt, fence: job.fence, worker: options.workerId, resourceId: job.resourceId, queueWaitMs: job.queueWaitMs }
-    const finish = (transition: string, extra: Record<string, unknown> = {}, level: 'info' | 'warn' = 'info') => {
+    const finish: Finish = (transition, extra = {}, level = 'info') => {
       metrics.jobResults.inc({ kind: job.kind, result: transition })
       log[level]('job attempt finished', { ...fields, ...extra, transition, durationMs: Math.round(performance.now() - started) })
     }
     const faults = readJobFaults(job, options.faultsEnabled)
     const timers: NodeJS.Timeout[] = []
+    // The stall fault freezes the worker: no heartbeat, no lock renewal, as in a GC pause.
     let paused = false
     let committed = false
     let lock: { key: string, token?: string } | undefined
@@ -144,65 +147,80 @@ export function createWorker(options: WorkerOptions): Worker {
           return finish('lock_busy', { lockKey, lockResult: 'busy' })
         }
         lock = { key: lockKey, token: acquired.token }
-        if (lock.token) {
-          const { key, token } = lock as { key: string, token: string }
-          timers.push(setInterval(() => {
-            if (paused) return
-            options.locks.extend(key, token, options.lockTtlMs).then((held) => {
-              if (held) return
-              metrics.locksLost.inc({ kind: job.kind })
-              interrupt('lock_lost')
-            }, (error) => {
-              if (!(error instanceof LockBackendError)) return
-              log.warn('lock renewal failed: lock backend unavailable; the Postgres fence still protects the work', { ...fields, lockKey: key })
-            })
-          }, Math.max(10, Math.floor(options.lockTtlMs / 3))))
-        }
+        if (acquired.token) timers.push(renewLockWhileRunning(job, lockKey, acquired.token, () => paused, interrupt))
       }
-      timers.push(setInterval(() => {
-        if (paused) return
-        store.heartbeat(job).then(current => current || interrupt('fenced_out'), () => {})
-      }, Math.max(10, Math.floor(options.heartbeatTimeoutMs / 3))))
+      timers.push(heartbeatWhileRunning(job, () => paused, interrupt))
 
       await kind.run(context, payload.data)
       if (!committed) await context.commit(async () => {})
       finish('completed', { lockKey: lock?.key, lockResult: lockResult(lock) })
     }
     catch (error) {
-      if (committed) {
-        // The outcome is stored; a late interruption changes nothing.
-        finish('completed', { lockKey: lock?.key, lockResult: lockResult(lock) })
-        return
-      }
+      // Committed: the outcome is stored and a late interruption changes nothing.
+      if (committed) return finish('completed', { lockKey: lock?.key, lockResult: lockResult(lock) })
       const interruption = controller.signal.reason instanceof JobInterrupted ? controller.signal.reason : undefined
-      // The fence's verdict comes first: whatever else happened, this claim is no longer ours.
-      if (error instanceof FencedOutError || interruption?.reason === 'fenced_out') {
-        return finish('fenced_out', { error: describeError(error) }, 'warn')
-      }
-      if (interruption?.reason === 'shutdown') return finish('released', { reason: 'shutdown' })
-      if (interruption?.reason === 'lock_lost') {
-        // Another worker may hold the resource now: step back without spending the attempt.
-        const putBack = await store.putBack(job, options.lockBusyDelayMs).catch(() => false)
-        if (!putBack) return finish('fenced_out', { lockKey: lock?.key, lockResult: 'lost' }, 'warn')
-        return finish('lock_lost', { lockKey: lock?.key, lockResult: 'lost' }, 'warn')
-      }
-      if (error instanceof SnoozeJob) {
-        await store.putBack(job, error.delayMs, { clearFaults: faults.snoozeMs !== undefined })
-        return finish('snoozed', { delayMs: error.delayMs, reason: error.message })
-      }
-      const errorClass = classify(error)
-      const message = describeError(error)
-      metrics.jobErrors.inc({ kind: job.kind, errorClass })
-      const retryInMs = backoffMs(job.attempt, options.backoff)
-      const status = await store.fail(job, { errorClass, message, retryInMs, permanent: errorClass === 'permanent' })
-      if (status === 'dead_letter') return finish('dead_letter', { errorClass, error: message }, 'warn')
-      if (status === 'failed') return finish('retry', { errorClass, error: message, retryInMs }, 'warn')
-      finish('fenced_out', { error: message }, 'warn')
+      await settleFailedAttempt(job, error, interruption, { finish, lockKey: lock?.key, snoozeFault: faults.snoozeMs !== undefined })
     }
     finally {
       for (const timer of timers) clearInterval(timer)
       if (lock?.token) await options.locks.release(lock.key, lock.token).catch(() => {})
     }
+  }
+
+  /** Extends the lock every third of its TTL; a renewal that finds it gone interrupts the job. */
+  function renewLockWhileRunning(job: ClaimedJob, key: string, token: string, paused: () => boolean, interrupt: (reason: 'lock_lost') => void): NodeJS.Timeout {
+    return setInterval(() => {
+      if (paused()) return
+      options.locks.extend(key, token, options.lockTtlMs).then((held) => {
+        if (held) return
+        metrics.locksLost.inc({ kind: job.kind })
+        interrupt('lock_lost')
+      }, (error) => {
+        if (!(error instanceof LockBackendError)) return
+        log.warn('lock renewal failed: lock backend unavailable; the Postgres fence still protects the work', { jobId: job.id, worker: options.workerId, lockKey: key })
+      })
+    }, Math.max(10, Math.floor(options.lockTtlMs / 3)))
+  }
+
+  /** Heart-beats the claim every third of the timeout; a claim found superseded interrupts the job. */
+  function heartbeatWhileRunning(job: ClaimedJob, paused: () => boolean, interrupt: (reason: 'fenced_out') => void): NodeJS.Timeout {
+    return setInterval(() => {
+      if (paused()) return
+      // A failed heartbeat (database away) is retried on the next tick; rescue waits for the timeout.
+      store.heartbeat(job).then(current => current || interrupt('fenced_out'), () => {})
+    }, Math.max(10, Math.floor(options.heartbeatTimeoutMs / 3)))
+  }
+
+  /** Records why an attempt did not complete: fenced out, released, put back, snoozed, retried or dead-lettered. */
+  async function settleFailedAttempt(
+    job: ClaimedJob,
+    error: unknown,
+    interruption: JobInterrupted | undefined,
+    { finish, lockKey, snoozeFault }: { finish: Finish, lockKey?: string, snoozeFault: boolean },
+  ): Promise<void> {
+    // The fence's verdict comes first: whatever else happened, this claim is no longer ours.
+    if (error instanceof FencedOutError || interruption?.reason === 'fenced_out') {
+      return finish('fenced_out', { error: describeError(error) }, 'warn')
+    }
+    // stop() already released the job.
+    if (interruption?.reason === 'shutdown') return finish('released', { reason: 'shutdown' })
+    if (interruption?.reason === 'lock_lost') {
+      // Another worker may hold the resource now: step back without spending the attempt.
+      const putBack = await store.putBack(job, options.lockBusyDelayMs).catch(() => false)
+      return finish(putBack ? 'lock_lost' : 'fenced_out', { lockKey, lockResult: 'lost' }, 'warn')
+    }
+    if (error instanceof SnoozeJob) {
+      await store.putBack(job, error.delayMs, { clearFaults: snoozeFault })
+      return finish('snoozed', { delayMs: error.delayMs, reason: error.message })
+    }
+    const errorClass = classify(error)
+    const message = describeError(error)
+    metrics.jobErrors.inc({ kind: job.kind, errorClass })
+    const retryInMs = backoffMs(job.attempt, options.backoff)
+    const status = await store.fail(job, { errorClass, message, retryInMs, permanent: errorClass === 'permanent' })
+    if (status === 'dead_letter') return finish('dead_letter', { errorClass, error: message }, 'warn')
+    if (status === 'failed') return finish('retry', { errorClass, error: message, retryInMs }, 'warn')
+    finish('fenced_out', { error: message }, 'warn')
   }
 
   /** A token; 'busy' when another holds the resource; no token when the backend is unreachable (degraded). */
