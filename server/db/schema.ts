@@ -114,8 +114,12 @@ export type JobStatus = typeof jobStatuses[number]
 
 export interface JobErrorEntry {
   attempt: number
+  /** When the attempt failed (database clock). */
   at: string
-  /** retryable | permanent | rescued | lock_lost */
+  startedAt: string | null
+  /** When the next attempt was scheduled; null when the job was dead-lettered. */
+  retryAt: string | null
+  /** retryable | permanent | rescued */
   errorClass: string
   message: string
   worker: string | null

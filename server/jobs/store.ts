@@ -24,8 +24,9 @@ const inMs = (ms: number) => sql`now() + (${Math.round(ms)}::int * interval '1 m
 export function createJobStore(db: Database) {
   const owned = (job: ClaimedJob) => and(eq(jobs.id, job.id), eq(jobs.fence, job.fence), eq(jobs.status, 'running'))
   // Built in SQL so every history entry carries the database's clock, rescued ones included.
-  const historyEntry = (errorClass: SQL | string, message: SQL | string) =>
-    sql`${jobs.errors} || jsonb_build_array(jsonb_build_object('attempt', ${jobs.attempt}, 'at', now(), 'errorClass', ${errorClass}::text, 'message', ${message}::text, 'worker', ${jobs.lockedBy}))`
+  // startedAt and retryAt make the backoff visible: the next attempt may not start before retryAt.
+  const historyEntry = (errorClass: SQL | string, message: SQL | string, retryAt: SQL) =>
+    sql`${jobs.errors} || jsonb_build_array(jsonb_build_object('attempt', ${jobs.attempt}, 'at', now(), 'startedAt', ${jobs.startedAt}, 'retryAt', ${retryAt}, 'errorClass', ${errorClass}::text, 'message', ${message}::text, 'worker', ${jobs.lockedBy}))`
 
   return {
     /** Claims up to `limit` due jobs; jobs another worker is claiming right now are skipped, not waited on. */
@@ -74,11 +75,12 @@ export function createJobStore(db: Database) {
     /** A failed attempt: retried after `retryInMs`, or dead-lettered when out of attempts or permanent. */
     async fail(job: ClaimedJob, failure: { errorClass: string, message: string, retryInMs: number, permanent: boolean }): Promise<JobStatus | undefined> {
       const deadLetter = failure.permanent ? sql`true` : sql`${jobs.attempt} >= ${jobs.maxAttempts}`
+      const retryAt = sql`case when ${deadLetter} then null else ${inMs(failure.retryInMs)} end`
       const [row] = await db.update(jobs).set({
         status: sql`case when ${deadLetter} then 'dead_letter' else 'failed' end`,
-        runAt: sql`case when ${deadLetter} then ${jobs.runAt} else ${inMs(failure.retryInMs)} end`,
+        runAt: sql`coalesce(${retryAt}, ${jobs.runAt})`,
         lastError: failure.message,
-        errors: historyEntry(failure.errorClass, failure.message),
+        errors: historyEntry(failure.errorClass, failure.message, retryAt),
         updatedAt: sql`now()`,
       }).where(owned(job)).returning({ status: jobs.status })
       return row?.status
@@ -116,7 +118,7 @@ export function createJobStore(db: Database) {
         status: sql`case when ${deadLetter} then 'dead_letter' else 'failed' end`,
         runAt: sql`now()`,
         lastError: message,
-        errors: historyEntry('rescued', message),
+        errors: historyEntry('rescued', message, sql`case when ${deadLetter} then null else now() end`),
         updatedAt: sql`now()`,
       }).where(inArray(jobs.id, stale)).returning({ id: jobs.id, kind: jobs.kind, status: jobs.status })
     },

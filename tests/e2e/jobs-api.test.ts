@@ -197,7 +197,15 @@ describeWithServices('jobs over HTTP: the in-app worker on Postgres and Redis', 
       return deadLetter !== undefined
     }, { timeoutMs: 20_000, intervalMs: 100 })
     expect(deadLetter).toMatchObject({ kind: 'order.send_confirmation', status: 'dead_letter', attempt: 3, maxAttempts: 3, lastError: notFound })
-    expect(deadLetter!.errors).toEqual([1, 2, 3].map(attempt => ({ attempt, at: expect.any(String), errorClass: 'retryable', message: notFound, worker: workerId })))
+    expect(deadLetter!.errors).toEqual([1, 2, 3].map(attempt => ({
+      attempt,
+      at: expect.any(String),
+      startedAt: expect.any(String),
+      retryAt: attempt < 3 ? expect.any(String) : null,
+      errorClass: 'retryable',
+      message: notFound,
+      worker: workerId,
+    })))
 
     // The missing order arrives (late replication, a fixed bug): now the redrive can succeed.
     await seedOrderWithId(fixture!.db, orderId, 'late@example.com', 'req_poison')
@@ -309,9 +317,11 @@ describeWithServices('jobs over HTTP: the in-app worker on Postgres and Redis', 
     expect(rescue.status, rescue.text).toBe(200)
     expect(rescue.json).toEqual({ result: { skipped: false, counts: { rescued: 2, deadLettered: 1 } } })
 
-    const rescuedEntry = (attempt: number) => ({
+    const rescuedEntry = (attempt: number, deadLettered = false) => ({
       attempt,
       at: expect.any(String),
+      startedAt: expect.any(String),
+      retryAt: deadLettered ? null : expect.any(String),
       errorClass: 'rescued',
       message: 'rescued: no heartbeat from vanished-worker for 1000 ms',
       worker: 'vanished-worker',
@@ -322,7 +332,7 @@ describeWithServices('jobs over HTTP: the in-app worker on Postgres and Redis', 
     expect(retried!.errors).toEqual([rescuedEntry(1)])
     const lastAttempt = await jobRow(sql(), lastAttemptJob)
     expect(lastAttempt).toMatchObject({ status: 'dead_letter', attempt: 3, lastError: 'rescued: no heartbeat from vanished-worker for 1000 ms' })
-    expect(lastAttempt!.errors).toEqual([rescuedEntry(3)])
+    expect(lastAttempt!.errors).toEqual([rescuedEntry(3, true)])
     expect((await effectsPerOrder(sql(), [orderId!])).get(orderId!)).toEqual({ emails: 1, invoices: 0, markers: 1, intents: 0 })
 
     const again = await opsPost(app.url, '/api/ops/tasks/jobs:rescue')

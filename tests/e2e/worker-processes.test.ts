@@ -120,6 +120,8 @@ describeWithServices('standalone worker processes', ['postgres', 'redis'], () =>
       expect(row!.errors).toEqual([{
         attempt: 1,
         at: expect.any(String),
+        startedAt: expect.any(String),
+        retryAt: expect.any(String),
         errorClass: 'rescued',
         message: `rescued: no heartbeat from ${workerA.workerId} for 1000 ms`,
         worker: workerA.workerId,

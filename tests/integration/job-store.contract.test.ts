@@ -389,11 +389,17 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
         status: 'failed',
         attempt: 1,
         lastError: 'smtp timeout',
-        errors: [{ attempt: 1, at: expect.any(String), errorClass: 'retryable', message: 'smtp timeout', worker: WORKER_A }],
+        errors: [{ attempt: 1, at: expect.any(String), startedAt: expect.any(String), retryAt: expect.any(String), errorClass: 'retryable', message: 'smtp timeout', worker: WORKER_A }],
       })
       const retryDelay = await millisBetween(job.id, jobs.runAt, jobs.updatedAt)
       expect(retryDelay).toBeGreaterThanOrEqual(RETRY_IN_MS - RETRY_TOLERANCE_MS)
       expect(retryDelay).toBeLessThanOrEqual(RETRY_IN_MS + RETRY_TOLERANCE_MS)
+      // The history names the attempt's start and the exact retry time, on the database clock.
+      const failed = await find(job.id)
+      const [entry] = failed.errors
+      expect(Date.parse(entry!.startedAt!)).toBe(failed.startedAt!.getTime())
+      expect(Date.parse(entry!.retryAt!)).toBe(failed.runAt.getTime())
+      expect(Date.parse(entry!.retryAt!) - Date.parse(entry!.at)).toBe(RETRY_IN_MS)
       expect(await store.claim(WORKER_B, 10)).toEqual([])
     })
 
@@ -427,7 +433,7 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
         status: 'dead_letter',
         attempt: 1,
         lastError: 'payload has no orderId',
-        errors: [{ attempt: 1, at: expect.any(String), errorClass: 'permanent', message: 'payload has no orderId', worker: WORKER_A }],
+        errors: [{ attempt: 1, at: expect.any(String), startedAt: expect.any(String), retryAt: null, errorClass: 'permanent', message: 'payload has no orderId', worker: WORKER_A }],
       })
       expect(await store.claim(WORKER_B, 10)).toEqual([])
     })
@@ -475,7 +481,7 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
         attempt: 1,
         fence: stale.fence,
         lastError: message,
-        errors: [{ attempt: 1, at: expect.any(String), errorClass: 'rescued', message, worker: WORKER_A }],
+        errors: [{ attempt: 1, at: expect.any(String), startedAt: expect.any(String), retryAt: expect.any(String), errorClass: 'rescued', message, worker: WORKER_A }],
       })
       expect(rescued.runAt.getTime()).toBe(rescued.updatedAt.getTime())
       expect(await find(fresh.id)).toMatchObject({ status: 'running', lockedBy: WORKER_B, fence: fresh.fence, errors: [] })

@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { z } from 'zod'
 import type { Database, DatabaseHandle } from '../../server/db/client'
 import { newId } from '../../server/db/ids'
-import { invoices, jobs, type JobStatus, mailbox, orders, paymentIntents, sideEffects } from '../../server/db/schema'
+import { invoices, type JobErrorEntry, jobs, type JobStatus, mailbox, orders, paymentIntents, sideEffects } from '../../server/db/schema'
 import { defineJobKind } from '../../server/jobs/kind'
 import { createJobKinds } from '../../server/jobs/kinds'
 import { rescueStaleJobs } from '../../server/jobs/maintenance'
@@ -33,7 +33,8 @@ const LOCK_BUSY_DELAY_MS = 50
 const BACKOFF = { baseMs: 100, capMs: 2_000 }
 const BACKOFF_JITTER = 0.2
 /** Date (ms) against Postgres (µs) rounding in the stored error timestamps. */
-const CLOCK_TOLERANCE_MS = 5
+/** A history entry without its timestamps, for exact comparison. */
+const withoutTimes = ({ at: _at, startedAt: _startedAt, retryAt: _retryAt, ...entry }: JobErrorEntry) => entry
 /** Far longer than any test waits: only a wake-up can bring a job in early. */
 const SLOW_POLL_INTERVAL_MS = 10_000
 
@@ -215,15 +216,22 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
     const notFound = `RetryableJobError: order ${orderId} not found`
     const dead = await readJob(id)
     expect(dead).toMatchObject({ status: 'dead_letter', attempt: 4, lastError: notFound })
-    expect(dead.errors.map(({ at: _at, ...entry }) => entry)).toEqual([1, 2, 3, 4].map(attempt => (
+    expect(dead.errors.map(withoutTimes)).toEqual([1, 2, 3, 4].map(attempt => (
       { attempt, errorClass: 'retryable', message: notFound, worker: worker.id }
     )))
-    // Attempt n+1 cannot start before the retry delay after failure n, the jitter's low end at least.
-    const failedAt = dead.errors.map(entry => Date.parse(entry.at))
-    for (let attempt = 1; attempt < failedAt.length; attempt++) {
-      const lowestDelayMs = (1 - BACKOFF_JITTER) * BACKOFF.baseMs * 2 ** (attempt - 1)
-      expect(failedAt[attempt]! - failedAt[attempt - 1]!, `gap after failed attempt ${attempt}`)
-        .toBeGreaterThanOrEqual(lowestDelayMs - CLOCK_TOLERANCE_MS)
+    // Each retry was scheduled min(cap, base·2^(n-1)) ± 20 % after failure n (database clock, ms
+    // precision), and attempt n+1 started no earlier; the last failure scheduled none.
+    for (const [index, entry] of dead.errors.entries()) {
+      const attempt = index + 1
+      if (attempt === dead.errors.length) {
+        expect(entry.retryAt).toBeNull()
+        continue
+      }
+      const formulaMs = Math.min(BACKOFF.capMs, BACKOFF.baseMs * 2 ** (attempt - 1))
+      const scheduledMs = Date.parse(entry.retryAt!) - Date.parse(entry.at)
+      expect(scheduledMs, `retry delay after attempt ${attempt}`).toBeGreaterThanOrEqual(Math.floor((1 - BACKOFF_JITTER) * formulaMs) - 1)
+      expect(scheduledMs, `retry delay after attempt ${attempt}`).toBeLessThanOrEqual(Math.ceil((1 + BACKOFF_JITTER) * formulaMs) + 1)
+      expect(Date.parse(dead.errors[index + 1]!.startedAt!)).toBeGreaterThanOrEqual(Date.parse(entry.retryAt!))
     }
 
     await seedOrderWithId(db, orderId, 'late@example.com', 'req_late')
@@ -258,7 +266,7 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
     await waitForStatus(id, 'dead_letter')
     const row = await readJob(id)
     expect(row).toMatchObject({ status: 'dead_letter', attempt: 1, lastError: 'PermanentJobError: permanent failure injected' })
-    expect(row.errors.map(({ at: _at, ...entry }) => entry)).toEqual([
+    expect(row.errors.map(withoutTimes)).toEqual([
       { attempt: 1, errorClass: 'permanent', message: 'PermanentJobError: permanent failure injected', worker: worker.id },
     ])
     expect(await mailFor(orderId)).toHaveLength(0)
@@ -352,7 +360,7 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
     expect(completed).toEqual(completedByB)
     expect(completed).toMatchObject({ status: 'completed', attempt: 2, lockedBy: workerB.id })
     expect(completed.fence!).toBeGreaterThan(rescued.fence!)
-    expect(completed.errors.map(({ at: _at, ...entry }) => entry)).toEqual([
+    expect(completed.errors.map(withoutTimes)).toEqual([
       { attempt: 1, errorClass: 'rescued', message: `rescued: no heartbeat from ${workerA.id} for ${HEARTBEAT_TIMEOUT_MS} ms`, worker: workerA.id },
     ])
     expect(await mailFor(orderId)).toHaveLength(1)
@@ -448,7 +456,7 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
     const message = 'RetryableJobError: no handler for job kind "order.archive" in this worker'
     const row = await readJob(id)
     expect(row).toMatchObject({ status: 'dead_letter', attempt: 2, lastError: message })
-    expect(row.errors.map(({ at: _at, ...entry }) => entry)).toEqual([1, 2].map(attempt => (
+    expect(row.errors.map(withoutTimes)).toEqual([1, 2].map(attempt => (
       { attempt, errorClass: 'retryable', message, worker: worker.id }
     )))
   })

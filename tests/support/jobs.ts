@@ -3,7 +3,7 @@ import postgres from 'postgres'
 import type { Database, DatabaseHandle } from '../../server/db/client'
 import { openDatabase } from '../../server/db/client'
 import { newId } from '../../server/db/ids'
-import { orders, tenants } from '../../server/db/schema'
+import { type JobErrorEntry, orders, tenants } from '../../server/db/schema'
 import { type EnqueueInput, enqueueJob } from '../../server/jobs/enqueue'
 
 /**
@@ -22,7 +22,7 @@ export interface JobRowView {
   fence: number | null
   lockedBy: string | null
   lastError: string | null
-  errors: Array<{ attempt: number, at: string, errorClass: string, message: string, worker: string | null }>
+  errors: JobErrorEntry[]
   runAt: Date
   startedAt: Date | null
   completedAt: Date | null
