@@ -293,7 +293,10 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
     await startWorker()
 
     // A claim sets the fence and a put-back keeps it: queued with a fence means snoozed.
-    await pollUntil('the job has snoozed', async () => (await readJob(id)).fence !== null, { intervalMs: 20 })
+    await pollUntil('the job has snoozed', async () => {
+      const row = await readJob(id)
+      return row.status === 'queued' && row.fence !== null
+    }, { intervalMs: 20 })
     const snoozed = await readJob(id)
     expect(snoozed).toMatchObject({ status: 'queued', attempt: 0, lockedBy: null, faults: null, runAtAfterUpdateMs: 700, errors: [] })
 
