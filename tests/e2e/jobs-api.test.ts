@@ -43,6 +43,38 @@ const fastJobs = {
   JOB_BACKOFF_CAP_MS: '1000',
 }
 
+interface JobsStack {
+  /** One built app per entry of `workers`, each with its in-app worker. */
+  apps: AppProcess[]
+  fixture: JobsFixture
+  close: () => Promise<void>
+}
+
+/**
+ * A fresh database, the built app with its in-app worker (one process per worker id, sharing one
+ * Redis prefix so they contend for the same order locks), and a fixture on the same database.
+ */
+async function startJobsStack(label: string, workerIds: string[], env: Record<string, string> = {}): Promise<JobsStack> {
+  const database = await createTestDatabase(label)
+  const redisKeyPrefix = uniqueRedisPrefix(label)
+  const apps = await Promise.all(workerIds.map(workerId => startApp({
+    databaseUrl: database.url,
+    redisUrl,
+    label: workerId,
+    env: { ...fastJobs, WORKER_ID: workerId, REDIS_KEY_PREFIX: redisKeyPrefix, ...env },
+  })))
+  const fixture = await openJobsFixture(database.url)
+  return {
+    apps,
+    fixture,
+    async close() {
+      await Promise.all(apps.map(app => app.stop()))
+      await fixture.close()
+      await database.drop()
+    },
+  }
+}
+
 const opsPost = (baseUrl: string, path: string, headers: Record<string, string> = opsHeaders) =>
   request(baseUrl, path, { method: 'POST', headers })
 
@@ -75,27 +107,20 @@ const createdOrderId = (response: TestResponse): string => {
 
 describeWithServices('jobs over HTTP: the in-app worker on Postgres and Redis', ['postgres', 'redis'], () => {
   const workerId = `jobs-api-${process.pid}`
-  let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined
+  let stack: JobsStack | undefined
   let fixture: JobsFixture | undefined
   let app: AppProcess
   let tenant: TenantCredentials
 
   beforeAll(async () => {
-    database = await createTestDatabase('jobs_api')
-    app = await startApp({
-      databaseUrl: database.url,
-      redisUrl,
-      label: 'jobs-api',
-      env: { ...fastJobs, WORKER_ID: workerId, JOB_HEARTBEAT_TIMEOUT_MS: '1000', JOB_RETENTION_DAYS: '1' },
-    })
-    fixture = await openJobsFixture(database.url)
+    stack = await startJobsStack('jobs_api', [workerId], { JOB_HEARTBEAT_TIMEOUT_MS: '1000', JOB_RETENTION_DAYS: '1' })
+    fixture = stack.fixture
+    app = stack.apps[0]!
     tenant = await createTenant(app.url, 'jobs api')
   })
 
   afterAll(async () => {
-    await app?.stop()
-    await fixture?.close()
-    await database?.drop()
+    await stack?.close()
   })
 
   const sql = () => fixture!.sql
@@ -376,28 +401,20 @@ describeWithServices('jobs over HTTP: the in-app worker on Postgres and Redis', 
 
 describeWithServices('jobs over HTTP: two app instances with in-app workers', ['postgres', 'redis'], () => {
   const orderCount = 40
-  let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined
+  let stack: JobsStack | undefined
   let fixture: JobsFixture | undefined
   let instances: AppProcess[] = []
   const workerIds = ['jobs-api-pair-a', 'jobs-api-pair-b']
 
   beforeAll(async () => {
-    database = await createTestDatabase('jobs_api_pair')
     // One database and one Redis prefix: the two workers contend for the same jobs and order locks.
-    const redisKeyPrefix = uniqueRedisPrefix('jobs-api-pair')
-    instances = await Promise.all(workerIds.map(workerId => startApp({
-      databaseUrl: database!.url,
-      redisUrl,
-      label: workerId,
-      env: { ...fastJobs, WORKER_ID: workerId, REDIS_KEY_PREFIX: redisKeyPrefix },
-    })))
-    fixture = await openJobsFixture(database.url)
+    stack = await startJobsStack('jobs_api_pair', workerIds)
+    fixture = stack.fixture
+    instances = stack.apps
   })
 
   afterAll(async () => {
-    await Promise.all(instances.map(instance => instance.stop()))
-    await fixture?.close()
-    await database?.drop()
+    await stack?.close()
   })
 
   it('40 orders posted alternately to both: every create_intent job completes once, one intent per order', async () => {
@@ -484,25 +501,18 @@ describe('jobs over HTTP: embedded on PGlite with the in-app worker', () => {
 })
 
 describeWithServices('jobs over HTTP: graceful shutdown of the app', ['postgres', 'redis'], () => {
-  let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined
+  let stack: JobsStack | undefined
   let fixture: JobsFixture | undefined
   let app: AppProcess | undefined
 
   beforeAll(async () => {
-    database = await createTestDatabase('jobs_api_shutdown')
-    app = await startApp({
-      databaseUrl: database.url,
-      redisUrl,
-      label: 'jobs-api-shutdown',
-      env: { ...fastJobs, WORKER_ID: 'jobs-api-shutdown', JOB_SHUTDOWN_GRACE_MS: '200' },
-    })
-    fixture = await openJobsFixture(database.url)
+    stack = await startJobsStack('jobs_api_shutdown', ['jobs-api-shutdown'], { JOB_SHUTDOWN_GRACE_MS: '200' })
+    fixture = stack.fixture
+    app = stack.apps[0]
   })
 
   afterAll(async () => {
-    await app?.stop()
-    await fixture?.close()
-    await database?.drop()
+    await stack?.close()
   })
 
   it('SIGTERM releases a job stuck in its attempt: exit code 0, the job queued again with its attempt given back', async () => {

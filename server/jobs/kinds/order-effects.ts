@@ -1,42 +1,44 @@
-import { invoices, mailbox } from '../../db/schema'
+import type { Database } from '../../db/client'
 import { newId } from '../../db/ids'
-import { claimSideEffect } from '../../orders/effects'
+import { invoices, mailbox } from '../../db/schema'
+import { claimSideEffect, type SideEffect } from '../../orders/effects'
 import { defineJobKind } from '../kind'
 import { loadOrder, OrderJobPayload, orderResource } from './order-payload'
 
+type Order = Awaited<ReturnType<typeof loadOrder>>
+
 const formatAmount = (amount: number, currency: string) => `${currency} ${amount.toLocaleString('en-US')}`
 
-/** The order confirmation email, into the dev mailbox: once per order, however often the job runs. */
-export const orderSendConfirmation = defineJobKind({
-  kind: 'order.send_confirmation',
-  payload: OrderJobPayload,
-  resource: orderResource,
-  async run({ db, job, commit }, { orderId }) {
-    const order = await loadOrder(db, orderId)
-    await commit(async (tx) => {
-      if (!await claimSideEffect(tx, orderId, 'confirmation_email', job.id)) return
-      await tx.insert(mailbox).values({
-        id: newId('msg'),
-        tenantId: order.tenantId,
-        orderId,
-        to: order.customer.email,
-        subject: `Order ${orderId} confirmed`,
-        body: `Thank you. We received ${formatAmount(order.amount, order.currency)} for order ${orderId} (cart ${order.cartId}).`,
+/**
+ * A job that performs one side effect of an order, once per order however often it runs: the
+ * effect's writes share the transaction that inserts its (order, effect) marker.
+ */
+function orderEffectKind(kind: string, effect: SideEffect, perform: (tx: Database, order: Order) => Promise<void>) {
+  return defineJobKind({
+    kind,
+    payload: OrderJobPayload,
+    resource: orderResource,
+    async run({ db, job, commit }, { orderId }) {
+      const order = await loadOrder(db, orderId)
+      await commit(async (tx) => {
+        if (await claimSideEffect(tx, orderId, effect, job.id)) await perform(tx, order)
       })
-    })
-  },
+    },
+  })
+}
+
+/** The order confirmation email, into the dev mailbox. */
+export const orderSendConfirmation = orderEffectKind('order.send_confirmation', 'confirmation_email', async (tx, order) => {
+  await tx.insert(mailbox).values({
+    id: newId('msg'),
+    tenantId: order.tenantId,
+    orderId: order.id,
+    to: order.customer.email,
+    subject: `Order ${order.id} confirmed`,
+    body: `Thank you. We received ${formatAmount(order.amount, order.currency)} for order ${order.id} (cart ${order.cartId}).`,
+  })
 })
 
-/** The invoice: once per order, guarded by the same kind of marker. */
-export const orderIssueInvoice = defineJobKind({
-  kind: 'order.issue_invoice',
-  payload: OrderJobPayload,
-  resource: orderResource,
-  async run({ db, job, commit }, { orderId }) {
-    const order = await loadOrder(db, orderId)
-    await commit(async (tx) => {
-      if (!await claimSideEffect(tx, orderId, 'invoice', job.id)) return
-      await tx.insert(invoices).values({ id: newId('inv'), tenantId: order.tenantId, orderId, amount: order.amount, currency: order.currency })
-    })
-  },
+export const orderIssueInvoice = orderEffectKind('order.issue_invoice', 'invoice', async (tx, order) => {
+  await tx.insert(invoices).values({ id: newId('inv'), tenantId: order.tenantId, orderId: order.id, amount: order.amount, currency: order.currency })
 })
