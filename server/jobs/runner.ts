@@ -55,9 +55,18 @@ export function createWorker(options: WorkerOptions): Worker {
   let stopping = false
   let loopDone: Promise<void> = Promise.resolve()
   let wakeUp: (() => void) | undefined
-  const wake = () => wakeUp?.()
+  // A wake-up that arrives while the loop is claiming is kept for its next wait, not lost.
+  let wokenWhileBusy = false
+  const wake = () => {
+    if (wakeUp) wakeUp()
+    else wokenWhileBusy = true
+  }
 
   function waitForWake(ms: number): Promise<void> {
+    if (wokenWhileBusy) {
+      wokenWhileBusy = false
+      return Promise.resolve()
+    }
     return new Promise((resolve) => {
       const timer = setTimeout(done, ms)
       function done() {
