@@ -85,6 +85,27 @@ async function listJobs(baseUrl: string, query: Record<string, string>): Promise
   return listed.json.data
 }
 
+/**
+ * The order's only job, once completed at its first attempt: the payment.create_intent its creation
+ * enqueued, carrying the request's idempotency key and request id.
+ */
+async function expectOneCompletedIntentJob(baseUrl: string, orderId: string, origin: { key: string, requestId: string | null, lockedBy?: string }): Promise<ApiJob> {
+  const [job, ...others] = await jobsOfOrderOnce(baseUrl, orderId, 'completed')
+  expect(others).toEqual([])
+  expect(job).toMatchObject({
+    kind: 'payment.create_intent',
+    status: 'completed',
+    resourceId: `order:${orderId}`,
+    idempotencyKey: origin.key,
+    requestId: origin.requestId,
+    attempt: 1,
+    ...(origin.lockedBy ? { lockedBy: origin.lockedBy } : {}),
+    lastError: null,
+    errors: [],
+  })
+  return job!
+}
+
 /** The jobs of one order once every one of them has reached `status`, as the ops API lists them. */
 async function jobsOfOrderOnce(baseUrl: string, orderId: string, status: string): Promise<ApiJob[]> {
   let jobs: ApiJob[] = []
@@ -147,19 +168,7 @@ describeWithServices('jobs over HTTP: the in-app worker on Postgres and Redis', 
     const requestId = created.headers.get('x-request-id')
     expect(requestId).toMatch(requestIdPattern)
 
-    const [job, ...others] = await jobsOfOrderOnce(app.url, orderId, 'completed')
-    expect(others).toEqual([])
-    expect(job).toMatchObject({
-      kind: 'payment.create_intent',
-      status: 'completed',
-      resourceId: `order:${orderId}`,
-      idempotencyKey: key,
-      requestId,
-      attempt: 1,
-      lockedBy: workerId,
-      lastError: null,
-      errors: [],
-    })
+    const job = await expectOneCompletedIntentJob(app.url, orderId, { key, requestId, lockedBy: workerId })
 
     const [order] = await sql()<Array<{ paymentIntentId: string | null }>>`select payment_intent_id as "paymentIntentId" from orders where id = ${orderId}`
     expect(order!.paymentIntentId).toMatch(/^pi_/)
@@ -476,18 +485,7 @@ describe('jobs over HTTP: embedded on PGlite with the in-app worker', () => {
     const created = await postOrder(app!.url, order)
     const orderId = createdOrderId(created)
 
-    const [job, ...others] = await jobsOfOrderOnce(app!.url, orderId, 'completed')
-    expect(others).toEqual([])
-    expect(job).toMatchObject({
-      kind: 'payment.create_intent',
-      status: 'completed',
-      resourceId: `order:${orderId}`,
-      idempotencyKey: key,
-      requestId: created.headers.get('x-request-id'),
-      attempt: 1,
-      lastError: null,
-      errors: [],
-    })
+    const job = await expectOneCompletedIntentJob(app!.url, orderId, { key, requestId: created.headers.get('x-request-id') })
 
     const fetched = await request(app!.url, `/api/orders/${orderId}`, { headers: { authorization: `Bearer ${tenant.secretKey}` } })
     expect(fetched.status, fetched.text).toBe(200)
