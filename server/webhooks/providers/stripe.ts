@@ -1,0 +1,61 @@
+import { z } from 'zod'
+import type { PaymentEvent, PaymentEventType, WebhookProvider } from '../types'
+import { checkTimestamp, explainIssues, hmacSha256, sameBytes } from './common'
+
+/**
+ * Stripe: `Stripe-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "t.body">[,v1=…][,v0=…]`. Any v1 may
+ * match (Stripe sends one per active secret while a secret rolls); v0 is a test scheme and never
+ * counts. Unlike stripe-node, a timestamp too far in the future is refused too.
+ */
+
+const typeOf: Record<string, PaymentEventType> = {
+  'payment_intent.succeeded': 'payment.succeeded',
+  'payment_intent.payment_failed': 'payment.failed',
+  'charge.refunded': 'payment.refunded',
+}
+
+const StripeEvent = z.object({
+  id: z.string().regex(/^[\x21-\x7E]{1,255}$/),
+  type: z.string(),
+  data: z.object({
+    object: z.object({
+      id: z.string().min(1).max(255),
+      object: z.string().optional(),
+      amount: z.number().int().nonnegative().optional(),
+      amount_received: z.number().int().nonnegative().optional(),
+      currency: z.string().regex(/^[a-zA-Z]{3}$/).optional(),
+      payment_intent: z.string().max(255).nullish(),
+      metadata: z.object({ orderId: z.string().min(1).max(64) }),
+    }),
+  }),
+})
+
+export const stripeProvider: WebhookProvider = {
+  name: 'stripe',
+  signatureHeaders: ['stripe-signature'],
+  verify(delivery, secret) {
+    const header = delivery.header('stripe-signature')
+    if (!header) return { ok: false, reason: 'Stripe-Signature header missing' }
+    const pairs = header.split(',').map(part => part.trim().split('=', 2) as [string, string | undefined])
+    const timestamps = pairs.filter(([name]) => name === 't')
+    if (timestamps.length !== 1) return { ok: false, reason: 'Stripe-Signature needs exactly one t=' }
+    const time = checkTimestamp(timestamps[0]![1], delivery.nowSeconds)
+    if (!time.ok) return time
+    const expected = hmacSha256(secret, `${time.seconds}.`, delivery.body)
+    const matches = pairs.some(([name, value]) => name === 'v1' && value !== undefined && /^[0-9a-f]{64}$/.test(value)
+      && sameBytes(Buffer.from(value, 'hex'), expected))
+    return matches ? { ok: true } : { ok: false, reason: 'no v1 signature matches' }
+  },
+  parse(json) {
+    const parsed = StripeEvent.safeParse(json)
+    if (!parsed.success) return { ok: false, reason: explainIssues(parsed.error) }
+    const { id, type, data: { object } } = parsed.data
+    const normalised = typeOf[type]
+    if (!normalised) return { ok: false, reason: `event type "${type}" is not handled; subscribe this endpoint to ${Object.keys(typeOf).join(', ')} only` }
+    // A charge refers to its payment intent; an intent is the payment itself.
+    const paymentId = object.payment_intent ?? object.id
+    const amount = normalised === 'payment.succeeded' ? object.amount_received ?? object.amount : object.amount
+    const event: PaymentEvent = { eventId: id, type: normalised, orderId: object.metadata.orderId, paymentId, amount, currency: object.currency?.toUpperCase() }
+    return { ok: true, event }
+  },
+}
