@@ -31,7 +31,7 @@ export type IdempotencyStatus = typeof idempotencyStatuses[number]
 
 export const idempotencyRecords = pgTable('idempotency_records', {
   id: uuid('id').primaryKey().defaultRandom(),
-  /** `tenant:<id>` for orders, `webhook:<provider>` for webhooks. */
+  /** `tenant:<id>` for orders, `provider:<name>` for webhooks. */
   scope: text('scope').notNull(),
   key: text('key').notNull(),
   /** `POST /api/orders`: part of the fingerprint, kept for the 422 detail and for operators. */
@@ -166,7 +166,7 @@ export const jobs = pgTable('jobs', {
 ])
 
 /**
- * The in-process payment provider's own ledger (a real provider keeps this on its side): one
+ * The simulated provider's (mockpay's) own ledger — a real provider keeps this on its side: one
  * intent per idempotency token, however often it is asked.
  */
 export const paymentIntents = pgTable('payment_intents', {
@@ -176,7 +176,10 @@ export const paymentIntents = pgTable('payment_intents', {
   orderId: text('order_id').notNull(),
   amount: bigint('amount', { mode: 'number' }).notNull(),
   currency: text('currency').notNull(),
+  /** requires_payment → succeeded | failed (a failed intent may be confirmed again) → refunded. */
   status: text('status').notNull().default('requires_payment'),
+  /** The simulated provider's event history for this intent: what it delivers (and re-delivers, out of order). */
+  events: jsonb('events').$type<Array<{ id: string, type: string, timestamp: string }>>().notNull().default([]),
   /** How many times the provider was asked for this token: > 1 means a retried call, replayed. */
   requests: integer('requests').notNull().default(1),
   createdAt: createdAt(),
@@ -186,7 +189,7 @@ export const paymentIntents = pgTable('payment_intents', {
 export const sideEffects = pgTable('side_effects', {
   id: bigserial('id', { mode: 'number' }).primaryKey(),
   orderId: text('order_id').notNull(),
-  /** confirmation_email | invoice */
+  /** confirmation_email | invoice | refund_notice */
   effect: text('effect').notNull(),
   jobId: text('job_id'),
   createdAt: createdAt(),
@@ -211,3 +214,58 @@ export const invoices = pgTable('invoices', {
   currency: text('currency').notNull(),
   createdAt: createdAt(),
 }, t => [index('invoices_order_idx').on(t.orderId)])
+
+/** received: stored, its webhook.apply job pending. applied: it moved the order. ignored: it could not (see history). */
+export const webhookEventStatuses = ['received', 'applied', 'ignored'] as const
+export type WebhookEventStatus = typeof webhookEventStatuses[number]
+
+/**
+ * Every verified provider event, once: the raw body and the signature headers are kept so the
+ * delivery can be verified again. Rejected signatures are never stored here (they are logged).
+ */
+export const webhookEvents = pgTable('webhook_events', {
+  id: text('id').primaryKey(),
+  provider: text('provider').notNull(),
+  /** The provider's event id (Standard Webhooks `webhook-id`, Stripe `event.id`, derived for Midtrans). */
+  eventId: text('event_id').notNull(),
+  /** Normalised: payment.succeeded | payment.failed | payment.refunded | payment.updated */
+  type: text('type').notNull(),
+  orderId: text('order_id').notNull(),
+  paymentId: text('payment_id'),
+  amount: bigint('amount', { mode: 'number' }),
+  currency: text('currency'),
+  rawBody: text('raw_body').notNull(),
+  signatureHeaders: jsonb('signature_headers').$type<Record<string, string>>().notNull(),
+  status: text('status').$type<WebhookEventStatus>().notNull().default('received'),
+  requestId: text('request_id').notNull(),
+  receivedAt: timestamp('received_at', { withTimezone: true }).notNull().defaultNow(),
+  processedAt: timestamp('processed_at', { withTimezone: true }),
+}, t => [
+  unique('webhook_events_provider_event_unique').on(t.provider, t.eventId),
+  index('webhook_events_order_idx').on(t.orderId),
+  check('webhook_events_status_check', sql`${t.status} in (${sql.raw(webhookEventStatuses.map(status => `'${status}'`).join(', '))})`),
+])
+
+/**
+ * One row per payment event applied to an order or ignored by it, with the reason: the order's
+ * story, read by the evidence locker.
+ */
+export const orderStatusHistory = pgTable('order_status_history', {
+  id: bigserial('id', { mode: 'number' }).primaryKey(),
+  orderId: text('order_id').notNull(),
+  fromStatus: text('from_status').notNull(),
+  /** The status the event asked for (null for an informational event). */
+  requestedStatus: text('requested_status'),
+  toStatus: text('to_status').notNull(),
+  /** applied | ignored */
+  outcome: text('outcome').notNull(),
+  /** Why an event was ignored: lower_precedence | same_status | amount_mismatch | informational. */
+  reason: text('reason'),
+  webhookEventId: text('webhook_event_id'),
+  jobId: text('job_id'),
+  requestId: text('request_id'),
+  createdAt: createdAt(),
+}, t => [
+  index('order_status_history_order_idx').on(t.orderId),
+  index('order_status_history_webhook_event_idx').on(t.webhookEventId),
+])

@@ -1,7 +1,7 @@
 import type { Database } from '../db/client'
 import { sideEffects } from '../db/schema'
 
-export type SideEffect = 'confirmation_email' | 'invoice'
+export type SideEffect = 'confirmation_email' | 'invoice' | 'refund_notice'
 
 /**
  * Inserts the (order, effect) marker inside the transaction that performs the effect. True: this

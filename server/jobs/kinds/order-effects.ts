@@ -42,3 +42,15 @@ export const orderSendConfirmation = orderEffectKind('order.send_confirmation', 
 export const orderIssueInvoice = orderEffectKind('order.issue_invoice', 'invoice', async (tx, order) => {
   await tx.insert(invoices).values({ id: newId('inv'), tenantId: order.tenantId, orderId: order.id, amount: order.amount, currency: order.currency })
 })
+
+/** The refund notice, into the dev mailbox. */
+export const orderSendRefundNotice = orderEffectKind('order.send_refund_notice', 'refund_notice', async (tx, order) => {
+  await tx.insert(mailbox).values({
+    id: newId('msg'),
+    tenantId: order.tenantId,
+    orderId: order.id,
+    to: order.customer.email,
+    subject: `Order ${order.id} refunded`,
+    body: `We refunded ${formatAmount(order.amount, order.currency)} for order ${order.id}. It can take a few days to reach your account.`,
+  })
+})
