@@ -53,6 +53,19 @@ const EnvSchema = z.object({
   JOB_MAINTENANCE_INTERVAL_MS: intIn(50, 60 * 60 * 1000, 15_000),
   /** Completed jobs are deleted after this many days; dead letters stay until redriven. */
   JOB_RETENTION_DAYS: intIn(0, 3650, 7),
+  /**
+   * The simulated provider's routes (/api/mockpay/*) and deliveries. Default: on when embedded or
+   * in development, off otherwise.
+   */
+  MOCKPAY_ENABLED: z.enum(['true', 'false', '1', '0']).optional(),
+  /** Where mockpay delivers its signed `standard` webhooks; default this instance's own endpoint. */
+  MOCKPAY_WEBHOOK_URL: z.url({ protocol: /^https?$/ }).optional(),
+  /** Chaos defaults for each payment event (a confirm request may override them): extra copies… */
+  MOCKPAY_DUPLICATES: intIn(0, 10, 1),
+  /** …a random delay of up to this much per delivery… */
+  MOCKPAY_MAX_DELAY_MS: intIn(0, 60_000, 300),
+  /** …and the intent's earlier events delivered again with each new one, so they arrive out of order. */
+  MOCKPAY_REORDER: flag(true),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
 })
 
@@ -60,7 +73,9 @@ type Env = z.infer<typeof EnvSchema>
 const secretNames = ['OPS_TOKEN', 'WEBHOOK_STANDARD_SECRET', 'WEBHOOK_STRIPE_SECRET', 'MIDTRANS_SERVER_KEY'] as const
 type SecretName = typeof secretNames[number]
 
-export type AppConfig = Omit<Env, SecretName> & Record<SecretName, string> & {
+export type AppConfig = Omit<Env, SecretName | 'MOCKPAY_ENABLED' | 'MOCKPAY_WEBHOOK_URL'> & Record<SecretName, string> & {
+  MOCKPAY_ENABLED: boolean
+  MOCKPAY_WEBHOOK_URL: string
   /** No DATABASE_URL: PGlite in PGLITE_DIR, one process. */
   embedded: boolean
   /** Secrets that were generated because they were missing (dev/embedded only). */
@@ -100,7 +115,15 @@ export function parseConfig(env: Record<string, string | undefined>, options: Pa
       + 'they are generated only when the app runs embedded (no DATABASE_URL) or in development.')
   }
   const secrets = Object.fromEntries(secretNames.map(name => [name, values[name] ?? generateSecret(name)])) as Record<SecretName, string>
-  return { ...values, ...secrets, embedded, generatedSecrets: missing }
+  const mockpayEnabled = values.MOCKPAY_ENABLED === undefined ? embedded || options.dev === true : ['true', '1'].includes(values.MOCKPAY_ENABLED)
+  return {
+    ...values,
+    ...secrets,
+    MOCKPAY_ENABLED: mockpayEnabled,
+    MOCKPAY_WEBHOOK_URL: values.MOCKPAY_WEBHOOK_URL ?? `http://127.0.0.1:${values.PORT}/api/webhooks/standard`,
+    embedded,
+    generatedSecrets: missing,
+  }
 }
 
 let current: AppConfig | undefined

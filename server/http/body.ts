@@ -5,7 +5,7 @@ import { problem } from '../problems'
 export const MAX_BODY_BYTES = 64 * 1024
 
 /** Reads the raw body, refusing more than MAX_BODY_BYTES without buffering the rest (413). */
-async function readLimitedRawBody(event: H3Event): Promise<Buffer> {
+export async function readLimitedRawBody(event: H3Event): Promise<Buffer> {
   const declared = Number(getHeader(event, 'content-length') ?? Number.NaN)
   if (declared > MAX_BODY_BYTES) throw tooLarge()
   const chunks: Buffer[] = []
@@ -37,6 +37,12 @@ export async function readValidatedJson<S extends z.ZodType>(event: H3Event, sch
     throw problem('malformed-json', `The body is not valid JSON (${(error as Error).message}). Fix the syntax and send it again with the same Idempotency-Key.`)
   }
   return validated(schema, parsed, 'body', 'Nothing was stored: fix them and send the request again with the same Idempotency-Key.')
+}
+
+/** Like readValidatedJson, but a request without a body validates `{}`. */
+export async function readOptionalValidatedJson<S extends z.ZodType>(event: H3Event, schema: S): Promise<z.output<S>> {
+  const hasBody = Number(getHeader(event, 'content-length') ?? 0) > 0 || getHeader(event, 'transfer-encoding') !== undefined
+  return hasBody ? readValidatedJson(event, schema) : validated(schema, {}, 'body', 'Fix them and send the request again.')
 }
 
 /** Validates the query string: 400 `validation-failed` with `errors: [{path, message}]`. */

@@ -23,7 +23,7 @@ export type IdempotencyOutcome = 'miss' | 'replay' | 'conflict' | 'in_progress' 
 export type IdempotentResult = Omit<StoredResponse, 'error'>
 
 export interface IdempotentOperation {
-  /** Whose keys these are: `tenant:<id>`, `webhook:<provider>`. */
+  /** Whose keys these are: `tenant:<id>`, `provider:<name>`. */
   scope: string
   /** `POST /api/orders`: part of the fingerprint, so a key reused on another route is a conflict. */
   route: string
@@ -36,6 +36,11 @@ export interface IdempotentOperation {
    * for a deterministic failure: its writes roll back and the problem is stored and replayed.
    */
   execute: (tx: Database) => Promise<IdempotentResult>
+  /**
+   * How long a duplicate waits for the in-flight original's result when the client sent no
+   * `Prefer: wait` (webhooks: providers do not send it, and a 409 only makes them redeliver).
+   */
+  defaultWaitMs?: number
   /** Runs once the execution committed (never on a replay): e.g. wake the workers for its jobs. */
   afterCommit?: () => void
 }
@@ -78,7 +83,7 @@ export async function runIdempotent(event: H3Event, operation: IdempotentOperati
     ttlSeconds: operation.ttlSeconds,
   }
   event.context.idempotency = { scope: operation.scope, key: operation.key }
-  const waitUntil = Date.now() + preferredWaitMs(event)
+  const waitUntil = Date.now() + (preferredWaitMs(event) ?? operation.defaultWaitMs ?? 0)
 
   try {
     for (let poll = 0; ; poll++) {
@@ -210,9 +215,9 @@ function noteOutcome(event: H3Event, outcome: IdempotencyOutcome): void {
   metrics.idempotencyOutcomes.inc({ outcome })
 }
 
-function preferredWaitMs(event: H3Event): number {
+function preferredWaitMs(event: H3Event): number | undefined {
   const match = /(?:^|[,;\s])wait=(\d{1,5})(?:$|[,;\s])/i.exec(getHeader(event, 'prefer') ?? '')
-  if (!match) return 0
+  if (!match) return undefined
   const seconds = Math.min(Number(match[1]), MAX_PREFER_WAIT_SECONDS)
   setResponseHeader(event, 'Preference-Applied', `wait=${seconds}`)
   return seconds * 1000

@@ -2,21 +2,23 @@ import { sql } from 'drizzle-orm'
 import type { Database } from '../db/client'
 import { newId } from '../db/ids'
 import { paymentIntents } from '../db/schema'
-import type { PaymentProvider } from './types'
+import type { PaymentProvider } from '../payments/types'
+
+export const MOCKPAY = 'mockpay'
 
 /**
- * A provider that lives in our own database, standing in for a real one until the simulated
- * provider lands. Like a real provider it honours the idempotency token: a repeated call returns
- * the first intent and only counts the request.
+ * The simulated provider's side of the payment.create_intent call. Like a real provider it honours
+ * the idempotency token: a repeated call returns the first intent and only counts the request.
+ * A real provider plugs in here through the same interface.
  */
-export function createInProcessProvider(db: Database): PaymentProvider {
+export function createMockpayProvider(db: Database): PaymentProvider {
   return {
-    name: 'in_process',
+    name: MOCKPAY,
     async createIntent(request, signal) {
       signal.throwIfAborted()
       const [intent] = await db.insert(paymentIntents).values({
         id: newId('pi'),
-        provider: 'in_process',
+        provider: MOCKPAY,
         idempotencyToken: request.idempotencyToken,
         orderId: request.orderId,
         amount: request.amount,

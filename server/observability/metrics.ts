@@ -33,5 +33,6 @@ export const metrics = {
   idempotencyRecordsDeleted: defineCounter('idempotency_records_deleted_total', 'Expired idempotency records deleted by retention.'),
   lockAcquires: defineCounter('lock_acquire_total', 'Resource lock attempts by result (acquired, busy, degraded: the lock backend was unreachable and the fence alone protected the work).'),
   locksLost: defineCounter('locks_lost_total', 'Resource locks found expired or taken while their job still ran.'),
+  webhookResults: defineCounter('webhook_deliveries_total', 'Webhook deliveries by provider and result (accepted, duplicate, signature_invalid, payload_invalid, conflict, in_progress, error).'),
   uniqueViolations: defineCounter('unique_constraint_violations_total', 'Unique-constraint violations caught by the database fence, by constraint.'),
 }

@@ -20,6 +20,7 @@ export const problemCatalog = {
   'webhook-signature-invalid': { status: 401, title: 'Webhook signature invalid', explanation: 'The signature or timestamp headers are missing, wrong, or outside the ±300 s tolerance. Nothing was stored.' },
   'payload-invalid': { status: 400, title: 'Webhook payload invalid', explanation: 'The signature is valid but the event is not one this provider integration understands.' },
   'job-not-retryable': { status: 409, title: 'Job is not a dead letter', explanation: 'Only a job in `dead_letter` can be redriven. A queued, failed or running job will run by itself; a completed job is done. `jobStatus` names its current state.' },
+  'payment-state-conflict': { status: 409, title: 'Payment intent is in another state', explanation: 'The simulated provider (mockpay) cannot make this transition from the intent\'s current state: only a pending or failed intent can be confirmed, only a pending one failed, only a succeeded one refunded. `intentStatus` names its state.' },
   'internal-error': { status: 500, title: 'Internal error', explanation: 'An unexpected error; nothing was committed and the idempotency key was released. Retry with the same key.' },
   'service-unavailable': { status: 503, title: 'Service unavailable', explanation: 'A dependency (the database) is unreachable; nothing was executed. Retry with the same key after `Retry-After` seconds.' },
 } as const satisfies Record<string, { status: number, title: string, explanation: string }>

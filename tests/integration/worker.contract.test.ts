@@ -16,7 +16,7 @@ import { createMemoryLocks } from '../../server/locks/memory'
 import { createRedisLocks } from '../../server/locks/redis'
 import type { Locks } from '../../server/locks/types'
 import { setLogLevel } from '../../server/observability/logger'
-import { createInProcessProvider } from '../../server/payments/in-process'
+import { createMockpayProvider } from '../../server/mockpay/provider'
 import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../support/databases'
 import { enqueueJobs, orderJob, seedOrderWithId, seedOrders } from '../support/jobs'
 import { pollUntil } from '../support/poll'
@@ -111,7 +111,7 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
       db,
       notifications: handle.notifications,
       locks,
-      kinds: createJobKinds({ payments: createInProcessProvider(db) }),
+      kinds: createJobKinds({ payments: createMockpayProvider(db), mockpay: { url: 'http://127.0.0.1:9/unused', secret: 'whsec_unused' } }),
       workerId: id,
       concurrency: 4,
       pollIntervalMs: POLL_INTERVAL_MS,
@@ -201,7 +201,7 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
     expect(await statusCounts()).toEqual({ completed: 50 })
     const intents = await db.select().from(paymentIntents)
     expect(intents).toHaveLength(50)
-    expect(intents.filter(intent => intent.requests !== 1 || intent.provider !== 'in_process' || intent.idempotencyToken !== intent.orderId)).toEqual([])
+    expect(intents.filter(intent => intent.requests !== 1 || intent.provider !== 'mockpay' || intent.idempotencyToken !== intent.orderId)).toEqual([])
     const orderRows = await db.select({ id: orders.id, paymentIntentId: orders.paymentIntentId }).from(orders).where(inArray(orders.id, orderIds))
     expect(Object.fromEntries(orderRows.map(order => [order.id, order.paymentIntentId])))
       .toEqual(Object.fromEntries(intents.map(intent => [intent.orderId, intent.id])))

@@ -1,9 +1,24 @@
 import type { PaymentProvider } from '../../payments/types'
 import type { JobKind } from '../kind'
-import { orderIssueInvoice, orderSendConfirmation } from './order-effects'
+import { mockpayDeliver } from './mockpay-deliver'
+import { orderIssueInvoice, orderSendConfirmation, orderSendRefundNotice } from './order-effects'
 import { paymentCreateIntent } from './payment-create-intent'
+import { webhookApply } from './webhook-apply'
+
+export interface JobKindDependencies {
+  payments: PaymentProvider
+  /** Where and with which secret the simulated provider signs and sends its webhooks. */
+  mockpay: { url: string, secret: string }
+}
 
 /** Every job kind the worker runs. */
-export function createJobKinds(deps: { payments: PaymentProvider }): JobKind[] {
-  return [paymentCreateIntent(deps.payments), orderSendConfirmation, orderIssueInvoice]
+export function createJobKinds(deps: JobKindDependencies): JobKind[] {
+  return [
+    paymentCreateIntent(deps.payments),
+    orderSendConfirmation,
+    orderIssueInvoice,
+    orderSendRefundNotice,
+    webhookApply,
+    mockpayDeliver(deps.mockpay),
+  ]
 }

@@ -1,0 +1,7 @@
+import { useDatabaseHandle } from '../../../db'
+import { findIntent, requireMockpay } from '../../../mockpay/service'
+
+export default defineEventHandler(async (event) => {
+  requireMockpay()
+  return findIntent(useDatabaseHandle().db, getRouterParam(event, 'id')!)
+})

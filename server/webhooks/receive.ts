@@ -1,0 +1,63 @@
+import { getHeader, type H3Event } from 'h3'
+import { useConfig } from '../config'
+import { readLimitedRawBody } from '../http/body'
+import { checkIdempotencyKey } from '../idempotency/key'
+import { log } from '../observability/logger'
+import { metrics } from '../observability/metrics'
+import { problem } from '../problems'
+import type { RegisteredProvider } from './registry'
+import type { PaymentEvent } from './types'
+
+export interface VerifiedDelivery {
+  event: PaymentEvent
+  /** The body exactly as signed (valid UTF-8, checked) and the headers that carry its signature. */
+  rawBody: string
+  signatureHeaders: Record<string, string>
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true })
+
+/**
+ * Reads the raw bytes, verifies the signature on them before anything else, then parses. A rejected
+ * signature is counted and logged with the event id it claimed, and never stored.
+ */
+export async function readVerifiedDelivery(event: H3Event, provider: RegisteredProvider): Promise<VerifiedDelivery> {
+  const body = await readLimitedRawBody(event)
+  const delivery = { body, header: (name: string) => getHeader(event, name), nowSeconds: Math.floor(Date.now() / 1000) }
+  const verification = provider.verify(delivery, provider.secret(useConfig()))
+  if (!verification.ok) {
+    metrics.webhookResults.inc({ provider: provider.name, result: 'signature_invalid' })
+    log.warn('webhook signature rejected', { provider: provider.name, reason: verification.reason, claimedEventId: verification.claimedEventId, requestId: event.context.requestId })
+    throw problem('webhook-signature-invalid', `Signature rejected: ${verification.reason}. Nothing was stored. Check that the endpoint's signing secret matches the provider's and that the sender's clock is within 300 s.`)
+  }
+  const invalid = (reason: string) => {
+    metrics.webhookResults.inc({ provider: provider.name, result: 'payload_invalid' })
+    return problem('payload-invalid', `The signature is valid but the event is not understood: ${reason}. Nothing was stored.`)
+  }
+  let rawBody: string
+  let json: unknown
+  try {
+    rawBody = utf8.decode(body)
+    json = JSON.parse(rawBody)
+  }
+  catch {
+    throw invalid('the body is not UTF-8 JSON')
+  }
+  const parsed = provider.parse(json, delivery)
+  if (!parsed.ok) throw invalid(parsed.reason)
+  if (!checkIdempotencyKey(parsed.event.eventId).ok) throw invalid('the event id must be 1–255 visible ASCII characters')
+  const signatureHeaders = Object.fromEntries(provider.signatureHeaders.map(name => [name, delivery.header(name) ?? '']))
+  return { event: parsed.event, rawBody, signatureHeaders }
+}
+
+const resultOf: Record<string, string> = { miss: 'accepted', replay: 'duplicate', conflict: 'conflict', in_progress: 'in_progress' }
+
+/** Counts what the idempotency layer made of a verified delivery: accepted, duplicate, conflict… */
+export async function countWebhookResult<T>(event: H3Event, provider: string, handling: Promise<T>): Promise<T> {
+  try {
+    return await handling
+  }
+  finally {
+    metrics.webhookResults.inc({ provider, result: resultOf[event.context.idempotencyOutcome ?? ''] ?? 'error' })
+  }
+}
