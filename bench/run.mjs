@@ -4,7 +4,7 @@
 // PGlite in a temporary folder.
 // Prints a table and ratios. Bounded: each scenario runs BENCH_SECONDS (default 8) seconds.
 import { spawn } from 'node:child_process'
-import { randomUUID } from 'node:crypto'
+import { createHmac, randomUUID } from 'node:crypto'
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -39,7 +39,7 @@ async function startServer(env) {
   const child = spawn(process.execPath, [serverEntry], {
     env: {
       ...process.env, PORT: String(port), HOST: '127.0.0.1', NODE_ENV: 'production', LOG_LEVEL: 'warn', OPS_TOKEN: opsToken,
-      WEBHOOK_STANDARD_SECRET: `whsec_${Buffer.alloc(32, 7).toString('base64')}`, WEBHOOK_STRIPE_SECRET: randomUUID(),
+      WEBHOOK_STANDARD_SECRET: webhookSecret, WEBHOOK_STRIPE_SECRET: randomUUID(),
       MIDTRANS_SERVER_KEY: randomUUID(), WORKER_ENABLED: 'false', REDIS_KEY_PREFIX: `bench:${randomUUID()}:`, ...env,
     },
     stdio: ['ignore', 'ignore', 'inherit'],
@@ -59,33 +59,55 @@ const orderBody = cartId => JSON.stringify({
   items: [{ sku: 'SKU-1', quantity: 2, unitPrice: 75000 }], customer: { email: 'bench@example.com' },
 })
 
-async function run(url, secretKey, mode) {
+const webhookSecret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`
+
+/** A signed Standard Webhooks delivery, as a provider sends it (fresh timestamp per attempt). */
+function signedWebhook(webhookId) {
+  const body = JSON.stringify({ type: 'payment.succeeded', timestamp: new Date().toISOString(), data: { orderId: `ord_${webhookId}`, paymentId: `pi_${webhookId}`, amount: 150000, currency: 'IDR' } })
+  const timestamp = Math.floor(Date.now() / 1000)
+  const signature = createHmac('sha256', Buffer.from(webhookSecret.slice(6), 'base64')).update(`${webhookId}.${timestamp}.${body}`).digest('base64')
+  return { headers: { 'content-type': 'application/json', 'webhook-id': webhookId, 'webhook-timestamp': String(timestamp), 'webhook-signature': `v1,${signature}` }, body }
+}
+
+/** What each request of a workload sends: new key or the same key, order or webhook. */
+function workload(kind, mode, secretKey) {
+  if (kind === 'webhook') {
+    // A redelivery keeps its body (and so its fingerprint); only the signature's timestamp moves.
+    const redelivered = `msg_bench_${randomUUID()}`
+    const first = signedWebhook(redelivered)
+    return { path: '/api/webhooks/standard', next: () => (mode === 'replay' ? { ...signedWebhook(redelivered), body: first.body } : signedWebhook(`msg_${randomUUID()}`)) }
+  }
   const headers = { 'content-type': 'application/json', 'authorization': `Bearer ${secretKey}` }
   const replayKey = `bench-replay-${randomUUID()}`
-  if (mode === 'replay') {
-    await fetch(`${url}/api/orders`, { method: 'POST', headers: { ...headers, 'idempotency-key': replayKey }, body: orderBody(replayKey) })
+  return {
+    path: '/api/orders',
+    next: () => {
+      const key = mode === 'replay' ? replayKey : randomUUID()
+      return { headers: { ...headers, 'idempotency-key': key }, body: orderBody(key) }
+    },
   }
+}
+
+async function run(url, requests) {
+  const first = requests.next()
+  // A replay scenario replays what its first request stored.
+  await fetch(`${url}${requests.path}`, { method: 'POST', headers: first.headers, body: first.body })
   const result = await autocannon({
-    url: `${url}/api/orders`, method: 'POST', connections, duration: seconds, headers,
-    requests: [{
-      setupRequest: (request) => {
-        const key = mode === 'replay' ? replayKey : randomUUID()
-        return { ...request, headers: { ...headers, 'idempotency-key': key }, body: orderBody(key) }
-      },
-    }],
+    url: `${url}${requests.path}`, method: 'POST', connections, duration: seconds,
+    requests: [{ setupRequest: request => ({ ...request, ...requests.next() }) }],
   })
   const statuses = Object.fromEntries(Object.entries(result.statusCodeStats ?? {}).map(([code, { count }]) => [code, count]))
   return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, errors: result.errors + result.non2xx, statuses }
 }
 
-async function scenario(label, env, mode) {
+async function scenario(label, env, kind, mode) {
   const server = await startServer(env)
   try {
     const tenant = await fetch(`${server.url}/api/ops/tenants`, {
       method: 'POST', headers: { 'content-type': 'application/json', 'authorization': `Bearer ${opsToken}` }, body: '{"name":"bench"}',
     }).then(r => r.json())
-    await run(server.url, tenant.secretKey, mode) // warm-up: JIT, pools, caches
-    const measured = await run(server.url, tenant.secretKey, mode)
+    await run(server.url, workload(kind, mode, tenant.secretKey)) // warm-up: JIT, pools, caches
+    const measured = await run(server.url, workload(kind, mode, tenant.secretKey))
     return { scenario: label, 'req/s': Math.round(measured.rps), 'p50 ms': measured.p50, 'p99 ms': measured.p99, 'non-2xx+errors': measured.errors, statuses: JSON.stringify(measured.statuses) }
   }
   finally {
@@ -103,16 +125,19 @@ try {
   const production = { DATABASE_URL: databaseUrl.toString(), REDIS_URL: redisUrl }
   const embedded = { PGLITE_DIR: pgliteDir }
   const rows = [
-    await scenario('new key · Postgres + Redis', production, 'new'),
-    await scenario('replay · Postgres + Redis', production, 'replay'),
-    await scenario('new key · embedded PGlite', embedded, 'new'),
-    await scenario('replay · embedded PGlite', embedded, 'replay'),
+    await scenario('order, new key · Postgres + Redis', production, 'order', 'new'),
+    await scenario('order, replay · Postgres + Redis', production, 'order', 'replay'),
+    await scenario('webhook, new event · Postgres + Redis', production, 'webhook', 'new'),
+    await scenario('webhook, redelivery · Postgres + Redis', production, 'webhook', 'replay'),
+    await scenario('order, new key · embedded PGlite', embedded, 'order', 'new'),
+    await scenario('order, replay · embedded PGlite', embedded, 'order', 'replay'),
   ]
   console.log(`\n${connections} connections, ${seconds} s per scenario, loopback`)
   console.table(rows)
-  const [newKey, replay, newKeyEmbedded, replayEmbedded] = rows.map(r => r['req/s'])
+  const [newKey, replay, webhookNew, webhookReplay, newKeyEmbedded, replayEmbedded] = rows.map(r => r['req/s'])
   console.log(`replay / new key: Postgres ${(replay / newKey).toFixed(2)}×, embedded ${(replayEmbedded / newKeyEmbedded).toFixed(2)}×`
-    + `   embedded / Postgres (new key): ${(newKeyEmbedded / newKey).toFixed(2)}×`)
+    + `   embedded / Postgres (new key): ${(newKeyEmbedded / newKey).toFixed(2)}×`
+    + `   webhook new event / order new key: ${(webhookNew / newKey).toFixed(2)}×, webhook redelivery / new event: ${(webhookReplay / webhookNew).toFixed(2)}×`)
 }
 finally {
   await admin.unsafe(`DROP DATABASE IF EXISTS "${database}" WITH (FORCE)`)

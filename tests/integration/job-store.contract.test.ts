@@ -684,7 +684,11 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
       db.select({ kind: jobs.kind, resourceId: jobs.resourceId, payload: jobs.payload, requestId: jobs.requestId, status: jobs.status })
         .from(jobs).where(eq(jobs.dedupeKey, orderId)).orderBy(asc(jobs.kind))
 
-    const expectedEffectJobs = (orderId: string, requestId: string | null) => EFFECT_KINDS.map(kind =>
+    /** The effect jobs of an order that reached `status`, each enqueued by the event that crossed into it. */
+    const expectedEffectJobs = (orderId: string, requestIds: { paid: string | null, refunded?: string | null }) => [
+      ...EFFECT_KINDS.map(kind => ({ kind, requestId: requestIds.paid })),
+      ...(requestIds.refunded !== undefined ? [{ kind: 'order.send_refund_notice', requestId: requestIds.refunded }] : []),
+    ].sort((a, b) => a.kind.localeCompare(b.kind)).map(({ kind, requestId }) =>
       ({ kind, resourceId: `order:${orderId}`, payload: { orderId }, requestId, status: 'queued' }))
 
     async function newOrder(): Promise<string> {
@@ -696,18 +700,18 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
       const orderId = await newOrder()
       expect(await apply(orderId, 'paid', 'req_paid')).toEqual({ from: 'pending_payment', to: 'paid', changed: true })
       expect(await orderStatus(orderId)).toBe('paid')
-      expect(await effectJobs(orderId)).toEqual(expectedEffectJobs(orderId, 'req_paid'))
+      expect(await effectJobs(orderId)).toEqual(expectedEffectJobs(orderId, { paid: 'req_paid' }))
 
       // A duplicate and a late failure event change nothing.
-      expect(await apply(orderId, 'paid', 'req_paid_again')).toEqual({ from: 'paid', to: 'paid', changed: false })
-      expect(await apply(orderId, 'payment_failed')).toEqual({ from: 'paid', to: 'paid', changed: false })
+      expect(await apply(orderId, 'paid', 'req_paid_again')).toEqual({ from: 'paid', to: 'paid', changed: false, reason: 'same_status' })
+      expect(await apply(orderId, 'payment_failed')).toEqual({ from: 'paid', to: 'paid', changed: false, reason: 'lower_precedence' })
       expect(await orderStatus(orderId)).toBe('paid')
-      expect(await effectJobs(orderId)).toEqual(expectedEffectJobs(orderId, 'req_paid'))
+      expect(await effectJobs(orderId)).toEqual(expectedEffectJobs(orderId, { paid: 'req_paid' }))
 
-      expect(await apply(orderId, 'refunded')).toEqual({ from: 'paid', to: 'refunded', changed: true })
+      expect(await apply(orderId, 'refunded', 'req_refund')).toEqual({ from: 'paid', to: 'refunded', changed: true })
       expect(await orderStatus(orderId)).toBe('refunded')
-      expect(await apply(orderId, 'paid')).toEqual({ from: 'refunded', to: 'refunded', changed: false })
-      expect(await effectJobs(orderId)).toEqual(expectedEffectJobs(orderId, 'req_paid'))
+      expect(await apply(orderId, 'paid')).toEqual({ from: 'refunded', to: 'refunded', changed: false, reason: 'lower_precedence' })
+      expect(await effectJobs(orderId)).toEqual(expectedEffectJobs(orderId, { paid: 'req_paid', refunded: 'req_refund' }))
     })
 
     it('lets a failed payment be followed by a successful one', async () => {
@@ -715,16 +719,17 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
       expect(await apply(orderId, 'payment_failed')).toEqual({ from: 'pending_payment', to: 'payment_failed', changed: true })
       expect(await effectJobs(orderId)).toEqual([])
       expect(await apply(orderId, 'paid')).toEqual({ from: 'payment_failed', to: 'paid', changed: true })
-      expect(await effectJobs(orderId)).toEqual(expectedEffectJobs(orderId, null))
+      expect(await effectJobs(orderId)).toEqual(expectedEffectJobs(orderId, { paid: null }))
     })
 
     it('treats a refund that arrives before its payment as implying it: the effects are enqueued once, a late paid changes nothing', async () => {
       const orderId = await newOrder()
       expect(await apply(orderId, 'refunded', 'req_refund')).toEqual({ from: 'pending_payment', to: 'refunded', changed: true })
-      expect(await effectJobs(orderId)).toEqual(expectedEffectJobs(orderId, 'req_refund'))
-      expect(await apply(orderId, 'paid')).toEqual({ from: 'refunded', to: 'refunded', changed: false })
+      const expected = expectedEffectJobs(orderId, { paid: 'req_refund', refunded: 'req_refund' })
+      expect(await effectJobs(orderId)).toEqual(expected)
+      expect(await apply(orderId, 'paid')).toEqual({ from: 'refunded', to: 'refunded', changed: false, reason: 'lower_precedence' })
       expect(await orderStatus(orderId)).toBe('refunded')
-      expect(await effectJobs(orderId)).toEqual(expectedEffectJobs(orderId, 'req_refund'))
+      expect(await effectJobs(orderId)).toEqual(expected)
     })
 
     it('returns undefined for an unknown order and writes nothing', async () => {
@@ -743,7 +748,9 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
           const highest = events.reduce<PaymentStatus>((top, event) => rank(event) > rank(top) ? event : top, 'pending_payment')
           expect(await orderStatus(orderId)).toBe(highest)
           // The effects depend only on the set of events, never on their order.
-          expect(await effectJobs(orderId)).toEqual(rank(highest) >= rank('paid') ? expectedEffectJobs(orderId, null) : [])
+          expect(await effectJobs(orderId)).toEqual(rank(highest) < rank('paid')
+            ? []
+            : expectedEffectJobs(orderId, highest === 'refunded' ? { paid: null, refunded: null } : { paid: null }))
         },
       ), { numRuns: 30 })
     })
