@@ -91,7 +91,7 @@ export const requestLog = pgTable('request_log', {
   tenantId: text('tenant_id'),
   scope: text('scope'),
   idempotencyKey: text('idempotency_key'),
-  /** miss | replay | conflict | in_progress | missing_key | invalid | error, or null off idempotent routes. */
+  /** miss | replay | conflict | in_progress | missing_key | invalid | signature_invalid | error, or null off idempotent routes. */
   outcome: text('outcome'),
   /** The status sent, or 499 when the connection closed first (the client never heard). */
   status: integer('status').notNull(),

@@ -17,7 +17,8 @@ import { canTakeOver, type Claim, type ClaimInput, createIdempotencyStore, type 
  * A replay costs one read.
  */
 
-export type IdempotencyOutcome = 'miss' | 'replay' | 'conflict' | 'in_progress' | 'missing_key' | 'invalid' | 'error'
+/** signature_invalid: a webhook delivery rejected before the layer ran, logged under the event id it claimed. */
+export type IdempotencyOutcome = 'miss' | 'replay' | 'conflict' | 'in_progress' | 'missing_key' | 'invalid' | 'signature_invalid' | 'error'
 
 /** What a business handler answers: status, body, headers that must replay (e.g. Location), resource. */
 export type IdempotentResult = Omit<StoredResponse, 'error'>

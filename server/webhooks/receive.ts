@@ -28,6 +28,11 @@ export async function readVerifiedDelivery(event: H3Event, provider: RegisteredP
   if (!verification.ok) {
     metrics.webhookResults.inc({ provider: provider.name, result: 'signature_invalid' })
     log.warn('webhook signature rejected', { provider: provider.name, reason: verification.reason, claimedEventId: verification.claimedEventId, requestId: event.context.requestId })
+    // The request log keeps the rejection under the claimed id, so an event's evidence shows forgeries too.
+    if (verification.claimedEventId && checkIdempotencyKey(verification.claimedEventId).ok) {
+      event.context.idempotency = { scope: `provider:${provider.name}`, key: verification.claimedEventId }
+    }
+    event.context.idempotencyOutcome = 'signature_invalid'
     throw problem('webhook-signature-invalid', `Signature rejected: ${verification.reason}. Nothing was stored. Check that the endpoint's signing secret matches the provider's and that the sender's clock is within 300 s.`)
   }
   const invalid = (reason: string) => {
