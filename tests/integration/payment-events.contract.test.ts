@@ -1,0 +1,522 @@
+import { randomUUID } from 'node:crypto'
+import { and, asc, count, eq, notInArray } from 'drizzle-orm'
+import fc from 'fast-check'
+import { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { Database, DatabaseHandle } from '../../server/db/client'
+import { newId } from '../../server/db/ids'
+import { invoices, jobs, mailbox, orders, orderStatusHistory, sideEffects, webhookEvents } from '../../server/db/schema'
+import { createJobKinds } from '../../server/jobs/kinds'
+import { createWorker, type Worker } from '../../server/jobs/runner'
+import { wakeWorkers } from '../../server/jobs/wake'
+import { createMemoryLocks } from '../../server/locks/memory'
+import { createRedisLocks } from '../../server/locks/redis'
+import type { Locks } from '../../server/locks/types'
+import { createMockpayProvider } from '../../server/mockpay/provider'
+import { setLogLevel } from '../../server/observability/logger'
+import { applyPaymentStatus, type PaymentStatus, paymentStatusPrecedence } from '../../server/orders/payment-state'
+import { ingestWebhookEvent } from '../../server/webhooks/ingest'
+import type { VerifiedDelivery } from '../../server/webhooks/receive'
+import { signStandardWebhook } from '../../server/webhooks/providers/standard'
+import { type PaymentEvent, requestedStatusOf } from '../../server/webhooks/types'
+import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../support/databases'
+import { seedOrders, seedOrderWithId } from '../support/jobs'
+import { pollUntil } from '../support/poll'
+import { describeWithServices, redisUrl, uniqueRedisPrefix } from '../support/services'
+
+// Payment events from ingestion to effects, on both pairs the app runs on: Postgres with Redis
+// locks, and PGlite with in-process locks. Events are stored the way the webhook route stores them
+// (ingestWebhookEvent in the caller's transaction) and applied by the real worker; every
+// expectation is about rows.
+
+const POLL_INTERVAL_MS = 50
+const LOCK_BUSY_DELAY_MS = 50
+const BACKOFF = { baseMs: 100, capMs: 2_000 }
+/** Generous: lock expiry and rescue are the worker suite's subject, not this one's. */
+const LOCK_TTL_MS = 2_000
+const HEARTBEAT_TIMEOUT_MS = 5_000
+const WORKERS = 2
+/** Several applies of one order are claimed at once and race for its lock and its row. */
+const WORKER_CONCURRENCY = 3
+const DRAIN_TIMEOUT_MS = 20_000
+const WEBHOOK_SECRET = `whsec_${Buffer.from('payment events contract secret').toString('base64')}`
+/** What seedOrders / seedOrderWithId give every order: events must match it or a success is ignored. */
+const ORDER_AMOUNT = 150000
+const ORDER_CURRENCY = 'IDR'
+
+// The runner logs every attempt; LOG_LEVEL=info brings the lines back when a test needs explaining.
+if (!process.env.LOG_LEVEL) setLogLevel('error')
+
+type StandardType = 'payment.succeeded' | 'payment.failed' | 'payment.refunded'
+const STANDARD_TYPES: StandardType[] = ['payment.succeeded', 'payment.failed', 'payment.refunded']
+
+const rank = (status: string) => paymentStatusPrecedence.indexOf(status as PaymentStatus)
+const statusOf = (type: StandardType) => requestedStatusOf[type]!
+/** The model: the highest-precedence status any of the events asks for. */
+const highestStatus = (types: StandardType[]) =>
+  types.map(statusOf).reduce<PaymentStatus>((top, status) => rank(status) > rank(top) ? status : top, 'pending_payment')
+
+/** A distinct provider event (its own event id) and how many times the provider delivers it. */
+interface EventSpec {
+  type: StandardType
+  copies: number
+}
+
+const eventSpecs = (minLength: number) => fc.array(
+  fc.record({ type: fc.constantFrom(...STANDARD_TYPES), copies: fc.integer({ min: 1, max: 3 }) }),
+  { minLength, maxLength: 4 },
+)
+
+/** Every delivery of every event (by the event's index), shuffled into one arrival order. */
+function arrivalOrder(specs: EventSpec[]): fc.Arbitrary<number[]> {
+  const deliveries = specs.flatMap((spec, index) => Array.from({ length: spec.copies }, () => index))
+  return fc.shuffledSubarray(deliveries, { minLength: deliveries.length, maxLength: deliveries.length })
+}
+
+interface LockBackend {
+  locks: Locks
+  close(): Promise<void>
+}
+
+function paymentEvent(orderId: string, type: StandardType, overrides: Partial<PaymentEvent> = {}): PaymentEvent {
+  return { eventId: `msg_${randomUUID().replaceAll('-', '')}`, type, orderId, paymentId: `pay_${orderId}`, amount: ORDER_AMOUNT, currency: ORDER_CURRENCY, ...overrides }
+}
+
+/** The verified delivery the standard route hands over: a redelivery is signed again at its own time. */
+function standardDelivery(event: PaymentEvent): VerifiedDelivery {
+  const rawBody = JSON.stringify({
+    type: event.type,
+    timestamp: '2026-11-29T10:00:00.000Z',
+    data: { orderId: event.orderId, paymentId: event.paymentId, amount: event.amount, currency: event.currency },
+  })
+  const at = Math.floor(Date.now() / 1000)
+  return {
+    event,
+    rawBody,
+    signatureHeaders: {
+      'webhook-id': event.eventId,
+      'webhook-timestamp': String(at),
+      'webhook-signature': signStandardWebhook(WEBHOOK_SECRET, event.eventId, at, rawBody),
+    },
+  }
+}
+
+function paymentEventsContract(driver: DatabaseDriver, openLockBackend: () => Promise<LockBackend>) {
+  let database: SuiteDatabase
+  let handle: DatabaseHandle
+  let db: Database
+  let lockBackend: LockBackend
+  let requestCounter = 0
+
+  beforeAll(async () => {
+    // Both workers' jobs, heartbeats and the test's own reads and ingestions, without pool queueing.
+    database = await openSuiteDatabase(driver, 'payment_events', { poolSize: 16 })
+    handle = database.handle
+    db = handle.db
+    lockBackend = await openLockBackend()
+  }, 60_000)
+
+  afterAll(async () => {
+    await lockBackend?.close()
+    await database?.close()
+  })
+
+  const nextRequestId = () => `req_payment_${++requestCounter}`
+
+  async function newOrder(): Promise<string> {
+    const { orderIds: [orderId] } = await seedOrders(db, 1)
+    return orderId!
+  }
+
+  async function orderStatus(orderId: string): Promise<string | undefined> {
+    const [row] = await db.select({ status: orders.status }).from(orders).where(eq(orders.id, orderId))
+    return row?.status
+  }
+
+  const historyOf = (orderId: string) =>
+    db.select({
+      fromStatus: orderStatusHistory.fromStatus,
+      requestedStatus: orderStatusHistory.requestedStatus,
+      toStatus: orderStatusHistory.toStatus,
+      outcome: orderStatusHistory.outcome,
+      reason: orderStatusHistory.reason,
+      webhookEventId: orderStatusHistory.webhookEventId,
+      jobId: orderStatusHistory.jobId,
+      requestId: orderStatusHistory.requestId,
+    }).from(orderStatusHistory).where(eq(orderStatusHistory.orderId, orderId)).orderBy(asc(orderStatusHistory.id))
+
+  /** Every job that touches the order, by the resource it locks. */
+  const jobsOf = (orderId: string) =>
+    db.select().from(jobs).where(eq(jobs.resourceId, `order:${orderId}`)).orderBy(asc(jobs.kind), asc(jobs.createdAt))
+
+  /** What the order's effects left behind, in counts that do not depend on the order's id. */
+  async function effectsOf(orderId: string) {
+    const mail = await db.select({ subject: mailbox.subject }).from(mailbox).where(eq(mailbox.orderId, orderId))
+    const [invoiceCount] = await db.select({ count: count() }).from(invoices).where(eq(invoices.orderId, orderId))
+    const markers = await db.select({ effect: sideEffects.effect }).from(sideEffects).where(eq(sideEffects.orderId, orderId)).orderBy(asc(sideEffects.effect))
+    return {
+      confirmationEmails: mail.filter(row => row.subject === `Order ${orderId} confirmed`).length,
+      refundNotices: mail.filter(row => row.subject === `Order ${orderId} refunded`).length,
+      otherEmails: mail.filter(row => row.subject !== `Order ${orderId} confirmed` && row.subject !== `Order ${orderId} refunded`).length,
+      invoices: invoiceCount!.count,
+      markers: markers.map(row => row.effect),
+    }
+  }
+
+  /** The effects the model expects for a final status: each once iff its state was reached. */
+  function expectedEffects(final: PaymentStatus) {
+    const paid = rank(final) >= rank('paid')
+    const refunded = final === 'refunded'
+    return {
+      confirmationEmails: paid ? 1 : 0,
+      refundNotices: refunded ? 1 : 0,
+      otherEmails: 0,
+      invoices: paid ? 1 : 0,
+      markers: [...(paid ? ['confirmation_email', 'invoice'] : []), ...(refunded ? ['refund_notice'] : [])].sort(),
+    }
+  }
+
+  describe('applyPaymentStatus', () => {
+    const apply = (orderId: string, status: PaymentStatus | null, context: Parameters<typeof applyPaymentStatus>[3] = {}) =>
+      db.transaction(tx => applyPaymentStatus(tx, orderId, status, context))
+
+    const effectJobs = (orderId: string) =>
+      db.select({ kind: jobs.kind, dedupeKey: jobs.dedupeKey, resourceId: jobs.resourceId, payload: jobs.payload, requestId: jobs.requestId })
+        .from(jobs).where(eq(jobs.dedupeKey, orderId)).orderBy(asc(jobs.kind))
+
+    const effectJob = (orderId: string, kind: string, requestId: string | null) =>
+      ({ kind, dedupeKey: orderId, resourceId: `order:${orderId}`, payload: { orderId }, requestId })
+
+    const historyRow = (row: Partial<Awaited<ReturnType<typeof historyOf>>[number]>) =>
+      ({ requestedStatus: null, reason: null, webhookEventId: null, jobId: null, requestId: null, ...row })
+
+    it('records an informational event (requested null) as ignored and leaves the order as it was', async () => {
+      const orderId = await newOrder()
+      expect(await apply(orderId, null, { requestId: 'req_info' }))
+        .toEqual({ from: 'pending_payment', to: 'pending_payment', changed: false, reason: 'informational' })
+      expect(await orderStatus(orderId)).toBe('pending_payment')
+      expect(await historyOf(orderId)).toEqual([historyRow({
+        fromStatus: 'pending_payment', toStatus: 'pending_payment', outcome: 'ignored', reason: 'informational', requestId: 'req_info',
+      })])
+      expect(await effectJobs(orderId)).toEqual([])
+    })
+
+    it('ignores a success for another amount or currency as amount_mismatch; the matching one pays', async () => {
+      const orderId = await newOrder()
+      const mismatch = { from: 'pending_payment', to: 'pending_payment', changed: false, reason: 'amount_mismatch' }
+      expect(await apply(orderId, 'paid', { amount: ORDER_AMOUNT - 1, currency: ORDER_CURRENCY })).toEqual(mismatch)
+      expect(await apply(orderId, 'paid', { amount: ORDER_AMOUNT, currency: 'USD' })).toEqual(mismatch)
+      expect(await orderStatus(orderId)).toBe('pending_payment')
+      expect(await effectJobs(orderId)).toEqual([])
+
+      expect(await apply(orderId, 'paid', { amount: ORDER_AMOUNT, currency: ORDER_CURRENCY, requestId: 'req_match' }))
+        .toEqual({ from: 'pending_payment', to: 'paid', changed: true })
+      expect(await orderStatus(orderId)).toBe('paid')
+      expect(await historyOf(orderId)).toEqual([
+        historyRow({ fromStatus: 'pending_payment', requestedStatus: 'paid', toStatus: 'pending_payment', outcome: 'ignored', reason: 'amount_mismatch' }),
+        historyRow({ fromStatus: 'pending_payment', requestedStatus: 'paid', toStatus: 'pending_payment', outcome: 'ignored', reason: 'amount_mismatch' }),
+        historyRow({ fromStatus: 'pending_payment', requestedStatus: 'paid', toStatus: 'paid', outcome: 'applied', requestId: 'req_match' }),
+      ])
+      expect(await effectJobs(orderId)).toEqual([
+        effectJob(orderId, 'order.issue_invoice', 'req_match'),
+        effectJob(orderId, 'order.send_confirmation', 'req_match'),
+      ])
+    })
+
+    it('a refund straight from pending_payment implies the payment: confirmation, invoice and refund notice, one each', async () => {
+      const orderId = await newOrder()
+      expect(await apply(orderId, 'refunded', { requestId: 'req_refund', webhookEventId: 'whe_refund', jobId: 'job_refund' }))
+        .toEqual({ from: 'pending_payment', to: 'refunded', changed: true })
+      expect(await orderStatus(orderId)).toBe('refunded')
+      expect(await effectJobs(orderId)).toEqual([
+        effectJob(orderId, 'order.issue_invoice', 'req_refund'),
+        effectJob(orderId, 'order.send_confirmation', 'req_refund'),
+        effectJob(orderId, 'order.send_refund_notice', 'req_refund'),
+      ])
+      expect(await historyOf(orderId)).toEqual([historyRow({
+        fromStatus: 'pending_payment', requestedStatus: 'refunded', toStatus: 'refunded', outcome: 'applied',
+        webhookEventId: 'whe_refund', jobId: 'job_refund', requestId: 'req_refund',
+      })])
+    })
+
+    it('applying paid twice: the second is ignored as same_status and enqueues nothing more', async () => {
+      const orderId = await newOrder()
+      expect(await apply(orderId, 'paid', { requestId: 'req_first' })).toEqual({ from: 'pending_payment', to: 'paid', changed: true })
+      expect(await apply(orderId, 'paid', { requestId: 'req_second' })).toEqual({ from: 'paid', to: 'paid', changed: false, reason: 'same_status' })
+      expect(await orderStatus(orderId)).toBe('paid')
+      expect(await historyOf(orderId)).toEqual([
+        historyRow({ fromStatus: 'pending_payment', requestedStatus: 'paid', toStatus: 'paid', outcome: 'applied', requestId: 'req_first' }),
+        historyRow({ fromStatus: 'paid', requestedStatus: 'paid', toStatus: 'paid', outcome: 'ignored', reason: 'same_status', requestId: 'req_second' }),
+      ])
+      expect(await effectJobs(orderId)).toEqual([
+        effectJob(orderId, 'order.issue_invoice', 'req_first'),
+        effectJob(orderId, 'order.send_confirmation', 'req_first'),
+      ])
+    })
+
+    it('returns undefined for an unknown order and writes nothing', async () => {
+      const orderId = newId('ord')
+      for (const status of [...STANDARD_TYPES.map(statusOf), null]) {
+        expect(await apply(orderId, status, { requestId: 'req_unknown' })).toBeUndefined()
+      }
+      expect(await orderStatus(orderId)).toBeUndefined()
+      expect(await historyOf(orderId)).toEqual([])
+      expect(await effectJobs(orderId)).toEqual([])
+    })
+  })
+
+  describe('ingested events applied by racing workers', () => {
+    const workers: Worker[] = []
+
+    beforeAll(async () => {
+      // The effect jobs the direct tests above enqueued are not this block's business.
+      await db.delete(jobs)
+      for (let n = 1; n <= WORKERS; n++) {
+        const worker = createWorker({
+          db,
+          notifications: handle.notifications,
+          locks: lockBackend.locks,
+          kinds: createJobKinds({ payments: createMockpayProvider(db), mockpay: { url: 'http://127.0.0.1:9/unused', secret: 'whsec_unused' } }),
+          workerId: `${driver}-payments-${n}`,
+          concurrency: WORKER_CONCURRENCY,
+          pollIntervalMs: POLL_INTERVAL_MS,
+          heartbeatTimeoutMs: HEARTBEAT_TIMEOUT_MS,
+          lockTtlMs: LOCK_TTL_MS,
+          lockBusyDelayMs: LOCK_BUSY_DELAY_MS,
+          backoff: BACKOFF,
+          faultsEnabled: false,
+        })
+        workers.push(worker)
+        await worker.start()
+      }
+    })
+
+    afterAll(async () => {
+      await Promise.all(workers.map(worker => worker.stop(100)))
+    })
+
+    interface StoredEvent {
+      event: PaymentEvent
+      storedId: string
+      firstDelivery: VerifiedDelivery
+      firstRequestId: string
+    }
+
+    /**
+     * Ingests one delivery as the route does (its own transaction, workers woken after the commit)
+     * and checks the answer: a new event is stored, a redelivery finds the stored one.
+     */
+    async function ingest(event: PaymentEvent, stored: Map<string, StoredEvent>): Promise<void> {
+      const delivery = standardDelivery(event)
+      const requestId = nextRequestId()
+      const result = await db.transaction(tx => ingestWebhookEvent(tx, 'standard', delivery, requestId))
+      wakeWorkers(handle)
+      const earlier = stored.get(event.eventId)
+      if (earlier) {
+        expect(result).toEqual({ status: 200, body: { received: true, eventId: event.eventId, alreadyStored: true }, resourceType: 'webhook_event', resourceId: earlier.storedId })
+        return
+      }
+      expect(result).toEqual({ status: 200, body: { received: true, eventId: event.eventId }, resourceType: 'webhook_event', resourceId: expect.stringMatching(/^whe_/) })
+      stored.set(event.eventId, { event, storedId: result.resourceId!, firstDelivery: delivery, firstRequestId: requestId })
+    }
+
+    /** Until none of the order's jobs is waiting, running or scheduled for a retry. */
+    async function drain(orderIds: string[]): Promise<void> {
+      for (const orderId of orderIds) {
+        await pollUntil(`the jobs of ${orderId} are finished`, async () => {
+          const [row] = await db.select({ count: count() }).from(jobs)
+            .where(and(eq(jobs.resourceId, `order:${orderId}`), notInArray(jobs.status, ['completed', 'dead_letter'])))
+          return row!.count === 0
+        }, { timeoutMs: DRAIN_TIMEOUT_MS, intervalMs: 20 })
+      }
+    }
+
+    /** Checks the order against the model of its distinct events, and returns what any arrival order must reproduce. */
+    async function expectMatchesModel(orderId: string, stored: Map<string, StoredEvent>) {
+      const events = [...stored.values()]
+      const final = highestStatus(events.map(({ event }) => event.type as StandardType))
+      const byStoredId = new Map(events.map(entry => [entry.storedId, entry]))
+
+      expect(await orderStatus(orderId)).toBe(final)
+
+      // Each distinct event stored once, as first delivered, and settled by its apply job.
+      const eventRows = await db.select().from(webhookEvents).where(eq(webhookEvents.orderId, orderId))
+      expect(eventRows).toHaveLength(events.length)
+      for (const row of eventRows) {
+        const entry = byStoredId.get(row.id)
+        expect(entry, `webhook event ${row.id}`).toBeDefined()
+        const { event, firstDelivery, firstRequestId } = entry!
+        expect(row).toMatchObject({
+          provider: 'standard', eventId: event.eventId, type: event.type, orderId, paymentId: event.paymentId,
+          amount: ORDER_AMOUNT, currency: ORDER_CURRENCY, rawBody: firstDelivery.rawBody,
+          signatureHeaders: firstDelivery.signatureHeaders, requestId: firstRequestId,
+        })
+        expect(['applied', 'ignored']).toContain(row.status)
+        expect(row.processedAt).toBeInstanceOf(Date)
+      }
+
+      // Every job ran to completion on its first attempt that held the lock: nothing failed or waits.
+      const jobRows = await jobsOf(orderId)
+      expect(jobRows.filter(job => job.status !== 'completed' || job.attempt !== 1 || job.errors.length > 0 || job.lastError !== null)).toEqual([])
+      const applyJobs = jobRows.filter(job => job.kind === 'webhook.apply')
+      expect(applyJobs.map(job => job.dedupeKey).sort()).toEqual(events.map(entry => entry.storedId).sort())
+      for (const job of applyJobs) {
+        const { event, storedId, firstRequestId } = byStoredId.get(job.dedupeKey)!
+        expect(job).toMatchObject({ payload: { webhookEventId: storedId, orderId }, idempotencyKey: event.eventId, requestId: firstRequestId })
+      }
+      const applyJobOf = new Map(applyJobs.map(job => [job.dedupeKey, job.id]))
+      const effects = expectedEffects(final)
+      expect(jobRows.filter(job => job.kind !== 'webhook.apply').map(job => job.kind).sort()).toEqual([
+        ...(effects.confirmationEmails ? ['order.issue_invoice', 'order.send_confirmation'] : []),
+        ...(effects.refundNotices ? ['order.send_refund_notice'] : []),
+      ])
+
+      // One history row per distinct event, written by its apply job. Rows are inserted under the
+      // order's row lock, so their ids give the order in which the events were applied: a chain.
+      const history = await historyOf(orderId)
+      expect(history.map(row => row.webhookEventId).sort()).toEqual(events.map(entry => entry.storedId).sort())
+      let current = 'pending_payment'
+      for (const row of history) {
+        const { event, firstRequestId } = byStoredId.get(row.webhookEventId!)!
+        const requested = statusOf(event.type as StandardType)
+        expect(row).toMatchObject({ fromStatus: current, requestedStatus: requested, jobId: applyJobOf.get(row.webhookEventId!), requestId: firstRequestId })
+        expect(rank(row.toStatus)).toBeGreaterThanOrEqual(rank(row.fromStatus))
+        if (rank(requested) > rank(current)) {
+          expect(row).toMatchObject({ toStatus: requested, outcome: 'applied', reason: null })
+        }
+        else {
+          expect(row).toMatchObject({ toStatus: current, outcome: 'ignored', reason: requested === current ? 'same_status' : 'lower_precedence' })
+        }
+        expect(eventRows.find(eventRow => eventRow.id === row.webhookEventId)!.status).toBe(row.outcome)
+        current = row.toStatus
+      }
+      const applied = history.filter(row => row.outcome === 'applied')
+      expect(applied.at(-1)!.toStatus).toBe(final)
+
+      expect(await effectsOf(orderId)).toEqual(effects)
+      return { status: final, effects, webhookEvents: eventRows.length, history: history.length, jobKinds: jobRows.map(job => job.kind).sort() }
+    }
+
+    /** Ingests `deliveries` of the order's events in the given arrival order (indices into `events`). */
+    const deliveriesOf = (events: PaymentEvent[], arrival: number[]) => arrival.map(index => events[index]!)
+
+    it('any multiset of events, in any arrival order, ends at the highest status with each effect once iff its state was reached', async () => {
+      await fc.assert(fc.asyncProperty(
+        eventSpecs(1).chain(specs => fc.tuple(fc.constant(specs), arrivalOrder(specs))),
+        async ([specs, arrival]) => {
+          const orderId = await newOrder()
+          const events = specs.map(spec => paymentEvent(orderId, spec.type))
+          const stored = new Map<string, StoredEvent>()
+          for (const event of deliveriesOf(events, arrival)) await ingest(event, stored)
+          expect(stored.size).toBe(specs.length)
+
+          await drain([orderId])
+          await expectMatchesModel(orderId, stored)
+        },
+      ), { numRuns: driver === 'postgres' ? 20 : 8 })
+    }, 120_000)
+
+    it('the same events in two arrival orders on two orders give the same final state and the same effects', async () => {
+      await fc.assert(fc.asyncProperty(
+        eventSpecs(2).chain(specs => fc.tuple(fc.constant(specs), arrivalOrder(specs), arrivalOrder(specs))),
+        async ([specs, firstArrival, secondArrival]) => {
+          fc.pre(firstArrival.join() !== secondArrival.join())
+          const [orderA, orderB] = [await newOrder(), await newOrder()]
+          const eventsA = specs.map(spec => paymentEvent(orderA, spec.type))
+          const eventsB = specs.map(spec => paymentEvent(orderB, spec.type))
+          const storedA = new Map<string, StoredEvent>()
+          const storedB = new Map<string, StoredEvent>()
+          // Interleaved, so the two orders' applies run side by side in the workers.
+          const deliveriesA = deliveriesOf(eventsA, firstArrival)
+          const deliveriesB = deliveriesOf(eventsB, secondArrival)
+          for (let i = 0; i < deliveriesA.length; i++) {
+            await ingest(deliveriesA[i]!, storedA)
+            await ingest(deliveriesB[i]!, storedB)
+          }
+
+          await drain([orderA, orderB])
+          const outcomeA = await expectMatchesModel(orderA, storedA)
+          const outcomeB = await expectMatchesModel(orderB, storedB)
+          expect(outcomeB).toEqual(outcomeA)
+        },
+      ), { numRuns: driver === 'postgres' ? 8 : 4 })
+    }, 120_000)
+
+    it('an event that overtakes its order fails retryably, and is applied by the first attempt after the order exists', async () => {
+      const orderId = newId('ord')
+      const event = paymentEvent(orderId, 'payment.succeeded')
+      const stored = new Map<string, StoredEvent>()
+      await ingest(event, stored)
+      const { storedId } = stored.get(event.eventId)!
+      const readApplyJob = async () => {
+        const [row] = await db.select().from(jobs).where(and(eq(jobs.kind, 'webhook.apply'), eq(jobs.dedupeKey, storedId)))
+        expect(row, `webhook.apply job of ${storedId}`).toBeDefined()
+        return row!
+      }
+      const notFound = `RetryableJobError: order ${orderId} not found (yet) for standard event ${event.eventId}`
+
+      await pollUntil('the apply job has failed for want of its order', async () => (await readApplyJob()).status === 'failed', { intervalMs: 10 })
+      const failed = await readApplyJob()
+      expect(failed.attempt).toBeGreaterThanOrEqual(1)
+      expect(failed).toMatchObject({ status: 'failed', lastError: notFound })
+      expect(failed.errors.map(entry => [entry.errorClass, entry.message])).toEqual(Array.from({ length: failed.attempt }, () => ['retryable', notFound]))
+      // Nothing was applied or marked: the event waits as received.
+      const [waiting] = await db.select().from(webhookEvents).where(eq(webhookEvents.id, storedId))
+      expect(waiting).toMatchObject({ status: 'received', processedAt: null })
+      expect(await historyOf(orderId)).toEqual([])
+
+      await seedOrderWithId(db, orderId, 'late@example.com', 'req_late_order')
+      await pollUntil('the apply job has completed', async () => (await readApplyJob()).status === 'completed', { timeoutMs: DRAIN_TIMEOUT_MS, intervalMs: 20 })
+      await drain([orderId])
+
+      // Every failure was for the missing order, and the attempt after the last one succeeded.
+      const completed = await readApplyJob()
+      expect(completed).toMatchObject({ status: 'completed', lastError: null })
+      expect(completed.errors.length).toBeGreaterThanOrEqual(failed.attempt)
+      expect(completed.attempt).toBe(completed.errors.length + 1)
+      expect(completed.errors.map(entry => [entry.errorClass, entry.message])).toEqual(Array.from({ length: completed.errors.length }, () => ['retryable', notFound]))
+      expect(await orderStatus(orderId)).toBe('paid')
+      const [applied] = await db.select().from(webhookEvents).where(eq(webhookEvents.id, storedId))
+      expect(applied!.status).toBe('applied')
+      expect(await historyOf(orderId)).toEqual([{
+        fromStatus: 'pending_payment', requestedStatus: 'paid', toStatus: 'paid', outcome: 'applied', reason: null,
+        webhookEventId: storedId, jobId: completed.id, requestId: stored.get(event.eventId)!.firstRequestId,
+      }])
+      expect((await jobsOf(orderId)).map(job => [job.kind, job.status])).toEqual([
+        ['order.issue_invoice', 'completed'],
+        ['order.send_confirmation', 'completed'],
+        ['webhook.apply', 'completed'],
+      ])
+      expect(await effectsOf(orderId)).toEqual(expectedEffects('paid'))
+    })
+  })
+}
+
+describeWithServices('payment events contract: Postgres and Redis locks', ['postgres', 'redis'], () => {
+  paymentEventsContract('postgres', async () => {
+    const redis = new Redis(redisUrl, {
+      keyPrefix: uniqueRedisPrefix('payment events contract'),
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+      commandTimeout: 2_000,
+    })
+    // With the offline queue disabled, commands sent before the connection is ready would fail.
+    await redis.connect()
+    const locks = createRedisLocks(redis)
+    return {
+      locks,
+      close: async () => {
+        await locks.close()
+        await redis.quit()
+      },
+    }
+  })
+})
+
+describe('payment events contract: PGlite and in-process locks', () => {
+  paymentEventsContract('pglite', async () => {
+    const locks = createMemoryLocks()
+    return { locks, close: () => locks.close() }
+  })
+})
