@@ -3,9 +3,11 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type AppProcess, startApp, stopAll } from '../support/app'
+import { type AppProcess, startApp, stopAll, testSecrets } from '../support/app'
 import { createTenant, request } from '../support/http'
 import { expectProblem, orderBodyVariant, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
+import { pollUntil } from '../support/poll'
+import { deliver, newWebhookId, standardBody, standardDelivery } from '../support/webhooks'
 
 // The embedded default (SPEC §1): no DATABASE_URL and no REDIS_URL, so PGlite under PGLITE_DIR and
 // in-process locks. The same directory must survive a restart with its records intact.
@@ -75,5 +77,67 @@ describe('embedded mode: PGlite and in-process locks', () => {
     const sameCartNewKey = await postOrder(app.url, { secretKey: tenant.secretKey, key: `embedded-${randomUUID()}`, body: order.body })
     expectProblem(sameCartNewKey, 'cart-already-ordered')
     expect(sameCartNewKey.json.orderId).toBe(orderId)
+  })
+})
+
+describe('embedded mode: the checkout loop with mockpay and the in-app worker', () => {
+  let pgliteDir: string | undefined
+  let app: AppProcess | undefined
+
+  beforeAll(async () => {
+    pgliteDir = await mkdtemp(join(tmpdir(), 'ic-embedded-mockpay-'))
+    // Nothing but the worker switched on: mockpay is on by default when embedded and delivers to
+    // this instance's own webhook endpoint.
+    app = await startApp({
+      redisUrl: null,
+      label: 'embedded-mockpay',
+      env: { PGLITE_DIR: pgliteDir, WORKER_ENABLED: 'true', JOB_POLL_INTERVAL_MS: '50', JOB_BACKOFF_BASE_MS: '100', JOB_BACKOFF_CAP_MS: '1000' },
+    })
+  })
+
+  afterAll(async () => {
+    await app?.stop()
+    if (pgliteDir) await rm(pgliteDir, { recursive: true, force: true })
+  })
+
+  it('an order confirmed through mockpay becomes paid; a later payment.failed event leaves it paid', async () => {
+    const tenant = await createTenant(app!.url, 'embedded mockpay')
+    const auth = { authorization: `Bearer ${tenant.secretKey}` }
+    const created = await postOrder(app!.url, { secretKey: tenant.secretKey, key: `embedded-${randomUUID()}`, body: validOrderBody() })
+    expect(created.status, created.text).toBe(201)
+    const orderId: string = created.json.id
+    const readOrder = async () => {
+      const fetched = await request(app!.url, `/api/orders/${orderId}`, { headers: auth })
+      expect(fetched.status, fetched.text).toBe(200)
+      return fetched.json
+    }
+
+    let intentId: string | null = null
+    await pollUntil(`order ${orderId} has a payment intent`, async () => {
+      intentId = (await readOrder()).paymentIntentId
+      return intentId !== null
+    }, { timeoutMs: 20_000, intervalMs: 100 })
+    expect(intentId).toMatch(/^pi_/)
+
+    const confirmed = await request(app!.url, `/api/mockpay/intents/${intentId}/confirm`, { method: 'POST', body: { outcome: 'succeed' } })
+    expect(confirmed.status, confirmed.text).toBe(200)
+    expect(confirmed.json).toMatchObject({ id: intentId, orderId, status: 'succeeded', events: [{ type: 'payment.succeeded' }] })
+    await pollUntil(`order ${orderId} is paid`, async () => (await readOrder()).status === 'paid', { timeoutMs: 20_000, intervalMs: 100 })
+
+    // A late failure under a new event id is stored and applied by precedence: it cannot undo paid.
+    const webhookId = newWebhookId()
+    const body = standardBody('payment.failed', { orderId, paymentId: intentId!, amount: 150_000, currency: 'IDR' }, new Date().toISOString())
+    const accepted = await deliver(app!.url, standardDelivery(webhookId, body))
+    expect(accepted.status, accepted.text).toBe(200)
+    expect(accepted.json).toEqual({ received: true, eventId: webhookId, idempotency: { key: webhookId, replayed: false } })
+
+    // On PGlite the app holds the database: the ops API shows when the event's job has run.
+    await pollUntil(`the webhook.apply job of ${webhookId} completed`, async () => {
+      const listed = await request(app!.url, `/api/ops/jobs?kind=webhook.apply&resourceId=order:${orderId}`, { headers: { authorization: `Bearer ${testSecrets.opsToken}` } })
+      expect(listed.status, listed.text).toBe(200)
+      const jobs: Array<{ idempotencyKey: string, status: string }> = listed.json.data
+      return jobs.some(job => job.idempotencyKey === webhookId && job.status === 'completed')
+    }, { timeoutMs: 20_000, intervalMs: 100 })
+    expect(await readOrder()).toMatchObject({ id: orderId, status: 'paid', paymentIntentId: intentId })
   })
 })

@@ -3,11 +3,14 @@ import { afterAll, beforeAll, expect, it } from 'vitest'
 import { type AppProcess, startApp, stopAll } from '../support/app'
 import { createTenant, request } from '../support/http'
 import { expectProblem, newIdempotencyKey, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
+import { pollUntil } from '../support/poll'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
-import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy'
+import { proxyDatabase, type TcpProxy } from '../support/tcp-proxy'
+import { deliver, newWebhookId, nowSeconds, standardBody, standardDelivery, webhookRowCounts } from '../support/webhooks'
 
-// SPEC §3: with the idempotency store unreachable the API answers 503 + Retry-After and never
-// executes unguarded; once Postgres is back, the client's retry with the same key executes once.
+// SPEC §3 and §5: with the idempotency store unreachable the API answers 503 + Retry-After and never
+// executes unguarded; once Postgres is back, the client's retry with the same key executes once,
+// and a provider's redelivery (same webhook-id, new timestamp and signature) is processed once.
 
 describeWithServices('Postgres unreachable', ['postgres', 'redis'], () => {
   let database: Awaited<ReturnType<typeof createTestDatabase>>
@@ -18,11 +21,15 @@ describeWithServices('Postgres unreachable', ['postgres', 'redis'], () => {
 
   beforeAll(async () => {
     database = await createTestDatabase('postgres-lost')
-    const direct = new URL(database.url)
-    proxy = await startTcpProxy({ host: direct.hostname, port: Number(direct.port || 5432) })
-    const proxied = new URL(database.url)
-    proxied.port = String(proxy.port)
-    app = await startApp({ databaseUrl: proxied.toString(), redisUrl, label: 'postgres-lost' })
+    const proxied = await proxyDatabase(database.url)
+    proxy = proxied.proxy
+    app = await startApp({
+      databaseUrl: proxied.url,
+      redisUrl,
+      label: 'postgres-lost',
+      // The in-app worker applies a webhook's event once the database is back.
+      env: { WORKER_ENABLED: 'true', JOB_POLL_INTERVAL_MS: '50', JOB_BACKOFF_BASE_MS: '100', JOB_BACKOFF_CAP_MS: '1000' },
+    })
     tenant = await createTenant(app.url, 'postgres-lost')
     sql = postgres(database.url, { max: 1, onnotice: () => {} })
   })
@@ -56,5 +63,70 @@ describeWithServices('Postgres unreachable', ['postgres', 'redis'], () => {
     expect(replay.json).toEqual({ ...afterRecovery.json, idempotency: { key, replayed: true } })
     const rows = await sql`select id from orders where cart_id = ${body.cartId}`
     expect(rows.map(row => row.id)).toEqual([afterRecovery.json.id])
+  })
+
+  it('a webhook gets 503 with Retry-After and nothing is stored; the provider\'s redelivery after recovery is processed once, the next one replayed', async () => {
+    const created = await postOrder(app.url, { secretKey: tenant.secretKey, key: newIdempotencyKey(), body: validOrderBody() })
+    expect(created.status, created.text).toBe(201)
+    const orderId: string = created.json.id
+    // The order's own job done first, so no row below is the worker's.
+    await pollUntil(`the create_intent job of ${orderId} completed`, async () => {
+      const rows = await sql`select status from jobs where resource_id = ${`order:${orderId}`}`
+      return rows.length === 1 && rows[0]!.status === 'completed'
+    }, { timeoutMs: 20_000, intervalMs: 100 })
+
+    const webhookId = newWebhookId()
+    const body = standardBody('payment.succeeded', { orderId, paymentId: 'pay_outage', amount: 150_000, currency: 'IDR' }, new Date().toISOString())
+    const firstAt = nowSeconds()
+    const before = await webhookRowCounts(sql)
+
+    await proxy.cut()
+    const whileDown = await deliver(app.url, standardDelivery(webhookId, body, { at: firstAt }))
+    expectProblem(whileDown, 'service-unavailable')
+    expect(Number(whileDown.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
+    await proxy.restore()
+
+    expect(await webhookRowCounts(sql)).toEqual(before)
+    expect(await sql`select id from webhook_events where event_id = ${webhookId}`).toEqual([])
+    expect(await sql`select id from idempotency_records where key = ${webhookId}`).toEqual([])
+    expect(await sql`select id from jobs where idempotency_key = ${webhookId}`).toEqual([])
+
+    // The provider's redelivery: same id and body, a later timestamp, so another signature.
+    const redelivery = standardDelivery(webhookId, body, { at: firstAt + 5 })
+    expect(redelivery.headers['webhook-signature']).not.toBe(standardDelivery(webhookId, body, { at: firstAt }).headers['webhook-signature'])
+    const accepted = await deliver(app.url, redelivery)
+    expect(accepted.status, accepted.text).toBe(200)
+    expect(accepted.json).toEqual({ received: true, eventId: webhookId, idempotency: { key: webhookId, replayed: false } })
+
+    await pollUntil(`order ${orderId} is paid`, async () => {
+      const [order] = await sql`select status from orders where id = ${orderId}`
+      return order!.status === 'paid'
+    }, { timeoutMs: 20_000, intervalMs: 100 })
+    const fetched = await request(app.url, `/api/orders/${orderId}`, { headers: { authorization: `Bearer ${tenant.secretKey}` } })
+    expect(fetched.json).toMatchObject({ id: orderId, status: 'paid' })
+
+    const events = await sql`select id, status from webhook_events where event_id = ${webhookId}`
+    expect(events).toEqual([{ id: expect.stringMatching(/^whe_/), status: 'applied' }])
+    await pollUntil('the webhook.apply job completed', async () => {
+      const jobs = await sql`select status from jobs where kind = 'webhook.apply' and idempotency_key = ${webhookId}`
+      return jobs.length === 1 && jobs[0]!.status === 'completed'
+    }, { timeoutMs: 20_000, intervalMs: 100 })
+    expect(await sql`select kind, dedupe_key from jobs where idempotency_key = ${webhookId}`).toEqual([{ kind: 'webhook.apply', dedupe_key: events[0]!.id }])
+    expect(await sql`select status, response_status from idempotency_records where scope = 'provider:standard' and key = ${webhookId}`)
+      .toEqual([{ status: 'succeeded', response_status: 200 }])
+    // The event, its record, its job, the paid order's two effects, one history row.
+    const processed = await webhookRowCounts(sql)
+    expect(processed).toEqual({
+      webhookEvents: before.webhookEvents + 1,
+      idempotencyRecords: before.idempotencyRecords + 1,
+      jobs: before.jobs + 3,
+      history: before.history + 1,
+    })
+
+    const again = await deliver(app.url, standardDelivery(webhookId, body, { at: firstAt + 10 }))
+    expect(again.status, again.text).toBe(200)
+    expect(again.headers.get('idempotent-replayed')).toBe('true')
+    expect(again.json).toEqual({ ...accepted.json, idempotency: { key: webhookId, replayed: true } })
+    expect(await webhookRowCounts(sql)).toEqual(processed)
   })
 })

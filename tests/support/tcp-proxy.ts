@@ -47,3 +47,12 @@ export async function startTcpProxy(target: { host: string, port: number }): Pro
     },
   }
 }
+
+/** A proxy in front of a test database's Postgres, and the database URL that goes through it. */
+export async function proxyDatabase(databaseUrl: string): Promise<{ proxy: TcpProxy, url: string }> {
+  const direct = new URL(databaseUrl)
+  const proxy = await startTcpProxy({ host: direct.hostname, port: Number(direct.port || 5432) })
+  const proxied = new URL(databaseUrl)
+  proxied.port = String(proxy.port)
+  return { proxy, url: proxied.toString() }
+}

@@ -1,0 +1,399 @@
+import { randomUUID } from 'node:crypto'
+import postgres from 'postgres'
+import { afterAll, beforeAll, expect, it } from 'vitest'
+import { type AppProcess, startApp, stopAll } from '../support/app'
+import { createTenant, request, type TestResponse } from '../support/http'
+import { effectsPerOrder } from '../support/jobs'
+import { expectProblem, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
+import { pollUntil } from '../support/poll'
+import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
+import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy'
+
+// The simulated provider (SPEC §5) against the built app on Postgres and Redis: the shopper's
+// buttons on /api/mockpay, signed `standard` webhooks delivered by mockpay.deliver jobs with
+// duplicates, delays and reordering, and the app taking each event exactly once.
+
+/** Short timings, so deliveries, retries and effects happen within a test. */
+const fastJobs = {
+  WORKER_ENABLED: 'true',
+  JOB_POLL_INTERVAL_MS: '50',
+  JOB_BACKOFF_BASE_MS: '100',
+  JOB_BACKOFF_CAP_MS: '1000',
+}
+
+/** No copies, no delay: one delivery per new event (plus the earlier ones, reorder being on by default). */
+const calm = { duplicates: 0, maxDelayMs: 0 }
+
+interface IntentEvent { id: string, type: string, timestamp: string }
+
+interface Intent {
+  id: string
+  orderId: string
+  status: string
+  amount: number
+  currency: string
+  events: IntentEvent[]
+}
+
+interface CreatedOrder { orderId: string, intentId: string }
+
+const orderPath = (orderId: string) => `/api/orders/${orderId}`
+
+function mockpayPost(baseUrl: string, intentId: string, action: 'confirm' | 'refund', body?: unknown): Promise<TestResponse> {
+  return request(baseUrl, `/api/mockpay/intents/${intentId}/${action}`, { method: 'POST', body })
+}
+
+/** An order through POST /api/orders, and its intent once the worker's payment.create_intent stored it. */
+async function createOrderWithIntent(baseUrl: string, tenant: TenantCredentials): Promise<CreatedOrder> {
+  const created = await postOrder(baseUrl, { secretKey: tenant.secretKey, key: `mockpay-${randomUUID()}`, body: validOrderBody() })
+  expect(created.status, created.text).toBe(201)
+  const orderId: string = created.json.id
+  let intentId: string | null = null
+  await pollUntil(`order ${orderId} has a payment intent`, async () => {
+    const fetched = await request(baseUrl, orderPath(orderId), { headers: { authorization: `Bearer ${tenant.secretKey}` } })
+    expect(fetched.status, fetched.text).toBe(200)
+    intentId = fetched.json.paymentIntentId
+    return intentId !== null
+  }, { timeoutMs: 20_000, intervalMs: 100 })
+  expect(intentId).toMatch(/^pi_/)
+  return { orderId, intentId: intentId! }
+}
+
+async function orderStatusOnce(baseUrl: string, tenant: TenantCredentials, orderId: string, status: string): Promise<void> {
+  let seen: string | undefined
+  await pollUntil(`order ${orderId} is ${status} (last seen ${seen})`, async () => {
+    const fetched = await request(baseUrl, orderPath(orderId), { headers: { authorization: `Bearer ${tenant.secretKey}` } })
+    seen = fetched.json?.status
+    return seen === status
+  }, { timeoutMs: 20_000, intervalMs: 100 })
+}
+
+/** The intent as the confirm/refund routes answer it. */
+function expectIntent(response: TestResponse, expected: { intentId: string, orderId: string, status: string, events: string[], deliveriesScheduled: number }): Intent {
+  expect(response.status, response.text).toBe(200)
+  expect(response.json).toEqual({
+    id: expected.intentId,
+    orderId: expected.orderId,
+    status: expected.status,
+    amount: 150_000,
+    currency: 'IDR',
+    events: expected.events.map(type => ({ id: expect.stringMatching(/^msg_/), type, timestamp: expect.any(String) })),
+    deliveriesScheduled: expected.deliveriesScheduled,
+  })
+  return response.json
+}
+
+const lastEventId = (intent: Intent): string => intent.events.at(-1)!.id
+
+interface OrderJob { kind: string, status: string, attempt: number, errors: Array<{ attempt: number, errorClass: string, message: string }>, dedupeKey: string }
+
+/**
+ * Every job of an order: those on its resource (intent, webhook.apply, effects) and the provider's
+ * deliveries, which carry the order id in their payload.
+ */
+function jobsOfOrder(sql: postgres.Sql, orderId: string): Promise<OrderJob[]> {
+  return sql<OrderJob[]>`
+    select kind, status, attempt, errors, dedupe_key as "dedupeKey" from jobs
+    where resource_id = ${`order:${orderId}`} or (kind = 'mockpay.deliver' and payload->>'orderId' = ${orderId})
+    order by kind, dedupe_key`
+}
+
+/** The order's jobs once all of them completed; each kind counted. */
+async function settledJobKinds(sql: postgres.Sql, orderId: string): Promise<Record<string, number>> {
+  let jobs: OrderJob[] = []
+  await pollUntil(`every job of order ${orderId} completed`, async () => {
+    jobs = await jobsOfOrder(sql, orderId)
+    return jobs.every(job => job.status === 'completed')
+  }, { timeoutMs: 20_000, intervalMs: 100 })
+  const kinds: Record<string, number> = {}
+  for (const job of jobs) kinds[job.kind] = (kinds[job.kind] ?? 0) + 1
+  return kinds
+}
+
+/** What the idempotency layer made of each delivery of one event, from request_log (written in 50 ms batches). */
+async function outcomesOnce(sql: postgres.Sql, eventId: string, expectedRows: number): Promise<Record<string, number>> {
+  let rows: Array<{ outcome: string, status: number }> = []
+  await pollUntil(`${expectedRows} request_log rows for event ${eventId}`, async () => {
+    rows = await sql<Array<{ outcome: string, status: number }>>`
+      select outcome, status from request_log where scope = 'provider:standard' and idempotency_key = ${eventId}`
+    return rows.length >= expectedRows
+  }, { timeoutMs: 10_000, intervalMs: 50 })
+  // Every delivery was answered 200: the provider got no reason to retry.
+  expect(rows.map(row => row.status)).toEqual(rows.map(() => 200))
+  const outcomes: Record<string, number> = {}
+  for (const row of rows) outcomes[row.outcome] = (outcomes[row.outcome] ?? 0) + 1
+  return outcomes
+}
+
+function webhookEventsOf(sql: postgres.Sql, eventId: string) {
+  return sql<Array<{ id: string, orderId: string, type: string, status: string }>>`
+    select id, order_id as "orderId", type, status from webhook_events where provider = 'standard' and event_id = ${eventId}`
+}
+
+function historyOf(sql: postgres.Sql, orderId: string) {
+  return sql<Array<{ fromStatus: string, toStatus: string, outcome: string, webhookEventId: string }>>`
+    select from_status as "fromStatus", to_status as "toStatus", outcome, webhook_event_id as "webhookEventId"
+    from order_status_history where order_id = ${orderId} order by id`
+}
+
+function mailOf(sql: postgres.Sql, orderId: string) {
+  return sql<Array<{ subject: string }>>`select subject from mailbox where order_id = ${orderId} order by created_at, id`
+}
+
+function sideEffectsOf(sql: postgres.Sql, orderId: string) {
+  return sql<Array<{ effect: string }>>`select effect from side_effects where order_id = ${orderId} order by effect`
+}
+
+describeWithServices('mockpay: the simulated provider on Postgres and Redis', ['postgres', 'redis'], () => {
+  let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined
+  let app: AppProcess
+  let sql: postgres.Sql | undefined
+  let tenant: TenantCredentials
+
+  beforeAll(async () => {
+    database = await createTestDatabase('mockpay')
+    // With DATABASE_URL set mockpay is off by default; deliveries go to this instance's own endpoint.
+    app = await startApp({ databaseUrl: database.url, redisUrl, label: 'mockpay', env: { ...fastJobs, MOCKPAY_ENABLED: 'true' } })
+    sql = postgres(database.url, { max: 2, onnotice: () => {} })
+    tenant = await createTenant(app.url, 'mockpay')
+  })
+
+  afterAll(async () => {
+    await app?.stop()
+    await sql?.end()
+    await database?.drop()
+  })
+
+  const db = () => sql!
+
+  it('confirm with chaos: 4 deliveries of one event, the order paid once, 1 miss and 3 replays', async () => {
+    const { orderId, intentId } = await createOrderWithIntent(app.url, tenant)
+    const pending = await request(app.url, `/api/mockpay/intents/${intentId}`)
+    expect(pending.status, pending.text).toBe(200)
+    expect(pending.json).toEqual({ id: intentId, orderId, status: 'requires_payment', amount: 150_000, currency: 'IDR', events: [] })
+
+    const confirmed = await mockpayPost(app.url, intentId, 'confirm', { outcome: 'succeed', chaos: { duplicates: 3, maxDelayMs: 300, reorder: true } })
+    // No earlier events to reorder: the event and its three copies.
+    const intent = expectIntent(confirmed, { intentId, orderId, status: 'succeeded', events: ['payment.succeeded'], deliveriesScheduled: 4 })
+    const eventId = lastEventId(intent)
+
+    await orderStatusOnce(app.url, tenant, orderId, 'paid')
+    expect(await settledJobKinds(db(), orderId)).toEqual({
+      'payment.create_intent': 1,
+      'mockpay.deliver': 4,
+      'webhook.apply': 1,
+      'order.send_confirmation': 1,
+      'order.issue_invoice': 1,
+    })
+
+    expect((await effectsPerOrder(db(), [orderId])).get(orderId)).toEqual({ emails: 1, invoices: 1, markers: 2, intents: 1 })
+    expect(await sideEffectsOf(db(), orderId)).toEqual([{ effect: 'confirmation_email' }, { effect: 'invoice' }])
+    expect(await mailOf(db(), orderId)).toEqual([{ subject: `Order ${orderId} confirmed` }])
+    const [stored, ...moreStored] = await webhookEventsOf(db(), eventId)
+    expect(moreStored).toEqual([])
+    expect(stored).toMatchObject({ orderId, type: 'payment.succeeded', status: 'applied' })
+    expect(await historyOf(db(), orderId)).toEqual([{ fromStatus: 'pending_payment', toStatus: 'paid', outcome: 'applied', webhookEventId: stored!.id }])
+
+    expect(await outcomesOnce(db(), eventId, 4)).toEqual({ miss: 1, replay: 3 })
+  })
+
+  it('refund without a body: the order refunded once; the earlier succeeded event, delivered again, is replayed', async () => {
+    const { orderId, intentId } = await createOrderWithIntent(app.url, tenant)
+    const succeeded = expectIntent(await mockpayPost(app.url, intentId, 'confirm', { outcome: 'succeed', chaos: calm }),
+      { intentId, orderId, status: 'succeeded', events: ['payment.succeeded'], deliveriesScheduled: 1 })
+    const succeededId = lastEventId(succeeded)
+    await orderStatusOnce(app.url, tenant, orderId, 'paid')
+    await settledJobKinds(db(), orderId)
+
+    // Defaults (MOCKPAY_DUPLICATES=1, MOCKPAY_REORDER=true): the refund twice, the succeeded event again.
+    const refunded = expectIntent(await mockpayPost(app.url, intentId, 'refund'),
+      { intentId, orderId, status: 'refunded', events: ['payment.succeeded', 'payment.refunded'], deliveriesScheduled: 3 })
+    expect(refunded.events[0]).toEqual(succeeded.events[0])
+    const refundId = lastEventId(refunded)
+
+    await orderStatusOnce(app.url, tenant, orderId, 'refunded')
+    expect(await settledJobKinds(db(), orderId)).toEqual({
+      'payment.create_intent': 1,
+      'mockpay.deliver': 4,
+      'webhook.apply': 2,
+      'order.send_confirmation': 1,
+      'order.issue_invoice': 1,
+      'order.send_refund_notice': 1,
+    })
+    expect(await mailOf(db(), orderId)).toEqual([{ subject: `Order ${orderId} confirmed` }, { subject: `Order ${orderId} refunded` }])
+    expect(await sideEffectsOf(db(), orderId)).toEqual([{ effect: 'confirmation_email' }, { effect: 'invoice' }, { effect: 'refund_notice' }])
+    expect((await effectsPerOrder(db(), [orderId])).get(orderId)).toEqual({ emails: 2, invoices: 1, markers: 3, intents: 1 })
+
+    const [succeededRow] = await webhookEventsOf(db(), succeededId)
+    const [refundRow] = await webhookEventsOf(db(), refundId)
+    expect(refundRow).toMatchObject({ orderId, type: 'payment.refunded', status: 'applied' })
+    // One history row per distinct event: the replays left no trace in the order's story.
+    expect(await historyOf(db(), orderId)).toEqual([
+      { fromStatus: 'pending_payment', toStatus: 'paid', outcome: 'applied', webhookEventId: succeededRow!.id },
+      { fromStatus: 'paid', toStatus: 'refunded', outcome: 'applied', webhookEventId: refundRow!.id },
+    ])
+    expect(await outcomesOnce(db(), succeededId, 2)).toEqual({ miss: 1, replay: 1 })
+    expect(await outcomesOnce(db(), refundId, 2)).toEqual({ miss: 1, replay: 1 })
+
+    const read = await request(app.url, `/api/mockpay/intents/${intentId}`)
+    expect(read.status, read.text).toBe(200)
+    expect(read.json).toEqual({ id: intentId, orderId, status: 'refunded', amount: 150_000, currency: 'IDR', events: refunded.events })
+  })
+
+  it('fail, then succeed: payment_failed, then paid; the same button twice schedules nothing; impossible transitions are 409', async () => {
+    const { orderId, intentId } = await createOrderWithIntent(app.url, tenant)
+    const failed = expectIntent(await mockpayPost(app.url, intentId, 'confirm', { outcome: 'fail', chaos: calm }),
+      { intentId, orderId, status: 'failed', events: ['payment.failed'], deliveriesScheduled: 1 })
+    const failedId = lastEventId(failed)
+    await orderStatusOnce(app.url, tenant, orderId, 'payment_failed')
+
+    expectIntent(await mockpayPost(app.url, intentId, 'confirm', { outcome: 'fail', chaos: calm }),
+      { intentId, orderId, status: 'failed', events: ['payment.failed'], deliveriesScheduled: 0 })
+    const refundFailed = await mockpayPost(app.url, intentId, 'refund')
+    expectProblem(refundFailed, 'payment-state-conflict')
+    expect(refundFailed.json.intentStatus).toBe('failed')
+
+    // A failed intent may be paid again; reorder (the default) sends the failure once more.
+    const succeeded = expectIntent(await mockpayPost(app.url, intentId, 'confirm', { outcome: 'succeed', chaos: calm }),
+      { intentId, orderId, status: 'succeeded', events: ['payment.failed', 'payment.succeeded'], deliveriesScheduled: 2 })
+    const succeededId = lastEventId(succeeded)
+    await orderStatusOnce(app.url, tenant, orderId, 'paid')
+
+    const again = await mockpayPost(app.url, intentId, 'confirm', { outcome: 'succeed', chaos: { duplicates: 5 } })
+    expectIntent(again, { intentId, orderId, status: 'succeeded', events: ['payment.failed', 'payment.succeeded'], deliveriesScheduled: 0 })
+    expect(again.json.events).toEqual(succeeded.events)
+    const failSucceeded = await mockpayPost(app.url, intentId, 'confirm', { outcome: 'fail' })
+    expectProblem(failSucceeded, 'payment-state-conflict')
+    expect(failSucceeded.json.intentStatus).toBe('succeeded')
+
+    expect(await settledJobKinds(db(), orderId)).toEqual({
+      'payment.create_intent': 1,
+      'mockpay.deliver': 3,
+      'webhook.apply': 2,
+      'order.send_confirmation': 1,
+      'order.issue_invoice': 1,
+    })
+    const [failedRow] = await webhookEventsOf(db(), failedId)
+    const [succeededRow] = await webhookEventsOf(db(), succeededId)
+    expect(await historyOf(db(), orderId)).toEqual([
+      { fromStatus: 'pending_payment', toStatus: 'payment_failed', outcome: 'applied', webhookEventId: failedRow!.id },
+      { fromStatus: 'payment_failed', toStatus: 'paid', outcome: 'applied', webhookEventId: succeededRow!.id },
+    ])
+    expect((await effectsPerOrder(db(), [orderId])).get(orderId)).toEqual({ emails: 1, invoices: 1, markers: 2, intents: 1 })
+    expect(await outcomesOnce(db(), failedId, 2)).toEqual({ miss: 1, replay: 1 })
+    expect(await outcomesOnce(db(), succeededId, 1)).toEqual({ miss: 1 })
+  })
+
+  it('an unknown intent is 404, an invalid body 400; neither changes the intent or schedules a delivery', async () => {
+    const { orderId, intentId } = await createOrderWithIntent(app.url, tenant)
+
+    expectProblem(await mockpayPost(app.url, 'pi_unknown', 'confirm', { outcome: 'succeed' }), 'not-found')
+    expectProblem(await mockpayPost(app.url, 'pi_unknown', 'refund'), 'not-found')
+    expectProblem(await request(app.url, '/api/mockpay/intents/pi_unknown'), 'not-found')
+
+    const maybe = await mockpayPost(app.url, intentId, 'confirm', { outcome: 'maybe' })
+    expectProblem(maybe, 'validation-failed')
+    expect(maybe.json.errors).toEqual([{ path: 'outcome', message: expect.stringMatching(/"succeed"\|"fail"/) }])
+    const tooManyCopies = await mockpayPost(app.url, intentId, 'confirm', { outcome: 'succeed', chaos: { duplicates: 11 } })
+    expectProblem(tooManyCopies, 'validation-failed')
+    expect(tooManyCopies.json.errors).toEqual([{ path: 'chaos.duplicates', message: expect.stringMatching(/10/) }])
+
+    const read = await request(app.url, `/api/mockpay/intents/${intentId}`)
+    expect(read.json).toMatchObject({ id: intentId, orderId, status: 'requires_payment', events: [] })
+    expect(await settledJobKinds(db(), orderId)).toEqual({ 'payment.create_intent': 1 })
+  })
+})
+
+describeWithServices('mockpay: a provider retries until the endpoint answers, and mockpay off', ['postgres', 'redis'], () => {
+  let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined
+  let sql: postgres.Sql | undefined
+  let proxy: TcpProxy | undefined
+  /** Runs mockpay and the only worker; delivers through the proxy to `receiver`. */
+  let provider: AppProcess
+  /** Mockpay off, no worker: only receives the webhooks. */
+  let receiver: AppProcess
+  let tenant: TenantCredentials
+
+  beforeAll(async () => {
+    database = await createTestDatabase('mockpay_retries')
+    receiver = await startApp({ databaseUrl: database.url, redisUrl, label: 'mockpay-receiver', env: { MOCKPAY_ENABLED: 'false' } })
+    proxy = await startTcpProxy({ host: '127.0.0.1', port: receiver.port })
+    provider = await startApp({
+      databaseUrl: database.url,
+      redisUrl,
+      label: 'mockpay-provider',
+      env: { ...fastJobs, MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_URL: `http://127.0.0.1:${proxy.port}/api/webhooks/standard` },
+    })
+    sql = postgres(database.url, { max: 2, onnotice: () => {} })
+    tenant = await createTenant(provider.url, 'mockpay retries')
+  })
+
+  afterAll(async () => {
+    await stopAll()
+    await proxy?.close()
+    await sql?.end()
+    await database?.drop()
+  })
+
+  it('a delivery refused at first is retried with backoff, then delivered and applied once', async () => {
+    const { orderId, intentId } = await createOrderWithIntent(provider.url, tenant)
+    // Nothing listens at the webhook URL.
+    await proxy!.cut()
+    const intent = expectIntent(await mockpayPost(provider.url, intentId, 'confirm', { outcome: 'succeed', chaos: calm }),
+      { intentId, orderId, status: 'succeeded', events: ['payment.succeeded'], deliveriesScheduled: 1 })
+    const eventId = lastEventId(intent)
+    const delivery = async () => (await jobsOfOrder(sql!, orderId)).filter(job => job.kind === 'mockpay.deliver')
+
+    await pollUntil('the delivery failed twice', async () => (await delivery())[0]!.errors.length >= 2, { timeoutMs: 20_000, intervalMs: 50 })
+    const [failing] = await delivery()
+    expect(failing!.status).not.toBe('completed')
+    expect(failing!.attempt).toBeGreaterThanOrEqual(2)
+    for (const [index, error] of failing!.errors.entries()) {
+      expect(error).toMatchObject({ attempt: index + 1, errorClass: 'retryable', message: expect.stringContaining('fetch failed') })
+    }
+    expect(await webhookEventsOf(sql!, eventId)).toEqual([])
+    const pendingOrder = await request(provider.url, orderPath(orderId), { headers: { authorization: `Bearer ${tenant.secretKey}` } })
+    expect(pendingOrder.json.status).toBe('pending_payment')
+
+    await proxy!.restore()
+    await orderStatusOnce(provider.url, tenant, orderId, 'paid')
+    expect(await settledJobKinds(sql!, orderId)).toEqual({
+      'payment.create_intent': 1,
+      'mockpay.deliver': 1,
+      'webhook.apply': 1,
+      'order.send_confirmation': 1,
+      'order.issue_invoice': 1,
+    })
+    const [delivered] = await delivery()
+    // Every failed attempt is on record; the last one succeeded.
+    expect(delivered!.errors.length).toBeGreaterThanOrEqual(2)
+    expect(delivered!.attempt).toBe(delivered!.errors.length + 1)
+    expect(delivered!.errors.slice(0, failing!.errors.length)).toEqual(failing!.errors)
+
+    const [stored, ...moreStored] = await webhookEventsOf(sql!, eventId)
+    expect(moreStored).toEqual([])
+    expect(stored).toMatchObject({ orderId, type: 'payment.succeeded', status: 'applied' })
+    expect(await historyOf(sql!, orderId)).toEqual([{ fromStatus: 'pending_payment', toStatus: 'paid', outcome: 'applied', webhookEventId: stored!.id }])
+    expect((await effectsPerOrder(sql!, [orderId])).get(orderId)).toEqual({ emails: 1, invoices: 1, markers: 2, intents: 1 })
+    // Only the successful attempt reached an endpoint.
+    expect(await outcomesOnce(sql!, eventId, 1)).toEqual({ miss: 1 })
+  })
+
+  it('with MOCKPAY_ENABLED=false the mockpay routes answer 404 not-found, even for an existing intent', async () => {
+    const { intentId } = await createOrderWithIntent(provider.url, tenant)
+    expectProblem(await mockpayPost(receiver.url, intentId, 'confirm', { outcome: 'succeed' }), 'not-found')
+    expectProblem(await mockpayPost(receiver.url, intentId, 'refund'), 'not-found')
+    expectProblem(await request(receiver.url, `/api/mockpay/intents/${intentId}`), 'not-found')
+
+    const [row] = await sql!<Array<{ status: string, events: unknown[] }>>`select status, events from payment_intents where id = ${intentId}`
+    expect(row).toEqual({ status: 'requires_payment', events: [] })
+    // The instance that has it on still knows the intent.
+    const read = await request(provider.url, `/api/mockpay/intents/${intentId}`)
+    expect(read.status, read.text).toBe(200)
+    expect(read.json.status).toBe('requires_payment')
+  })
+})
+
+afterAll(async () => {
+  await stopAll()
+})
