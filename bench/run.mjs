@@ -62,8 +62,9 @@ const orderBody = cartId => JSON.stringify({
 const webhookSecret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`
 
 /** A signed Standard Webhooks delivery, as a provider sends it (fresh timestamp per attempt). */
-function signedWebhook(webhookId) {
-  const body = JSON.stringify({ type: 'payment.succeeded', timestamp: new Date().toISOString(), data: { orderId: `ord_${webhookId}`, paymentId: `pi_${webhookId}`, amount: 150000, currency: 'IDR' } })
+const eventBody = webhookId => JSON.stringify({ type: 'payment.succeeded', timestamp: new Date().toISOString(), data: { orderId: `ord_${webhookId}`, paymentId: `pi_${webhookId}`, amount: 150000, currency: 'IDR' } })
+
+function signedWebhook(webhookId, body = eventBody(webhookId)) {
   const timestamp = Math.floor(Date.now() / 1000)
   const signature = createHmac('sha256', Buffer.from(webhookSecret.slice(6), 'base64')).update(`${webhookId}.${timestamp}.${body}`).digest('base64')
   return { headers: { 'content-type': 'application/json', 'webhook-id': webhookId, 'webhook-timestamp': String(timestamp), 'webhook-signature': `v1,${signature}` }, body }
@@ -74,8 +75,8 @@ function workload(kind, mode, secretKey) {
   if (kind === 'webhook') {
     // A redelivery keeps its body (and so its fingerprint); only the signature's timestamp moves.
     const redelivered = `msg_bench_${randomUUID()}`
-    const first = signedWebhook(redelivered)
-    return { path: '/api/webhooks/standard', next: () => (mode === 'replay' ? { ...signedWebhook(redelivered), body: first.body } : signedWebhook(`msg_${randomUUID()}`)) }
+    const body = eventBody(redelivered)
+    return { path: '/api/webhooks/standard', next: () => (mode === 'replay' ? signedWebhook(redelivered, body) : signedWebhook(`msg_${randomUUID()}`)) }
   }
   const headers = { 'content-type': 'application/json', 'authorization': `Bearer ${secretKey}` }
   const replayKey = `bench-replay-${randomUUID()}`
