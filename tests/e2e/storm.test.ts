@@ -1,3 +1,4 @@
+import postgres from 'postgres'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { type AppProcess, stopAll } from '../support/app'
 import { createCluster } from '../support/cluster'
@@ -6,6 +7,7 @@ import { openOrderRows, type OrderRows } from '../support/order-rows'
 import { expectProblem, orderBodyVariant, validOrderBody } from '../support/orders'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
 import { expectIdenticalStormExactlyOnce, expectOnlyAnswerKinds, ordersPerCart, printStormFigures, runStorm } from '../support/storm'
+import { deliver, newWebhookId, nowSeconds, standardBody, standardDelivery } from '../support/webhooks'
 
 // Three instances on one database and one Redis prefix, hit by a retry storm: every key must be
 // executed once and every client must end up holding that one order. The printed tables are the
@@ -87,6 +89,39 @@ describeWithServices('retry storm over three instances', ['postgres', 'redis'], 
       expect(winners.filter(client => client.result.final.json.idempotency.replayed === false), `executions for ${key}`).toHaveLength(1)
       expect(losers.map(client => client.variant), `losers of ${key}`).toEqual(losers.map(() => 1 - winningVariant!))
       for (const { result: { final } } of losers) expectProblem(final, 'idempotency-key-reused')
+    }
+  })
+
+  it('20 webhook events × 6 redeliveries at once over the three instances: each event stored once with one job, every answer 200', async () => {
+    const eventCount = 20
+    const copies = 6
+    const events = Array.from({ length: eventCount }, (_, index) => ({
+      webhookId: newWebhookId(),
+      body: standardBody('payment.succeeded', { orderId: `ord_storm_${index}`, paymentId: `pay_storm_${index}`, amount: 1000, currency: 'IDR' }),
+    }))
+    // Each copy is signed anew with its own timestamp, as a provider's redelivery is.
+    const at = nowSeconds()
+    const answers = await Promise.all(events.flatMap(({ webhookId, body }, eventIndex) =>
+      Array.from({ length: copies }, (_, copy) =>
+        deliver(instances[(eventIndex + copy) % instances.length]!.url, standardDelivery(webhookId, body, { at: at - copy }))
+          .then(response => ({ webhookId, status: response.status, replayed: response.json?.idempotency?.replayed as boolean | undefined })))))
+
+    expect(answers.filter(answer => answer.status !== 200)).toEqual([])
+    for (const { webhookId } of events) {
+      const ofEvent = answers.filter(answer => answer.webhookId === webhookId)
+      expect(ofEvent.map(answer => answer.replayed).sort(), webhookId).toEqual([false, ...Array.from({ length: copies - 1 }, () => true)])
+    }
+    const sql = postgres(database!.url, { max: 1, onnotice: () => {} })
+    try {
+      const ids = events.map(event => event.webhookId)
+      const [counts] = await sql<[{ events: number, jobs: number, records: number }]>`
+        select (select count(*)::int from webhook_events where event_id = any(${ids})) as events,
+               (select count(*)::int from jobs where kind = 'webhook.apply' and idempotency_key = any(${ids})) as jobs,
+               (select count(*)::int from idempotency_records where scope = 'provider:standard' and key = any(${ids})) as records`
+      expect(counts).toEqual({ events: eventCount, jobs: eventCount, records: eventCount })
+    }
+    finally {
+      await sql.end()
     }
   })
 })
