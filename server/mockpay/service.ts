@@ -39,8 +39,8 @@ export function requireMockpay(): void {
 
 export type IntentView = Awaited<ReturnType<typeof findIntent>> & { deliveriesScheduled: number }
 
-export async function findIntent(db: Database, intentId: string) {
-  const [intent] = await db.select({
+export async function findIntent(db: Database, intentId: string, options: { forUpdate?: boolean } = {}) {
+  const query = db.select({
     id: paymentIntents.id,
     orderId: paymentIntents.orderId,
     status: paymentIntents.status,
@@ -48,6 +48,7 @@ export async function findIntent(db: Database, intentId: string) {
     currency: paymentIntents.currency,
     events: paymentIntents.events,
   }).from(paymentIntents).where(eq(paymentIntents.id, intentId))
+  const [intent] = await (options.forUpdate ? query.for('update') : query)
   if (!intent) throw problem('not-found', `No mockpay payment intent "${intentId}". Read the order (GET /api/orders/{id}) for its paymentIntentId; it appears once the worker created the intent.`)
   return intent
 }
@@ -59,8 +60,8 @@ export async function actOnIntent(db: Database, intentId: string, action: Mockpa
   const reorder = chaos.reorder ?? config.MOCKPAY_REORDER
   const transition = transitions[action]
   return db.transaction(async (tx) => {
-    await tx.select({ id: paymentIntents.id }).from(paymentIntents).where(eq(paymentIntents.id, intentId)).for('update')
-    const intent = await findIntent(tx, intentId)
+    // Row-locked: two presses of the button serialise, and the second finds the state the first left.
+    const intent = await findIntent(tx, intentId, { forUpdate: true })
     if (intent.status === transition.to) return { ...intent, deliveriesScheduled: 0 }
     if (!transition.from.includes(intent.status)) {
       throw problem('payment-state-conflict', `This intent is ${intent.status}; "${action}" needs it to be ${transition.from.join(' or ')}. Read it with GET /api/mockpay/intents/${intentId}.`, { extensions: { intentStatus: intent.status } })
