@@ -66,6 +66,13 @@ const EnvSchema = z.object({
   MOCKPAY_MAX_DELAY_MS: intIn(0, 60_000, 300),
   /** …and the intent's earlier events delivered again with each new one, so they arrive out of order. */
   MOCKPAY_REORDER: flag(true),
+  /**
+   * The checkout page's demo store: a sealed session cookie bound to the demo tenant, so the page
+   * works without pasting keys. Default: on when embedded or in development, off otherwise.
+   */
+  CHECKOUT_DEMO_ENABLED: z.enum(['true', 'false', '1', '0']).optional(),
+  /** Seals the checkout session cookie (≥ 32 characters); generated when embedded or in development. */
+  SESSION_PASSWORD: z.string().min(32, 'must be at least 32 characters').optional(),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
 })
 
@@ -73,8 +80,10 @@ type Env = z.infer<typeof EnvSchema>
 const secretNames = ['OPS_TOKEN', 'WEBHOOK_STANDARD_SECRET', 'WEBHOOK_STRIPE_SECRET', 'MIDTRANS_SERVER_KEY'] as const
 type SecretName = typeof secretNames[number]
 
-export type AppConfig = Omit<Env, SecretName | 'MOCKPAY_ENABLED' | 'MOCKPAY_WEBHOOK_URL'> & Record<SecretName, string> & {
+export type AppConfig = Omit<Env, SecretName | 'MOCKPAY_ENABLED' | 'MOCKPAY_WEBHOOK_URL' | 'CHECKOUT_DEMO_ENABLED' | 'SESSION_PASSWORD'> & Record<SecretName, string> & {
   MOCKPAY_ENABLED: boolean
+  CHECKOUT_DEMO_ENABLED: boolean
+  SESSION_PASSWORD: string
   MOCKPAY_WEBHOOK_URL: string
   /** No DATABASE_URL: PGlite in PGLITE_DIR, one process. */
   embedded: boolean
@@ -115,11 +124,18 @@ export function parseConfig(env: Record<string, string | undefined>, options: Pa
       + 'they are generated only when the app runs embedded (no DATABASE_URL) or in development.')
   }
   const secrets = Object.fromEntries(secretNames.map(name => [name, values[name] ?? generateSecret(name)])) as Record<SecretName, string>
-  const mockpayEnabled = values.MOCKPAY_ENABLED === undefined ? embedded || options.dev === true : ['true', '1'].includes(values.MOCKPAY_ENABLED)
+  const onByDefault = (value: string | undefined) => (value === undefined ? embedded || options.dev === true : ['true', '1'].includes(value))
+  const checkoutDemoEnabled = onByDefault(values.CHECKOUT_DEMO_ENABLED)
+  if (checkoutDemoEnabled && !values.SESSION_PASSWORD && !mayGenerate) {
+    // Every instance must seal and open the same cookies.
+    throw new ConfigError('Missing SESSION_PASSWORD (at least 32 characters): it is required when CHECKOUT_DEMO_ENABLED=true with DATABASE_URL.')
+  }
   return {
     ...values,
     ...secrets,
-    MOCKPAY_ENABLED: mockpayEnabled,
+    MOCKPAY_ENABLED: onByDefault(values.MOCKPAY_ENABLED),
+    CHECKOUT_DEMO_ENABLED: checkoutDemoEnabled,
+    SESSION_PASSWORD: values.SESSION_PASSWORD ?? randomBytes(32).toString('base64url'),
     MOCKPAY_WEBHOOK_URL: values.MOCKPAY_WEBHOOK_URL ?? `http://127.0.0.1:${values.PORT}/api/webhooks/standard`,
     embedded,
     generatedSecrets: missing,

@@ -3,6 +3,7 @@ import { getHeader, type H3Event } from 'h3'
 import { useConfig } from '../config'
 import { useDatabaseHandle } from '../db'
 import { problem } from '../problems'
+import { tenantOfCheckoutSession } from '../checkout/session'
 import { findTenantBySecretKey, type Tenant } from '../tenants/service'
 
 function bearerToken(event: H3Event): string | undefined {
@@ -10,10 +11,13 @@ function bearerToken(event: H3Event): string | undefined {
   return match?.[1]
 }
 
-/** The tenant of the request's secret key; 401 when it is missing, unknown or revoked. */
+/**
+ * The tenant of the request's secret key, or of the demo checkout's session cookie when no key is
+ * sent; 401 when neither identifies one.
+ */
 export async function requireTenant(event: H3Event): Promise<Tenant> {
   const token = bearerToken(event)
-  const tenant = token ? await findTenantBySecretKey(useDatabaseHandle().db, token) : undefined
+  const tenant = token ? await findTenantBySecretKey(useDatabaseHandle().db, token) : await tenantOfCheckoutSession(event)
   if (!tenant) {
     throw problem('unauthorized', token
       ? 'The secret key is unknown or revoked. Use a current key from your tenant (POST /api/ops/tenants issues one).'

@@ -17,6 +17,7 @@ export const testSecrets = {
   webhookStandardSecret: `whsec_${webhookStandardKey.toString('base64')}`,
   webhookStripeSecret: 'stripe_test_secret_0123456789',
   midtransServerKey: 'midtrans_test_server_key_0123',
+  sessionPassword: 'session_test_password_0123456789abcdef',
 } as const
 
 export interface StartAppOptions {
@@ -58,6 +59,7 @@ export function appEnv(options: Pick<StartAppOptions, 'databaseUrl' | 'redisUrl'
     WEBHOOK_STANDARD_SECRET: testSecrets.webhookStandardSecret,
     WEBHOOK_STRIPE_SECRET: testSecrets.webhookStripeSecret,
     MIDTRANS_SERVER_KEY: testSecrets.midtransServerKey,
+    SESSION_PASSWORD: testSecrets.sessionPassword,
     FAULTS_ENABLED: 'true',
     LOG_LEVEL: 'warn',
     WORKER_ENABLED: 'false',
