@@ -196,3 +196,38 @@ describe('parseConfig: values', () => {
     expect(configErrorFor({ ...deploymentEnv(), OPS_TOKEN: '' }).message).toContain('OPS_TOKEN')
   })
 })
+
+describe('parseConfig: mockpay and the demo checkout', () => {
+  const sessionPassword = 'a-session-password-of-32-chars-!'
+
+  it('turns both on when embedded or in development, and off in a deployment', () => {
+    const embedded = parseConfig({})
+    expect([embedded.MOCKPAY_ENABLED, embedded.CHECKOUT_DEMO_ENABLED]).toEqual([true, true])
+    expect(embedded.SESSION_PASSWORD).toMatch(/^[\w-]{43}$/)
+    const dev = parseConfig({ ...deploymentEnv(), SESSION_PASSWORD: undefined }, { dev: true })
+    expect([dev.MOCKPAY_ENABLED, dev.CHECKOUT_DEMO_ENABLED]).toEqual([true, true])
+    const deployed = parseConfig(deploymentEnv())
+    expect([deployed.MOCKPAY_ENABLED, deployed.CHECKOUT_DEMO_ENABLED]).toEqual([false, false])
+  })
+
+  it('delivers mockpay webhooks to this instance unless told otherwise', () => {
+    expect(parseConfig({ PORT: '4100' }).MOCKPAY_WEBHOOK_URL).toBe('http://127.0.0.1:4100/api/webhooks/standard')
+    expect(parseConfig({ MOCKPAY_WEBHOOK_URL: 'https://hooks.example.com/api/webhooks/standard' }).MOCKPAY_WEBHOOK_URL)
+      .toBe('https://hooks.example.com/api/webhooks/standard')
+    expect(configErrorFor({ MOCKPAY_WEBHOOK_URL: 'ftp://x' }).message).toMatch(/\bMOCKPAY_WEBHOOK_URL\b/)
+    const chaos = parseConfig({})
+    expect([chaos.MOCKPAY_DUPLICATES, chaos.MOCKPAY_MAX_DELAY_MS, chaos.MOCKPAY_REORDER]).toEqual([1, 300, true])
+  })
+
+  it('requires SESSION_PASSWORD for the demo checkout in a deployment, and keeps it verbatim', () => {
+    expect(configErrorFor({ ...deploymentEnv(), CHECKOUT_DEMO_ENABLED: 'true' }).message).toMatch(/\bSESSION_PASSWORD\b/)
+    const config = parseConfig({ ...deploymentEnv(), CHECKOUT_DEMO_ENABLED: 'true', MOCKPAY_ENABLED: '1', SESSION_PASSWORD: sessionPassword })
+    expect([config.CHECKOUT_DEMO_ENABLED, config.MOCKPAY_ENABLED, config.SESSION_PASSWORD]).toEqual([true, true, sessionPassword])
+    expect(configErrorFor({ ...deploymentEnv(), SESSION_PASSWORD: 'too-short' }).message).toMatch(/\bSESSION_PASSWORD\b/)
+  })
+
+  it('lets a deployment switch them off explicitly even when embedded', () => {
+    const config = parseConfig({ MOCKPAY_ENABLED: 'false', CHECKOUT_DEMO_ENABLED: '0' })
+    expect([config.MOCKPAY_ENABLED, config.CHECKOUT_DEMO_ENABLED]).toEqual([false, false])
+  })
+})
