@@ -1,5 +1,5 @@
 import { computed, onBeforeUnmount, reactive, ref, watch } from 'vue'
-import { type Problem, useIdempotentRequest } from './useIdempotentRequest'
+import { newIdempotencyKey, type Problem, useIdempotentRequest } from './useIdempotentRequest'
 
 /**
  * The demo store's checkout: the session, the cart (kept in localStorage so a reload or another tab
@@ -46,7 +46,7 @@ const SLOW_COMMIT_MS = 4000
 /** Statuses after which nothing more happens to an order. */
 const settled = new Set(['refunded'])
 
-const newCart = (): Cart => ({ cartId: `cart_${crypto.randomUUID()}`, quantities: {}, email: '', paymentMethod: 'card' })
+const newCart = (): Cart => ({ cartId: `cart_${newIdempotencyKey()}`, quantities: {}, email: '', paymentMethod: 'card' })
 
 function readJson<T>(key: string): T | undefined {
   try {

@@ -136,6 +136,19 @@ export interface IdempotentRequest<T> {
   forget: () => void
 }
 
+/**
+ * A UUID v4. crypto.randomUUID exists only in secure contexts (https, localhost); a page served over
+ * plain http elsewhere still has crypto.getRandomValues.
+ */
+export function newIdempotencyKey(): string {
+  if (typeof crypto.randomUUID === 'function') return crypto.randomUUID()
+  const bytes = crypto.getRandomValues(new Uint8Array(16))
+  bytes[6] = (bytes[6]! & 0x0F) | 0x40
+  bytes[8] = (bytes[8]! & 0x3F) | 0x80
+  const hex = Array.from(bytes, byte => byte.toString(16).padStart(2, '0')).join('')
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`
+}
+
 const defaultStorage = (): IntentStorage | null => (globalThis as { localStorage?: IntentStorage }).localStorage ?? null
 
 export function createIdempotentRequest<T = unknown>(options: IdempotentRequestOptions, onChange: (snapshot: RequestSnapshot<T>) => void = () => {}): IdempotentRequest<T> {
@@ -146,7 +159,7 @@ export function createIdempotentRequest<T = unknown>(options: IdempotentRequestO
   const doFetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init))
   const sleep = options.sleep ?? (ms => new Promise<void>(resolve => setTimeout(resolve, ms)))
   const random = options.random ?? Math.random
-  const newKey = options.newKey ?? (() => crypto.randomUUID())
+  const newKey = options.newKey ?? newIdempotencyKey
   const timeoutSignal = options.timeoutSignal ?? (ms => AbortSignal.timeout(ms))
   const maxAge = options.intentMaxAgeMs ?? 24 * 60 * 60 * 1000
   const storageKey = () => `idempotent-intent:${options.intentName()}`
