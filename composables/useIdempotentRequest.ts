@@ -63,11 +63,13 @@ export type Verdict =
 
 const isProblemOf = (body: unknown, slug: string) => (body as Problem | undefined)?.type === `/problems/${slug}`
 
-/** Retry-After as milliseconds: delta-seconds or an HTTP date. */
+/** Retry-After as milliseconds: delta-seconds or an HTTP date (`Sun, 06 Nov 1994 08:49:37 GMT`). */
 export function parseRetryAfter(value: string | null, now = Date.now()): number | undefined {
-  if (!value) return undefined
-  if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000
-  const date = Date.parse(value)
+  const trimmed = value?.trim()
+  if (!trimmed) return undefined
+  if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000
+  if (!/^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/.test(trimmed)) return undefined
+  const date = Date.parse(trimmed)
   return Number.isNaN(date) ? undefined : Math.max(0, date - now)
 }
 
@@ -77,8 +79,10 @@ export function judgeResponse(status: number, body: unknown, headers: Headers): 
   if (status >= 500 || status === 429 || status === 408 || (status === 409 && isProblemOf(body, 'request-in-progress'))) {
     return { kind: 'retry', reason: `HTTP ${status}`, retryAfterMs }
   }
-  // The idempotency layer marks every answer it stored with the key: those are final.
-  return (body as { idempotency?: unknown } | undefined)?.idempotency ? { kind: 'final' } : { kind: 'rejected' }
+  // The idempotency layer marks every answer it stored with the key: those are final. So is 422
+  // idempotency-key-reused: the key belongs to another request for good.
+  const stored = (body as { idempotency?: unknown } | undefined)?.idempotency !== undefined
+  return stored || isProblemOf(body, 'idempotency-key-reused') ? { kind: 'final' } : { kind: 'rejected' }
 }
 
 /** The wait before retry n (1-based): full jitter under min(cap, base·2ⁿ⁻¹), and never less than Retry-After. */
@@ -162,10 +166,12 @@ export function createIdempotentRequest<T = unknown>(options: IdempotentRequestO
   const newKey = options.newKey ?? newIdempotencyKey
   const timeoutSignal = options.timeoutSignal ?? (ms => AbortSignal.timeout(ms))
   const maxAge = options.intentMaxAgeMs ?? 24 * 60 * 60 * 1000
-  const storageKey = () => `idempotent-intent:${options.intentName()}`
+  const storageKey = (name = options.intentName()) => `idempotent-intent:${name}`
 
   let current: RequestSnapshot<T> = { phase: 'idle', attempt: 0, replayed: false }
   let inFlight: Promise<RequestSnapshot<T>> | undefined
+  /** Bumped by forget(): a run of an earlier generation finishes silently, touching nothing. */
+  let generation = 0
   const set = (next: RequestSnapshot<T>) => {
     current = next
     onChange(next)
@@ -183,7 +189,6 @@ export function createIdempotentRequest<T = unknown>(options: IdempotentRequestO
     return undefined
   }
 
-  const endIntent = () => store.removeItem(storageKey())
 
   async function attemptOnce(key: string, body: unknown, extraHeaders: Record<string, string>): Promise<{ verdict: Verdict, status?: number, payload?: unknown, replayed?: boolean }> {
     try {
@@ -219,11 +224,16 @@ export function createIdempotentRequest<T = unknown>(options: IdempotentRequestO
     }
   }
 
-  async function run(key: string, body: unknown, submitOptions: SubmitOptions): Promise<RequestSnapshot<T>> {
+  /** One intent's attempts; `intentKey` is its storage key, fixed when it was submitted. */
+  async function run(intentKey: string, key: string, body: unknown, submitOptions: SubmitOptions): Promise<RequestSnapshot<T>> {
+    const mine = generation
+    const forgotten = () => mine !== generation
+    const endIntent = () => store.removeItem(intentKey)
     let last: Awaited<ReturnType<typeof attemptOnce>> | undefined
     for (let attempt = 1; attempt <= policy.maxAttempts; attempt++) {
       if (attempt === 1) set({ phase: 'submitting', attempt, key, replayed: false })
       last = await attemptOnce(key, body, attempt === 1 ? submitOptions.firstAttemptHeaders ?? {} : {})
+      if (forgotten()) return current
       const { verdict } = last
       if (verdict.kind === 'succeeded') {
         endIntent()
@@ -246,6 +256,7 @@ export function createIdempotentRequest<T = unknown>(options: IdempotentRequestO
       const retryInMs = retryDelayMs(attempt, verdict.retryAfterMs, policy, random)
       set({ phase: 'retrying', attempt, key, replayed: false, retryReason: verdict.reason, retryInMs })
       await sleep(retryInMs)
+      if (forgotten()) return current
       set({ ...current, attempt: attempt + 1 })
     }
     return set({
@@ -266,11 +277,13 @@ export function createIdempotentRequest<T = unknown>(options: IdempotentRequestO
     // (validation) stored nothing under it, and one it stored answers 422, which ends the intent.
     const pending = pendingIntent()
     const intent: PendingIntent = { key: pending?.key ?? newKey(), body, startedAt: pending?.startedAt ?? Date.now() }
-    store.setItem(storageKey(), JSON.stringify(intent))
-    inFlight = run(intent.key, body, submitOptions).finally(() => {
-      inFlight = undefined
+    const intentKey = storageKey()
+    store.setItem(intentKey, JSON.stringify(intent))
+    const running = run(intentKey, intent.key, body, submitOptions).finally(() => {
+      if (inFlight === running) inFlight = undefined
     })
-    return inFlight
+    inFlight = running
+    return running
   }
 
   return {
@@ -282,7 +295,9 @@ export function createIdempotentRequest<T = unknown>(options: IdempotentRequestO
       return intent ? submit(intent.body) : undefined
     },
     forget() {
-      endIntent()
+      generation++
+      inFlight = undefined
+      store.removeItem(storageKey())
       set({ phase: 'idle', attempt: 0, replayed: false })
     },
   }
