@@ -1,4 +1,4 @@
-import { getCookie, getRequestURL, type H3Event, useSession } from 'h3'
+import { clearSession, getCookie, getRequestURL, getSession, type H3Event, unsealSession, updateSession } from 'h3'
 import { useConfig } from '../config'
 import { problem } from '../problems'
 import type { Tenant } from '../tenants/service'
@@ -12,6 +12,7 @@ import { DEMO_TENANT } from './demo-store'
  */
 
 const SESSION_COOKIE = 'ic_checkout'
+const SESSION_MAX_AGE_SECONDS = 60 * 60 * 24
 
 interface CheckoutSession { tenantId?: string }
 
@@ -19,7 +20,9 @@ function sessionConfig(event: H3Event) {
   return {
     name: SESSION_COOKIE,
     password: useConfig().SESSION_PASSWORD,
-    maxAge: 60 * 60 * 24,
+    maxAge: SESSION_MAX_AGE_SECONDS,
+    // The cookie only: h3 would also take the sealed session from an `x-ic_checkout-session` header.
+    sessionHeader: false as const,
     cookie: { httpOnly: true, sameSite: 'strict' as const, secure: getRequestURL(event).protocol === 'https:', path: '/' },
   }
 }
@@ -31,15 +34,31 @@ export function requireCheckoutDemo(): void {
   }
 }
 
-/** Starts (or renews) the page's session for the demo tenant. */
+/**
+ * Starts the page's session for the demo tenant, or renews one past half its life (a session
+ * expires a fixed time after it was created), so an open page keeps working.
+ */
 export async function startCheckoutSession(event: H3Event): Promise<void> {
-  const session = await useSession<CheckoutSession>(event, sessionConfig(event))
-  if (session.data.tenantId !== DEMO_TENANT.id) await session.update({ tenantId: DEMO_TENANT.id })
+  const config = sessionConfig(event)
+  const current = await getSession<CheckoutSession>(event, config)
+  if (current.data.tenantId === DEMO_TENANT.id && Date.now() - current.createdAt < SESSION_MAX_AGE_SECONDS * 500) return
+  await clearSession(event, config)
+  await updateSession<CheckoutSession>(event, config, { tenantId: DEMO_TENANT.id })
 }
 
-/** The demo tenant when the request carries a valid checkout session cookie, else undefined. */
+/**
+ * The demo tenant when the request carries a valid, unexpired checkout session cookie, else
+ * undefined. Only reads: a request with a bad cookie gets no new one.
+ */
 export async function tenantOfCheckoutSession(event: H3Event): Promise<Tenant | undefined> {
-  if (!useConfig().CHECKOUT_DEMO_ENABLED || !getCookie(event, SESSION_COOKIE)) return undefined
-  const session = await useSession<CheckoutSession>(event, sessionConfig(event))
-  return session.data.tenantId === DEMO_TENANT.id ? DEMO_TENANT : undefined
+  const sealed = getCookie(event, SESSION_COOKIE)
+  if (!useConfig().CHECKOUT_DEMO_ENABLED || !sealed) return undefined
+  try {
+    const session = await unsealSession(event, sessionConfig(event), sealed)
+    return (session.data as CheckoutSession | undefined)?.tenantId === DEMO_TENANT.id ? DEMO_TENANT : undefined
+  }
+  catch {
+    // Tampered, sealed with another password, or expired.
+    return undefined
+  }
 }

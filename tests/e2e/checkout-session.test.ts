@@ -1,0 +1,389 @@
+import postgres from 'postgres'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { type AppProcess, startApp, stopAll, testSecrets } from '../support/app'
+import { createTenant, request, type TestResponse } from '../support/http'
+import {
+  countRows,
+  expectProblem,
+  newIdempotencyKey,
+  type OrderBody,
+  postOrder,
+  requestIdPattern,
+  type TenantCredentials,
+  validOrderBody,
+} from '../support/orders'
+import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
+
+// SPEC §2: the checkout page orders without a pasted key, through a sealed session cookie bound to
+// the demo tenant; that cookie names no other tenant, cannot be forged, and is worthless where the
+// demo is off. Against the built server on real Postgres and Redis.
+
+const DEMO_TENANT_ID = 'ten_demo_store'
+const SESSION_COOKIE = 'ic_checkout'
+const ORDER_ID_PATTERN = /^ord_[\w-]+$/
+const dayMs = 24 * 60 * 60 * 1000
+
+interface SessionCookie {
+  /** `ic_checkout=<sealed value>`, as a browser sends it back in `Cookie`. */
+  pair: string
+  value: string
+  /** The Set-Cookie attributes after the pair, lower-cased names → values ('' for flags). */
+  attributes: Map<string, string>
+}
+
+/** The one ic_checkout Set-Cookie of a response, parsed; fails when there is none or several. */
+function sessionCookieOf(response: TestResponse): SessionCookie {
+  const setCookies = response.headers.getSetCookie().filter(header => header.startsWith(`${SESSION_COOKIE}=`))
+  expect(setCookies, `Set-Cookie headers: ${JSON.stringify(response.headers.getSetCookie())}`).toHaveLength(1)
+  const [pair, ...attributes] = setCookies[0]!.split(';').map(part => part.trim())
+  return {
+    pair: pair!,
+    value: pair!.slice(SESSION_COOKIE.length + 1),
+    attributes: new Map(attributes.map((attribute) => {
+      const [name, ...value] = attribute.split('=')
+      return [name!.toLowerCase(), value.join('=')]
+    })),
+  }
+}
+
+/** The sealed value with one character of its encrypted part changed: the HMAC no longer matches. */
+function tampered(value: string): string {
+  // iron seal: Fe26.2*<password id>*<salt>*<iv>*<encrypted>*<expiry>*<hmac salt>*<hmac>
+  const parts = value.split('*')
+  expect(parts, value).toHaveLength(8)
+  const encrypted = parts[4]!
+  const at = Math.floor(encrypted.length / 2)
+  parts[4] = encrypted.slice(0, at) + (encrypted[at] === 'A' ? 'B' : 'A') + encrypted.slice(at + 1)
+  return parts.join('*')
+}
+
+/** An order the demo store's page would send: catalogue items, in IDR, on a fresh cart. */
+function demoOrderBody(): OrderBody {
+  return validOrderBody({
+    amount: 149_000 + 2 * 89_000,
+    paymentMethod: 'ewallet',
+    items: [{ sku: 'TEE-ORGANIC', quantity: 1, unitPrice: 149_000 }, { sku: 'MUG-ENAMEL', quantity: 2, unitPrice: 89_000 }],
+  })
+}
+
+function expectCreated(response: TestResponse, body: OrderBody, key: string, replayed: boolean): void {
+  expect(response.status, response.text).toBe(201)
+  expect(response.json).toEqual({
+    id: expect.stringMatching(ORDER_ID_PATTERN),
+    object: 'order',
+    status: 'pending_payment',
+    ...body,
+    createdAt: expect.any(String),
+    idempotency: { key, replayed },
+  })
+  expect(response.headers.get('location')).toBe(`/api/orders/${response.json.id}`)
+  expect(response.headers.get('idempotent-replayed')).toBe(replayed ? 'true' : null)
+  expect(response.headers.get('x-request-id')).toMatch(requestIdPattern)
+}
+
+describeWithServices('checkout session cookie (SPEC §2)', ['postgres', 'redis'], () => {
+  // The other apps of this file (demo off, another password, failed starts) share this database.
+  let database: Awaited<ReturnType<typeof createTestDatabase>>
+  /** The app under test (demo on) and a client on its database for reading rows. */
+  let stack: { app: AppProcess, sql: postgres.Sql }
+  /** Another tenant on the same app, with a secret key (from POST /api/ops/tenants). */
+  let tenantB: TenantCredentials
+  /** A valid demo session of stack.app, as the page gets it. */
+  let demoCookie: string
+
+  beforeAll(async () => {
+    database = await createTestDatabase('checkout-session')
+    const app = await startApp({ databaseUrl: database.url, redisUrl, label: 'checkout-session', env: { CHECKOUT_DEMO_ENABLED: 'true' } })
+    stack = { app, sql: postgres(database.url, { max: 2, onnotice: () => {} }) }
+    tenantB = await createTenant(app.url, 'checkout-session tenant B')
+    const started = await startSession(app.url)
+    expect(started.status, started.text).toBe(200)
+    demoCookie = sessionCookieOf(started).pair
+  })
+
+  afterAll(async () => {
+    await stack?.sql.end()
+    await stopAll()
+    await database?.drop()
+  })
+
+  function startSession(baseUrl: string, headers: Record<string, string> = {}): Promise<TestResponse> {
+    return request(baseUrl, '/api/checkout/session', { headers })
+  }
+
+  /** POST /api/orders with exactly the given credentials headers (cookie and/or authorization). */
+  function postWith(credentials: Record<string, string>, key: string, body: unknown, baseUrl = stack.app.url): Promise<TestResponse> {
+    return request(baseUrl, '/api/orders', { method: 'POST', headers: { 'idempotency-key': key, ...credentials }, body })
+  }
+
+  function getWith(credentials: Record<string, string>, id: string, baseUrl = stack.app.url): Promise<TestResponse> {
+    return request(baseUrl, `/api/orders/${id}`, { headers: credentials })
+  }
+
+  const cookie = (pair: string) => ({ cookie: pair })
+  const bearer = (secretKey: string) => ({ authorization: `Bearer ${secretKey}` })
+
+  async function orderRow(id: string): Promise<{ tenantId: string, idempotencyKey: string } | undefined> {
+    const [row] = await stack.sql<Array<{ tenantId: string, idempotencyKey: string }>>`
+      select tenant_id as "tenantId", idempotency_key as "idempotencyKey" from orders where id = ${id}`
+    return row
+  }
+
+  async function scopesOfKey(key: string): Promise<string[]> {
+    const rows = await stack.sql<Array<{ scope: string }>>`select scope from idempotency_records where key = ${key} order by scope`
+    return rows.map(row => row.scope)
+  }
+
+  describe('GET /api/checkout/session', () => {
+    it('answers 200 with the demo store and sets a sealed HttpOnly, SameSite=Strict, Path=/ cookie with Max-Age (no Secure over http)', async () => {
+      const sentAt = Date.now()
+      const response = await startSession(stack.app.url)
+      const answeredAt = Date.now()
+
+      expect(response.status, response.text).toBe(200)
+      expect(response.headers.get('content-type')).toMatch(/^application\/json\b/)
+      expect(response.json).toEqual({
+        tenant: { id: DEMO_TENANT_ID, name: 'Demo store' },
+        currency: 'IDR',
+        catalogue: [
+          { sku: 'TEE-ORGANIC', name: 'Organic cotton tee', description: 'Heavyweight, garment-dyed, made to last.', unitPrice: 149_000 },
+          { sku: 'MUG-ENAMEL', name: 'Enamel camp mug', description: 'Chip-resistant, 350 ml, stacks neatly.', unitPrice: 89_000 },
+          { sku: 'TOTE-CANVAS', name: 'Canvas tote', description: 'Waxed canvas with an inside pocket.', unitPrice: 119_000 },
+          { sku: 'CAP-WOOL', name: 'Wool cap', description: 'Merino blend, one size fits most.', unitPrice: 99_000 },
+        ],
+        // The stack sets FAULTS_ENABLED=true and leaves MOCKPAY_ENABLED to its default (off with DATABASE_URL).
+        mockpay: false,
+        faults: true,
+      })
+
+      const session = sessionCookieOf(response)
+      // Sealed (iron), not a readable tenant id the client could edit.
+      expect(session.value).toMatch(/^Fe26\.2\*/)
+      expect(session.value).not.toContain(DEMO_TENANT_ID)
+      expect(session.attributes.get('httponly')).toBe('')
+      expect(session.attributes.get('samesite')).toBe('Strict')
+      expect(session.attributes.get('path')).toBe('/')
+      // h3 sessions express the 24 h lifetime as Expires (created + maxAge), not as Max-Age; the seal expires with it.
+      const expires = Date.parse(session.attributes.get('expires') ?? '')
+      expect(expires).toBeGreaterThanOrEqual(sentAt - 1_000 + dayMs) // Expires has whole seconds
+      expect(expires).toBeLessThanOrEqual(answeredAt + dayMs)
+      // Exactly these: no Secure over plain http (the browser would drop it), no Domain (host-only).
+      expect([...session.attributes.keys()].sort()).toEqual(['expires', 'httponly', 'path', 'samesite'])
+    })
+
+    it('creates the demo tenant row once however often sessions start, with no secret key', async () => {
+      const fresh = await startSession(stack.app.url)
+      const reload = await startSession(stack.app.url, cookie(sessionCookieOf(fresh).pair))
+
+      expect(fresh.status).toBe(200)
+      expect(reload.status, reload.text).toBe(200)
+      expect(reload.json.tenant).toEqual({ id: DEMO_TENANT_ID, name: 'Demo store' })
+      const rows = await stack.sql`select id, name from tenants where id = ${DEMO_TENANT_ID}`
+      expect(rows).toEqual([{ id: DEMO_TENANT_ID, name: 'Demo store' }])
+      const [{ keys }] = await stack.sql<[{ keys: number }]>`select count(*)::int as keys from api_keys where tenant_id = ${DEMO_TENANT_ID}`
+      expect(keys).toBe(0)
+    })
+  })
+
+  describe('orders with the session cookie and no Authorization', () => {
+    it('creates the order for the demo tenant: 201, tenant ten_demo_store, idempotency scope tenant:ten_demo_store', async () => {
+      const before = await countRows(stack.sql)
+      const key = newIdempotencyKey()
+      const body = demoOrderBody()
+
+      const created = await postWith(cookie(demoCookie), key, body)
+
+      expectCreated(created, body, key, false)
+      expect(await countRows(stack.sql)).toEqual({ ...before, orders: before.orders + 1, idempotencyRecords: before.idempotencyRecords + 1 })
+      expect(await orderRow(created.json.id)).toEqual({ tenantId: DEMO_TENANT_ID, idempotencyKey: key })
+      expect(await scopesOfKey(key)).toEqual([`tenant:${DEMO_TENANT_ID}`])
+    })
+
+    it('replays the same key and body sent with the cookie: 201 replayed, same order, nothing written', async () => {
+      const key = newIdempotencyKey()
+      const body = demoOrderBody()
+      const first = await postWith(cookie(demoCookie), key, body)
+      expectCreated(first, body, key, false)
+      const before = await countRows(stack.sql)
+
+      const replay = await postWith(cookie(demoCookie), key, body)
+
+      expectCreated(replay, body, key, true)
+      expect(replay.text).toBe(first.text.replace('"replayed":false', '"replayed":true'))
+      expect(await countRows(stack.sql)).toEqual(before)
+    })
+
+    it('answers GET /api/orders/:id with the cookie: 200, the order and paymentIntentId null (no worker runs)', async () => {
+      const created = await postWith(cookie(demoCookie), newIdempotencyKey(), demoOrderBody())
+      expect(created.status, created.text).toBe(201)
+
+      const fetched = await getWith(cookie(demoCookie), created.json.id)
+
+      expect(fetched.status, fetched.text).toBe(200)
+      const { idempotency: _, ...order } = created.json
+      expect(fetched.json).toEqual({ ...order, paymentIntentId: null })
+    })
+  })
+
+  describe('isolation from other tenants', () => {
+    it('does not let the demo cookie read another tenant\'s order, nor that tenant\'s key read a demo order (404 both ways)', async () => {
+      const ofB = await postOrder(stack.app.url, { secretKey: tenantB.secretKey, key: newIdempotencyKey(), body: validOrderBody() })
+      const ofDemo = await postWith(cookie(demoCookie), newIdempotencyKey(), demoOrderBody())
+      expect(ofB.status, ofB.text).toBe(201)
+      expect(ofDemo.status, ofDemo.text).toBe(201)
+
+      expectProblem(await getWith(cookie(demoCookie), ofB.json.id), 'not-found')
+      expectProblem(await getWith(bearer(tenantB.secretKey), ofDemo.json.id), 'not-found')
+      // Each still reads its own.
+      expect((await getWith(cookie(demoCookie), ofDemo.json.id)).status).toBe(200)
+      expect((await getWith(bearer(tenantB.secretKey), ofB.json.id)).status).toBe(200)
+    })
+
+    it('keeps the same Idempotency-Key and body from tenant B (bearer) and the demo session as two independent orders', async () => {
+      const key = newIdempotencyKey()
+      const body = demoOrderBody()
+      const before = await countRows(stack.sql)
+
+      const inB = await postWith(bearer(tenantB.secretKey), key, body)
+      const inDemo = await postWith(cookie(demoCookie), key, body)
+
+      // Neither is a replay of the other: each tenant executed its own key.
+      expectCreated(inB, body, key, false)
+      expectCreated(inDemo, body, key, false)
+      expect(inDemo.json.id).not.toBe(inB.json.id)
+      expect(await countRows(stack.sql)).toEqual({ ...before, orders: before.orders + 2, idempotencyRecords: before.idempotencyRecords + 2 })
+      expect(await orderRow(inB.json.id)).toEqual({ tenantId: tenantB.tenantId, idempotencyKey: key })
+      expect(await orderRow(inDemo.json.id)).toEqual({ tenantId: DEMO_TENANT_ID, idempotencyKey: key })
+      expect(await scopesOfKey(key)).toEqual([`tenant:${DEMO_TENANT_ID}`, `tenant:${tenantB.tenantId}`].sort())
+      expectProblem(await getWith(cookie(demoCookie), inB.json.id), 'not-found')
+      expectProblem(await getWith(bearer(tenantB.secretKey), inDemo.json.id), 'not-found')
+    })
+
+    it('lets a bearer key win over the cookie when both are sent: the order is the key\'s tenant\'s', async () => {
+      const key = newIdempotencyKey()
+      const body = demoOrderBody()
+
+      const created = await postWith({ ...bearer(tenantB.secretKey), ...cookie(demoCookie) }, key, body)
+
+      expectCreated(created, body, key, false)
+      expect(await orderRow(created.json.id)).toEqual({ tenantId: tenantB.tenantId, idempotencyKey: key })
+      expect(await scopesOfKey(key)).toEqual([`tenant:${tenantB.tenantId}`])
+      expectProblem(await getWith(cookie(demoCookie), created.json.id), 'not-found')
+    })
+
+    it('does not fall back to the cookie when the bearer key is unknown: 401, nothing written', async () => {
+      const before = await countRows(stack.sql)
+
+      const response = await postWith({ authorization: 'Bearer sk_unknown_0123456789abcdefghij', ...cookie(demoCookie) }, newIdempotencyKey(), demoOrderBody())
+
+      expectProblem(response, 'unauthorized')
+      expect(await countRows(stack.sql)).toEqual(before)
+    })
+  })
+
+  describe('cookies that are not a valid session', () => {
+    const invalidCredentials: Array<[string, () => Record<string, string>]> = [
+      ['a tampered cookie value', () => cookie(`${SESSION_COOKIE}=${tampered(demoCookie.slice(SESSION_COOKIE.length + 1))}`)],
+      ['an unsealed cookie naming the demo tenant', () => cookie(`${SESSION_COOKIE}=${encodeURIComponent(JSON.stringify({ tenantId: DEMO_TENANT_ID }))}`)],
+      ['no cookie at all', () => ({})],
+    ]
+
+    it.each(invalidCredentials)('answers POST /api/orders with %s 401 unauthorized and writes nothing', async (_, credentials) => {
+      const before = await countRows(stack.sql)
+
+      const response = await postWith(credentials(), newIdempotencyKey(), demoOrderBody())
+
+      expectProblem(response, 'unauthorized')
+      expect(await countRows(stack.sql)).toEqual(before)
+    })
+
+    describe('sealed with another SESSION_PASSWORD', () => {
+      let otherApp: AppProcess
+      let otherCookie: string
+
+      beforeAll(async () => {
+        // Same database, demo on, another password: its cookies are well-formed seals the first app cannot open.
+        otherApp = await startApp({
+          databaseUrl: database.url,
+          redisUrl,
+          label: 'checkout-session-other-password',
+          env: { CHECKOUT_DEMO_ENABLED: 'true', SESSION_PASSWORD: `${testSecrets.sessionPassword}-but-another-one` },
+        })
+        const started = await startSession(otherApp.url)
+        expect(started.status, started.text).toBe(200)
+        otherCookie = sessionCookieOf(started).pair
+      })
+
+      afterAll(async () => {
+        await otherApp?.stop()
+      })
+
+      it('answers 401 unauthorized to a cookie of the other app, writes nothing, and the cookie works where it was sealed', async () => {
+        const before = await countRows(stack.sql)
+
+        expectProblem(await postWith(cookie(otherCookie), newIdempotencyKey(), demoOrderBody()), 'unauthorized')
+        expectProblem(await postWith(cookie(demoCookie), newIdempotencyKey(), demoOrderBody(), otherApp.url), 'unauthorized')
+        expect(await countRows(stack.sql)).toEqual(before)
+
+        // The rejected cookie is a genuine session: its own app accepts it.
+        const body = demoOrderBody()
+        const key = newIdempotencyKey()
+        expectCreated(await postWith(cookie(otherCookie), key, body, otherApp.url), body, key, false)
+        expect(await scopesOfKey(key)).toEqual([`tenant:${DEMO_TENANT_ID}`])
+      })
+    })
+  })
+
+  describe('CHECKOUT_DEMO_ENABLED=false', () => {
+    let demoOff: AppProcess
+
+    beforeAll(async () => {
+      // Same database and the same SESSION_PASSWORD: the demo cookie would open here if it were accepted.
+      demoOff = await startApp({ databaseUrl: database.url, redisUrl, label: 'checkout-session-demo-off', env: { CHECKOUT_DEMO_ENABLED: 'false' } })
+    })
+
+    afterAll(async () => {
+      await demoOff?.stop()
+    })
+
+    it('answers GET /api/checkout/session 404 not-found and sets no cookie', async () => {
+      const response = await startSession(demoOff.url)
+
+      expectProblem(response, 'not-found')
+      expect(response.headers.getSetCookie()).toEqual([])
+    })
+
+    it('does not accept a valid demo cookie: 401 on POST (nothing written) and on GET', async () => {
+      const created = await postWith(cookie(demoCookie), newIdempotencyKey(), demoOrderBody())
+      expect(created.status, created.text).toBe(201)
+      const before = await countRows(stack.sql)
+
+      expectProblem(await postWith(cookie(demoCookie), newIdempotencyKey(), demoOrderBody(), demoOff.url), 'unauthorized')
+      expectProblem(await getWith(cookie(demoCookie), created.json.id, demoOff.url), 'unauthorized')
+      expect(await countRows(stack.sql)).toEqual(before)
+    })
+  })
+
+  describe('start-up', () => {
+    it('exits 1 naming SESSION_PASSWORD when the demo is on with DATABASE_URL and no password is set', async () => {
+      const start = startApp({
+        databaseUrl: database.url,
+        redisUrl,
+        label: 'checkout-session-no-password',
+        // Empty means unset: it overrides the test default.
+        env: { CHECKOUT_DEMO_ENABLED: 'true', SESSION_PASSWORD: '' },
+      })
+      await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*Missing SESSION_PASSWORD/)
+    })
+
+    it('exits 1 naming SESSION_PASSWORD when it is shorter than 32 characters', async () => {
+      const start = startApp({
+        databaseUrl: database.url,
+        redisUrl,
+        label: 'checkout-session-short-password',
+        env: { CHECKOUT_DEMO_ENABLED: 'true', SESSION_PASSWORD: 'x'.repeat(31) },
+      })
+      await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*SESSION_PASSWORD: must be at least 32 characters/)
+    })
+  })
+})
