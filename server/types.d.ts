@@ -9,6 +9,8 @@ declare module 'h3' {
     tenant?: Tenant
     idempotency?: { scope: string, key: string }
     idempotencyOutcome?: IdempotencyOutcome
+    /** Resolves once the handler answered or failed (the request log waits for it after a disconnect). */
+    markHandled?: () => void
   }
 }
 

@@ -1,4 +1,5 @@
 import type { Server } from 'node:http'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { ConfigError, useConfig } from '../config'
 import { databaseReady, useDatabaseHandle } from '../db'
 import { answerUnparseableRequests } from '../http/client-errors'
@@ -7,6 +8,9 @@ import type { Worker } from '../jobs/runner'
 import { closeLocks, useLocks } from '../locks'
 import { log, setLogLevel } from '../observability/logger'
 import { flushRequestLog, recordRequest } from '../observability/request-log'
+
+/** How long the request log waits for the handler of a request whose client disconnected. */
+const ABANDONED_HANDLER_WAIT_MS = 60_000
 
 /**
  * Start-up: validate the configuration, print generated dev secrets, migrate, start the in-app
@@ -51,10 +55,21 @@ export default defineNitroPlugin((nitroApp) => {
     // 'close' fires for every outcome — success, error, dropped connection — unlike afterResponse.
     if (event.path.startsWith('/api/') && event.path !== '/api/health') {
       let delivered = false
+      const handled = new Promise<void>((resolve) => {
+        event.context.markHandled = resolve
+      })
       event.node.res.once('finish', () => { delivered = true })
-      event.node.res.once('close', () => recordRequest(event, databaseIfReady(), delivered))
+      event.node.res.once('close', () => {
+        const record = () => recordRequest(event, databaseIfReady(), delivered)
+        // A client that went away does not stop its handler: wait for the outcome (a commit, say),
+        // which is what the evidence must show.
+        if (delivered) record()
+        else void Promise.race([handled, sleep(ABANDONED_HANDLER_WAIT_MS)]).then(record)
+      })
     }
   })
+  nitroApp.hooks.hook('beforeResponse', event => event.context.markHandled?.())
+  nitroApp.hooks.hook('error', (_error, { event }) => event?.context.markHandled?.())
 
   nitroApp.hooks.hook('close', async () => {
     // SIGTERM: running jobs finish or are released before the connections they need are closed.

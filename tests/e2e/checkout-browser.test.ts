@@ -1,0 +1,374 @@
+import postgres from 'postgres'
+import type { Browser, Page } from 'playwright-core'
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest'
+import { type AppProcess, startApp, stopAll } from '../support/app'
+import { type CheckoutPage, desktopViewport, launchChromium, mobileViewport, openCheckout, screenshot, storedCart, storedIntent } from '../support/browser'
+import { pollUntil } from '../support/poll'
+import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
+
+// The checkout page (SPEC §8) in real Chromium against the built server on Postgres and Redis:
+// whatever the shopper or the network does — double clicks, a connection dropped after the commit,
+// a reload while the order is in flight, an invalid email fixed afterwards — one intent keeps one
+// Idempotency-Key and ends in exactly one order, checked in the database, not only on screen.
+
+const DEMO_TENANT = 'ten_demo_store'
+const DEMO_SCOPE = `tenant:${DEMO_TENANT}`
+const EMAIL = 'shopper@example.com'
+/** 2 × Organic cotton tee (149 000) + 1 × Enamel camp mug (89 000). */
+const CART_TOTAL = 387_000
+const REPLAYED_NOTE = 'Your first attempt already went through — no second order was created.'
+
+interface OrderRow { id: string, idempotencyKey: string | null, status: string, amount: number }
+interface RecordRow { key: string, status: string, responseStatus: number | null, resourceType: string | null, resourceId: string | null, attempts: number }
+
+describeWithServices('checkout page in Chromium: one order per checkout intent', ['postgres', 'redis'], () => {
+  let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined
+  let app: AppProcess
+  let sql: postgres.Sql | undefined
+  let browser: Browser | undefined
+  /** The current test's context: closed after each test, so the next starts with no cookie or storage. */
+  let shop: CheckoutPage | undefined
+
+  beforeAll(async () => {
+    database = await createTestDatabase('checkout_browser')
+    app = await startApp({
+      databaseUrl: database.url,
+      redisUrl,
+      label: 'checkout-browser',
+      // With DATABASE_URL set the demo store and mockpay are off by default; short job timings so
+      // the payment intent, deliveries and emails happen within a test.
+      env: {
+        CHECKOUT_DEMO_ENABLED: 'true',
+        MOCKPAY_ENABLED: 'true',
+        WORKER_ENABLED: 'true',
+        JOB_POLL_INTERVAL_MS: '50',
+        JOB_BACKOFF_BASE_MS: '100',
+        JOB_BACKOFF_CAP_MS: '1000',
+        MOCKPAY_MAX_DELAY_MS: '200',
+      },
+    })
+    sql = postgres(database.url, { max: 2, onnotice: () => {} })
+    browser = await launchChromium()
+  })
+
+  afterEach(async () => {
+    await shop?.context.close()
+    shop = undefined
+  })
+
+  afterAll(async () => {
+    await browser?.close()
+    await app?.stop()
+    await sql?.end()
+    await database?.drop()
+  })
+
+  const db = () => sql!
+
+  async function open(): Promise<CheckoutPage> {
+    shop = await openCheckout(browser!, app.url)
+    return shop
+  }
+
+  /** Fills the cart (2 tees, 1 mug) and the email; returns the cart id the page will order. */
+  async function fillCart(page: Page, email = EMAIL): Promise<string> {
+    await page.getByTestId('add-TEE-ORGANIC').click()
+    await page.getByTestId('add-TEE-ORGANIC').click()
+    await page.getByTestId('add-MUG-ENAMEL').click()
+    await page.getByLabel('Email for the receipt').fill(email)
+    expect(await page.getByTestId('total').textContent()).toMatch(/387,000/)
+    await page.getByTestId('pay').waitFor()
+    expect(await page.getByTestId('pay').isEnabled()).toBe(true)
+    const cart = await storedCart(page)
+    expect(cart).toMatchObject({ quantities: { 'TEE-ORGANIC': 2, 'MUG-ENAMEL': 1 }, email })
+    return cart.cartId
+  }
+
+  /** The order shown on the page once the result replaced the form. */
+  async function shownOrderId(page: Page, timeoutMs = 20_000): Promise<string> {
+    const shown = page.getByTestId('order-id')
+    await shown.waitFor({ timeout: timeoutMs })
+    const orderId = (await shown.textContent())?.trim() ?? ''
+    expect(orderId).toMatch(/^ord_/)
+    return orderId
+  }
+
+  function ordersOfCart(cartId: string) {
+    return db()<OrderRow[]>`
+      select id, idempotency_key as "idempotencyKey", status, amount::integer as amount from orders
+      where tenant_id = ${DEMO_TENANT} and cart_id = ${cartId}`
+  }
+
+  function recordsOfKey(key: string) {
+    return db()<RecordRow[]>`
+      select key, status, response_status as "responseStatus", resource_type as "resourceType", resource_id as "resourceId", attempts
+      from idempotency_records where scope = ${DEMO_SCOPE} and key = ${key}`
+  }
+
+  async function recordCount(): Promise<number> {
+    const [row] = await db()<Array<{ n: number }>>`select count(*)::int as n from idempotency_records where scope = ${DEMO_SCOPE}`
+    return row!.n
+  }
+
+  /** The request_log rows of a key once `expected` of them were written (they are flushed in 50 ms batches). */
+  async function requestLogOf(key: string, expected: number) {
+    let rows: Array<{ outcome: string | null, status: number }> = []
+    await pollUntil(`${expected} request_log rows for key ${key}`, async () => {
+      rows = await db()<Array<{ outcome: string | null, status: number }>>`
+        select outcome, status from request_log where scope = ${DEMO_SCOPE} and idempotency_key = ${key} order by id`
+      return rows.length >= expected
+    }, { timeoutMs: 10_000, intervalMs: 50 })
+    return rows
+  }
+
+  /** One order for the cart under `key`, one succeeded record for the key whose resource is that order. */
+  async function expectOneOrder(cartId: string, key: string, orderId: string): Promise<void> {
+    expect(await ordersOfCart(cartId)).toEqual([{ id: orderId, idempotencyKey: key, status: expect.any(String), amount: CART_TOTAL }])
+    expect(await recordsOfKey(key)).toEqual([{ key, status: 'succeeded', responseStatus: 201, resourceType: 'order', resourceId: orderId, attempts: 1 }])
+  }
+
+  /** The order as the page's own session reads it through the API. */
+  async function orderThroughApi(page: Page, orderId: string) {
+    const response = await page.request.get(`/api/orders/${orderId}`)
+    expect(response.status()).toBe(200)
+    return response.json()
+  }
+
+  it('double-click on Pay: one POST, one order, one idempotency record; the page shows that order', async () => {
+    const { page, orderPosts, pageFetches, pageErrors } = await open()
+    const cartId = await fillCart(page)
+    await screenshot(page, 'cart-filled')
+    await page.setViewportSize(mobileViewport)
+    await screenshot(page, 'cart-filled-mobile', { fullPage: true })
+    await page.setViewportSize(desktopViewport)
+    const recordsBefore = await recordCount()
+
+    await page.getByTestId('pay').dblclick()
+    const orderId = await shownOrderId(page)
+
+    expect(pageFetches).toHaveLength(1)
+    expect(orderPosts).toHaveLength(1)
+    const key = orderPosts[0]!.idempotencyKey!
+    expect(orderPosts[0]).toEqual({
+      idempotencyKey: expect.stringMatching(/^[\x21-\x7E]{1,255}$/),
+      fault: undefined,
+      prefer: 'wait=5',
+      body: { cartId, currency: 'IDR', amount: CART_TOTAL, paymentMethod: 'card', items: [{ sku: 'TEE-ORGANIC', quantity: 2, unitPrice: 149_000 }, { sku: 'MUG-ENAMEL', quantity: 1, unitPrice: 89_000 }], customer: { email: EMAIL } },
+    })
+    await expectOneOrder(cartId, key, orderId)
+    expect(await recordCount()).toBe(recordsBefore + 1)
+    expect(await page.getByTestId('result-heading').textContent()).toMatch(/Order placed/)
+    expect(await page.getByTestId('replayed-note').count()).toBe(0)
+    expect(await orderThroughApi(page, orderId)).toMatchObject({ id: orderId, cartId, amount: CART_TOTAL, status: 'pending_payment', customer: { email: EMAIL } })
+    // The intent ended with the order: its key is gone and the next purchase is a new cart.
+    expect(await storedIntent(page, cartId)).toBeUndefined()
+    expect((await storedCart(page)).cartId).not.toBe(cartId)
+    expect(pageErrors).toEqual([])
+  })
+
+  it('a burst of five clicks in one task (before the button can disable): one POST, one order', async () => {
+    const { page, orderPosts, pageFetches, pageErrors } = await open()
+    const cartId = await fillCart(page)
+    const recordsBefore = await recordCount()
+
+    // Synchronous clicks land before Vue re-renders the button as disabled: the composable must hold.
+    await page.getByTestId('pay').evaluate((button) => {
+      for (let click = 0; click < 5; click++) (button as unknown as { click: () => void }).click()
+    })
+    const orderId = await shownOrderId(page)
+
+    expect(pageFetches).toHaveLength(1)
+    expect(orderPosts).toHaveLength(1)
+    await expectOneOrder(cartId, orderPosts[0]!.idempotencyKey!, orderId)
+    expect(await recordCount()).toBe(recordsBefore + 1)
+    expect(pageErrors).toEqual([])
+  })
+
+  it('connection dropped after the commit: the same key is sent again, the page shows the replay; one order', async () => {
+    const { page, orderPosts, pageFetches, pageErrors } = await open()
+    const cartId = await fillCart(page)
+    await page.getByTestId('fault-drop').check()
+
+    await page.getByTestId('pay').click()
+    const orderId = await shownOrderId(page)
+    const note = page.getByTestId('replayed-note')
+    await note.waitFor()
+    expect((await note.textContent())?.trim()).toBe(REPLAYED_NOTE)
+    await screenshot(page, 'replayed-result')
+
+    const key = pageFetches[0]!.idempotencyKey!
+    expect(pageFetches[0]!.fault).toBe('drop-after-commit')
+    expect(orderPosts.map(post => post.idempotencyKey)).toEqual(orderPosts.map(() => key))
+    // The server heard the key twice: the first request committed and was never answered (499),
+    // the second was a replay. Who sent it again depends on the connection: Chromium itself resends
+    // a request whose reused keep-alive connection closed without an answer (the page never sees
+    // the drop); on a fresh connection the page's client retries (next test).
+    expect(await requestLogOf(key, 2)).toEqual([{ outcome: 'miss', status: 499 }, { outcome: 'replay', status: 201 }])
+    expect(pageFetches.length).toBeLessThanOrEqual(2)
+    expect(pageFetches.slice(1)).toEqual(pageFetches.slice(1).map(() => ({ idempotencyKey: key, fault: null })))
+    await expectOneOrder(cartId, key, orderId)
+    expect(pageErrors).toEqual([])
+  })
+
+  it('the drop reaching the page: it shows the retry and sends the same key again; replayed, one order', async () => {
+    const { page, pageFetches, pageErrors } = await open()
+    const cartId = await fillCart(page)
+    await page.getByTestId('fault-drop').check()
+
+    // The first attempt is sent from the test process on its own connection, which Chromium cannot
+    // resend, and its drop is handed to the page as a reset; the retry is held until the page shows it.
+    let firstAttempt: 'dropped' | number | undefined
+    let releaseRetry!: () => void
+    const retryHeld = new Promise<void>((resolve) => { releaseRetry = resolve })
+    await page.route(url => url.pathname === '/api/orders', async (route) => {
+      if (route.request().headers()['x-fault'] === 'drop-after-commit') {
+        firstAttempt = await route.fetch().then(response => response.status(), () => 'dropped' as const)
+        return route.abort('connectionreset')
+      }
+      await retryHeld
+      return route.continue()
+    })
+
+    await page.getByTestId('pay').click()
+    await page.getByTestId('request-status')
+      .getByText('Connection trouble (network error). Trying again with the same request — attempt 2…')
+      .waitFor()
+    await screenshot(page, 'retrying')
+    expect(firstAttempt).toBe('dropped')
+    releaseRetry()
+    const orderId = await shownOrderId(page)
+    await page.getByTestId('replayed-note').waitFor()
+
+    expect(pageFetches).toHaveLength(2)
+    const key = pageFetches[0]!.idempotencyKey!
+    expect(pageFetches).toEqual([{ idempotencyKey: key, fault: 'drop-after-commit' }, { idempotencyKey: key, fault: null }])
+    expect(await requestLogOf(key, 2)).toEqual([{ outcome: 'miss', status: 499 }, { outcome: 'replay', status: 201 }])
+    await expectOneOrder(cartId, key, orderId)
+    expect(pageErrors).toEqual([])
+  })
+
+  it('reload while a slow Pay is in flight: the page resumes the stored intent with the same key; one order', async () => {
+    const { page, pageFetches, pageErrors } = await open()
+    const cartId = await fillCart(page)
+    await page.getByTestId('fault-delay').check()
+
+    await Promise.all([page.waitForRequest(sent => sent.method() === 'POST' && sent.url().endsWith('/api/orders')), page.getByTestId('pay').click()])
+    await page.getByTestId('request-status').getByText('Placing your order…').waitFor()
+    await screenshot(page, 'placing-order')
+    const intent = await storedIntent(page, cartId)
+    expect(intent?.key).toBe(pageFetches[0]!.idempotencyKey)
+    const key = intent!.key
+
+    // The server holds the first attempt 4 s before its commit; the page goes away meanwhile.
+    await page.reload()
+    const orderId = await shownOrderId(page)
+
+    // The fetch log outlives the reload: one attempt before it, the resumed one after, one key.
+    expect(pageFetches).toEqual([{ idempotencyKey: key, fault: 'delay-before-commit=4000' }, { idempotencyKey: key, fault: null }])
+    await expectOneOrder(cartId, key, orderId)
+    // The resumed attempt waited (Prefer: wait) for the first one's commit and replayed it.
+    await page.getByTestId('replayed-note').waitFor()
+    // Both attempts reached the server under the key: the first one's client went away (499).
+    // Its row is written once its handler finished, so it says what that request did: it executed.
+    const log = await requestLogOf(key, 2)
+    expect(log.sort((a, b) => b.status - a.status)).toEqual([{ outcome: 'miss', status: 499 }, { outcome: 'replay', status: 201 }])
+    expect(await storedIntent(page, cartId)).toBeUndefined()
+    expect(pageErrors).toEqual([])
+  })
+
+  it('pay through mockpay: the badge turns paid, then refunded, without a reload; one confirmation email', async () => {
+    const { page, pageErrors } = await open()
+    await fillCart(page)
+    await page.getByTestId('pay').click()
+    const orderId = await shownOrderId(page)
+    expect(await page.getByTestId('order-status').getAttribute('data-status')).toBe('pending_payment')
+    // A marker on the document: a reload would lose it.
+    await page.evaluate(() => { (globalThis as unknown as { sameDocument: boolean }).sameDocument = true })
+
+    // The provider's buttons appear once the worker created the payment intent.
+    await page.locator('[data-testid="mockpay-pay"]:enabled').waitFor({ timeout: 20_000 })
+    await page.getByTestId('mockpay-pay').click()
+    await page.locator('[data-testid="order-status"][data-status="paid"]').waitFor({ timeout: 20_000 })
+    expect((await page.getByTestId('order-status').textContent())?.trim()).toBe('Paid')
+    await screenshot(page, 'paid')
+    expect(await orderThroughApi(page, orderId)).toMatchObject({ id: orderId, status: 'paid', paymentIntentId: expect.stringMatching(/^pi_/) })
+
+    // Every delivery (copies and delays included) has run: a second email would be there by now.
+    await jobsSettled(orderId, 'order.send_confirmation')
+    expect(await mailOf(orderId)).toEqual([{ to: EMAIL, subject: `Order ${orderId} confirmed` }])
+
+    await page.locator('[data-testid="mockpay-refund"]:enabled').waitFor()
+    await page.getByTestId('mockpay-refund').click()
+    await page.locator('[data-testid="order-status"][data-status="refunded"]').waitFor({ timeout: 20_000 })
+    await jobsSettled(orderId, 'order.send_refund_notice')
+    expect(await mailOf(orderId)).toEqual([
+      { to: EMAIL, subject: `Order ${orderId} confirmed` },
+      { to: EMAIL, subject: `Order ${orderId} refunded` },
+    ])
+    const [row] = await db()<Array<{ status: string }>>`select status from orders where id = ${orderId}`
+    expect(row).toEqual({ status: 'refunded' })
+    expect(await page.evaluate(() => (globalThis as unknown as { sameDocument?: boolean }).sameDocument)).toBe(true)
+    expect(pageErrors).toEqual([])
+  })
+
+  it('invalid email: the problem is shown, nothing is stored, the key is kept; fixed, Pay succeeds with the same key', async () => {
+    const { page, orderPosts, pageErrors } = await open()
+    const cartId = await fillCart(page, 'not-an-email')
+    const recordsBefore = await recordCount()
+
+    const [rejected] = await Promise.all([
+      page.waitForResponse(response => response.request().method() === 'POST' && response.url().endsWith('/api/orders')),
+      page.getByTestId('pay').click(),
+    ])
+    expect(rejected.status()).toBe(400)
+    const problem = await rejected.json() as { type: string, detail: string, errors: Array<{ path: string, message: string }> }
+    expect(problem).toMatchObject({ type: '/problems/validation-failed', status: 400, errors: [{ path: 'customer.email', message: expect.any(String) }] })
+    expect(problem.errors).toHaveLength(1)
+
+    const detail = page.getByTestId('problem-detail')
+    await detail.waitFor()
+    expect((await detail.textContent())?.trim()).toBe(problem.detail)
+    const status = (await page.getByTestId('request-status').textContent()) ?? ''
+    expect(status).toContain(`${problem.errors[0]!.path}: ${problem.errors[0]!.message}`)
+    await screenshot(page, 'validation-error')
+
+    expect(orderPosts).toHaveLength(1)
+    const key = orderPosts[0]!.idempotencyKey!
+    expect(await ordersOfCart(cartId)).toEqual([])
+    expect(await recordsOfKey(key)).toEqual([])
+    expect(await recordCount()).toBe(recordsBefore)
+    // Nothing was stored under the key, so the intent (and its key) stays for the corrected Pay.
+    expect((await storedIntent(page, cartId))?.key).toBe(key)
+
+    await page.getByLabel('Email for the receipt').fill(EMAIL)
+    await page.getByTestId('pay').click()
+    const orderId = await shownOrderId(page)
+
+    expect(orderPosts).toHaveLength(2)
+    expect(orderPosts[1]!.idempotencyKey).toBe(key)
+    expect(orderPosts[1]!.body).toMatchObject({ cartId, customer: { email: EMAIL } })
+    await expectOneOrder(cartId, key, orderId)
+    expect(await recordCount()).toBe(recordsBefore + 1)
+    expect(await page.getByTestId('replayed-note').count()).toBe(0)
+    expect(pageErrors).toEqual([])
+  })
+
+  /** Waits until every job of the order (and mockpay's deliveries for it) completed, `kind` among them. */
+  async function jobsSettled(orderId: string, kind: string): Promise<void> {
+    let jobs: Array<{ kind: string, status: string }> = []
+    await pollUntil(`every job of order ${orderId} completed, ${kind} among them (${JSON.stringify(jobs)})`, async () => {
+      jobs = await db()<Array<{ kind: string, status: string }>>`
+        select kind, status from jobs
+        where resource_id = ${`order:${orderId}`} or (kind = 'mockpay.deliver' and payload->>'orderId' = ${orderId})`
+      return jobs.some(job => job.kind === kind) && jobs.every(job => job.status === 'completed')
+    }, { timeoutMs: 20_000, intervalMs: 100 })
+  }
+
+  function mailOf(orderId: string) {
+    return db()<Array<{ to: string, subject: string }>>`select "to", subject from mailbox where order_id = ${orderId} order by created_at, id`
+  }
+})
+
+afterAll(async () => {
+  await stopAll()
+})
