@@ -28,6 +28,7 @@ export interface RequestSnapshot<T> {
   key?: string
   /** Why the last attempt is being retried (`HTTP 503`, `network error`, `timed out`). */
   retryReason?: string
+  /** Set while waiting before the next attempt; cleared once attempt `attempt` is sent. */
   retryInMs?: number
   /** The success response, with whether the server replayed it (the first attempt had gone through). */
   result?: { status: number, body: T }
@@ -257,7 +258,7 @@ export function createIdempotentRequest<T = unknown>(options: IdempotentRequestO
       set({ phase: 'retrying', attempt, key, replayed: false, retryReason: verdict.reason, retryInMs })
       await sleep(retryInMs)
       if (forgotten()) return current
-      set({ ...current, attempt: attempt + 1 })
+      set({ ...current, attempt: attempt + 1, retryInMs: undefined })
     }
     return set({
       phase: 'failed',

@@ -328,8 +328,12 @@ describeWithServices('checkout page in Chromium: one order per checkout intent',
     const detail = page.getByTestId('problem-detail')
     await detail.waitFor()
     expect((await detail.textContent())?.trim()).toBe(problem.detail)
+    // Each field in words, and the email input itself marked invalid with the message attached.
     const status = (await page.getByTestId('request-status').textContent()) ?? ''
-    expect(status).toContain(`${problem.errors[0]!.path}: ${problem.errors[0]!.message}`)
+    expect(status).toContain(`Email: ${problem.errors[0]!.message}`)
+    const email = page.getByLabel('Email for the receipt')
+    expect(await email.getAttribute('aria-invalid')).toBe('true')
+    expect((await page.locator(`#${await email.getAttribute('aria-describedby')}`).textContent())?.trim()).toBe(problem.errors[0]!.message)
     await screenshot(page, 'validation-error')
 
     expect(orderPosts).toHaveLength(1)

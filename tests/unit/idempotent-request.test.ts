@@ -354,13 +354,13 @@ describe('createIdempotentRequest', () => {
     expect(snapshots).toEqual([
       { phase: 'submitting', attempt: 1, key: 'key-1', replayed: false },
       { phase: 'retrying', attempt: 1, key: 'key-1', replayed: false, retryReason: 'network error', retryInMs: 150 },
-      { phase: 'retrying', attempt: 2, key: 'key-1', replayed: false, retryReason: 'network error', retryInMs: 150 },
+      { phase: 'retrying', attempt: 2, key: 'key-1', replayed: false, retryReason: 'network error', retryInMs: undefined },
       { phase: 'retrying', attempt: 2, key: 'key-1', replayed: false, retryReason: 'timed out', retryInMs: 300 },
-      { phase: 'retrying', attempt: 3, key: 'key-1', replayed: false, retryReason: 'timed out', retryInMs: 300 },
+      { phase: 'retrying', attempt: 3, key: 'key-1', replayed: false, retryReason: 'timed out', retryInMs: undefined },
       { phase: 'retrying', attempt: 3, key: 'key-1', replayed: false, retryReason: 'HTTP 503', retryInMs: 2_000 },
-      { phase: 'retrying', attempt: 4, key: 'key-1', replayed: false, retryReason: 'HTTP 503', retryInMs: 2_000 },
+      { phase: 'retrying', attempt: 4, key: 'key-1', replayed: false, retryReason: 'HTTP 503', retryInMs: undefined },
       { phase: 'retrying', attempt: 4, key: 'key-1', replayed: false, retryReason: 'HTTP 409', retryInMs: 1_200 },
-      { phase: 'retrying', attempt: 5, key: 'key-1', replayed: false, retryReason: 'HTTP 409', retryInMs: 1_200 },
+      { phase: 'retrying', attempt: 5, key: 'key-1', replayed: false, retryReason: 'HTTP 409', retryInMs: undefined },
       { phase: 'succeeded', attempt: 5, key: 'key-1', replayed: false, result: { status: 201, body: created('key-1') } },
     ])
     expect(outcome).toBe(snapshots.at(-1))
@@ -524,9 +524,9 @@ describe('createIdempotentRequest', () => {
     expect(snapshots).toEqual([
       { phase: 'submitting', attempt: 1, key: 'key-1', replayed: false },
       { phase: 'retrying', attempt: 1, key: 'key-1', replayed: false, retryReason: 'HTTP 503', retryInMs: 150 },
-      { phase: 'retrying', attempt: 2, key: 'key-1', replayed: false, retryReason: 'HTTP 503', retryInMs: 150 },
+      { phase: 'retrying', attempt: 2, key: 'key-1', replayed: false, retryReason: 'HTTP 503', retryInMs: undefined },
       { phase: 'retrying', attempt: 2, key: 'key-1', replayed: false, retryReason: 'HTTP 502', retryInMs: 300 },
-      { phase: 'retrying', attempt: 3, key: 'key-1', replayed: false, retryReason: 'HTTP 502', retryInMs: 300 },
+      { phase: 'retrying', attempt: 3, key: 'key-1', replayed: false, retryReason: 'HTTP 502', retryInMs: undefined },
       failed,
     ])
     expect(outcome).toEqual(failed)
@@ -807,7 +807,7 @@ describe('useIdempotentRequest', () => {
     expect(seen).toEqual([
       { phase: 'submitting', attempt: 1, key: 'vue-1', replayed: false },
       { phase: 'retrying', attempt: 1, key: 'vue-1', replayed: false, retryReason: 'HTTP 503', retryInMs: 2_000 },
-      { phase: 'retrying', attempt: 2, key: 'vue-1', replayed: false, retryReason: 'HTTP 503', retryInMs: 2_000 },
+      { phase: 'retrying', attempt: 2, key: 'vue-1', replayed: false, retryReason: 'HTTP 503', retryInMs: undefined },
       { phase: 'succeeded', attempt: 2, key: 'vue-1', replayed: false, result: { status: 201, body: created('vue-1') } },
     ])
     expect(state.value).toEqual(outcome)
