@@ -1,12 +1,29 @@
 import { useDatabaseHandle } from '../db'
 import { pingLocks, useLocks } from '../locks'
 
-// Readiness: Postgres (or PGlite) answers and the lock backend (Redis, when configured) answers.
+/** A readiness probe must answer quickly even when a dependency hangs. */
+const CHECK_TIMEOUT_MS = 2000
+
+async function timed(check: () => Promise<boolean>): Promise<{ ok: boolean, latencyMs: number }> {
+  const started = performance.now()
+  const timeout = new Promise<boolean>(resolve => setTimeout(resolve, CHECK_TIMEOUT_MS, false).unref())
+  const ok = await Promise.race([check().catch(() => false), timeout])
+  return { ok, latencyMs: Math.round((performance.now() - started) * 10) / 10 }
+}
+
+// Readiness: Postgres (or PGlite) answers and the lock backend (Redis, when configured) answers,
+// each with its round-trip time; 503 + Retry-After when either does not.
 export default defineEventHandler(async (event) => {
-  const database = await useDatabaseHandle().ping().then(() => true, () => false)
-  const locks = await pingLocks()
-  const ready = database && locks
+  const handle = useDatabaseHandle()
+  const [database, locks] = await Promise.all([
+    timed(() => handle.ping().then(() => true)),
+    timed(pingLocks),
+  ])
+  const ready = database.ok && locks.ok
   if (!ready) setResponseHeader(event, 'Retry-After', 2)
   setResponseStatus(event, ready ? 200 : 503)
-  return { status: ready ? 'ready' : 'unavailable', database, locks: { backend: useLocks().kind, reachable: locks } }
+  return {
+    status: ready ? 'ready' : 'unavailable',
+    checks: { database: { driver: handle.driver, ...database }, locks: { backend: useLocks().kind, ...locks } },
+  }
 })

@@ -36,7 +36,13 @@ describe('embedded mode: PGlite and in-process locks', () => {
   it('is ready on PGlite with the in-process lock backend', async () => {
     const ready = await request(app.url, '/api/ready')
     expect(ready.status).toBe(200)
-    expect(ready.json).toEqual({ status: 'ready', database: true, locks: { backend: 'memory', reachable: true } })
+    expect(ready.json).toEqual({
+      status: 'ready',
+      checks: {
+        database: { driver: 'pglite', ok: true, latencyMs: expect.any(Number) },
+        locks: { backend: 'memory', ok: true, latencyMs: expect.any(Number) },
+      },
+    })
   })
 
   it('creates a tenant and an order, replays it, and rejects the key with another body', async () => {

@@ -87,7 +87,13 @@ describeWithServices('Redis lost and back', ['postgres'], () => {
         const ready = await request(instance.url, '/api/ready')
         expect(ready.status).toBe(503)
         expect(ready.headers.get('retry-after')).toBe('2')
-        expect(ready.json).toEqual({ status: 'unavailable', database: true, locks: { backend: 'redis', reachable: false } })
+        expect(ready.json).toEqual({
+          status: 'unavailable',
+          checks: {
+            database: { driver: 'postgres', ok: true, latencyMs: expect.any(Number) },
+            locks: { backend: 'redis', ok: false, latencyMs: expect.any(Number) },
+          },
+        })
       }
     })
   })
@@ -101,7 +107,13 @@ describeWithServices('Redis lost and back', ['postgres'], () => {
       for (const instance of instances) {
         await pollUntil(`${instance.url}/api/ready answers 200`, async () => (await request(instance.url, '/api/ready')).status === 200, { timeoutMs: 8_000, intervalMs: 200 })
         const ready = await request(instance.url, '/api/ready')
-        expect(ready.json).toEqual({ status: 'ready', database: true, locks: { backend: 'redis', reachable: true } })
+        expect(ready.json).toEqual({
+          status: 'ready',
+          checks: {
+            database: { driver: 'postgres', ok: true, latencyMs: expect.any(Number) },
+            locks: { backend: 'redis', ok: true, latencyMs: expect.any(Number) },
+          },
+        })
       }
       await createAndReplayOrder(instances[1]!.url, 'redis-back')
     })
