@@ -128,6 +128,7 @@ try {
   const rows = [
     await scenario('order, new key · Postgres + Redis', production, 'order', 'new'),
     await scenario('order, replay · Postgres + Redis', production, 'order', 'replay'),
+    await scenario('order, new key · request log off', { ...production, REQUEST_LOG_ENABLED: 'false' }, 'order', 'new'),
     await scenario('webhook, new event · Postgres + Redis', production, 'webhook', 'new'),
     await scenario('webhook, redelivery · Postgres + Redis', production, 'webhook', 'replay'),
     await scenario('order, new key · embedded PGlite', embedded, 'order', 'new'),
@@ -135,9 +136,10 @@ try {
   ]
   console.log(`\n${connections} connections, ${seconds} s per scenario, loopback`)
   console.table(rows)
-  const [newKey, replay, webhookNew, webhookReplay, newKeyEmbedded, replayEmbedded] = rows.map(r => r['req/s'])
+  const [newKey, replay, newKeyNoLog, webhookNew, webhookReplay, newKeyEmbedded, replayEmbedded] = rows.map(r => r['req/s'])
   console.log(`replay / new key: Postgres ${(replay / newKey).toFixed(2)}×, embedded ${(replayEmbedded / newKeyEmbedded).toFixed(2)}×`
     + `   embedded / Postgres (new key): ${(newKeyEmbedded / newKey).toFixed(2)}×`
+    + `   request log on / off (new key): ${(newKey / newKeyNoLog).toFixed(2)}×`
     + `   webhook new event / order new key: ${(webhookNew / newKey).toFixed(2)}×, webhook redelivery / new event: ${(webhookReplay / webhookNew).toFixed(2)}×`)
 }
 finally {

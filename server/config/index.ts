@@ -73,6 +73,8 @@ const EnvSchema = z.object({
   CHECKOUT_DEMO_ENABLED: z.enum(['true', 'false', '1', '0']).optional(),
   /** Seals the checkout session cookie (≥ 32 characters); generated when embedded or in development. */
   SESSION_PASSWORD: z.string().min(32, 'must be at least 32 characters').optional(),
+  /** One request_log row per API request (the evidence locker reads them); off only to measure their cost. */
+  REQUEST_LOG_ENABLED: flag(true),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
 })
 

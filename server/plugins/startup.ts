@@ -60,7 +60,7 @@ export default defineNitroPlugin((nitroApp) => {
       })
       event.node.res.once('finish', () => { delivered = true })
       event.node.res.once('close', () => {
-        const record = () => recordRequest(event, databaseIfReady(), delivered)
+        const record = () => recordRequest(event, config.REQUEST_LOG_ENABLED ? databaseIfReady() : undefined, delivered)
         // A client that went away does not stop its handler: wait for the outcome (a commit, say),
         // which is what the evidence must show.
         if (delivered) record()
