@@ -61,6 +61,10 @@ export const idempotencyRecords = pgTable('idempotency_records', {
 }, t => [
   unique('idempotency_records_scope_key_unique').on(t.scope, t.key),
   index('idempotency_records_expires_at_idx').on(t.expiresAt),
+  // The evidence locker looks a key up without its scope (a webhook event id in any provider), and
+  // the ops listing reads the newest records first.
+  index('idempotency_records_key_idx').on(t.key),
+  index('idempotency_records_created_at_idx').on(t.createdAt),
   check('idempotency_records_status_check', sql`${t.status} in (${sql.raw(idempotencyStatuses.map(status => `'${status}'`).join(', '))})`),
 ])
 
@@ -80,7 +84,11 @@ export const orders = pgTable('orders', {
   paymentIntentId: text('payment_intent_id'),
   createdAt: createdAt(),
   updatedAt: updatedAt(),
-}, t => [unique('orders_tenant_cart_unique').on(t.tenantId, t.cartId)])
+}, t => [
+  unique('orders_tenant_cart_unique').on(t.tenantId, t.cartId),
+  // The duplicates audit reads the recent orders only.
+  index('orders_created_at_idx').on(t.createdAt),
+])
 
 /** One row per API request: what the evidence locker reads to tell a duplicate's story. */
 export const requestLog = pgTable('request_log', {
@@ -100,6 +108,8 @@ export const requestLog = pgTable('request_log', {
   createdAt: createdAt(),
 }, t => [
   index('request_log_key_idx').on(t.scope, t.idempotencyKey),
+  // Evidence by key without a scope, and by event id across providers (rejected signatures included).
+  index('request_log_idempotency_key_idx').on(t.idempotencyKey),
   index('request_log_request_id_idx').on(t.requestId),
   index('request_log_created_at_idx').on(t.createdAt),
 ])
@@ -243,6 +253,8 @@ export const webhookEvents = pgTable('webhook_events', {
 }, t => [
   unique('webhook_events_provider_event_unique').on(t.provider, t.eventId),
   index('webhook_events_order_idx').on(t.orderId),
+  // Evidence by event id, whichever provider sent it.
+  index('webhook_events_event_id_idx').on(t.eventId),
   check('webhook_events_status_check', sql`${t.status} in (${sql.raw(webhookEventStatuses.map(status => `'${status}'`).join(', '))})`),
 ])
 

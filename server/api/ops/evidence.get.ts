@@ -1,0 +1,21 @@
+import { z } from 'zod'
+import { useDatabaseHandle } from '../../db'
+import { readValidatedQuery } from '../../http/body'
+import { collectEvidence, requireOneSubject } from '../../ops/evidence'
+
+const text = (max: number) => z.string().min(1).max(max).optional()
+
+const EvidenceQuery = z.object({
+  key: text(255),
+  scope: text(300),
+  orderId: text(200),
+  eventId: text(255),
+  requestId: text(128),
+}).strict()
+
+export default defineEventHandler(async (event) => {
+  requireOps(event)
+  const query = readValidatedQuery(event, EvidenceQuery)
+  requireOneSubject(query)
+  return collectEvidence(useDatabaseHandle().db, query)
+})

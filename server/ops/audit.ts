@@ -1,0 +1,154 @@
+import { and, desc, gte, isNotNull, sql } from 'drizzle-orm'
+import type { Database } from '../db/client'
+import { invoices, mailbox, orders, orderStatusHistory, requestLog, sideEffects, webhookEvents } from '../db/schema'
+
+/**
+ * The duplicates audit (SPEC §7): what "exactly once" would look like if it had failed. Empty in a
+ * healthy system. Three questions, each a bounded query (at most AUDIT_LIMIT rows):
+ *
+ * - business duplicates: the incident query — one tenant, one customer, one amount, different carts,
+ *   each order within `windowMinutes` of the previous one (a chain counts as one group). The key
+ *   layer cannot catch these: two carts are two intents. Reads the orders of the last
+ *   AUDIT_LOOKBACK_HOURS only.
+ * - exactly-once violations: more than one marker, email or invoice per order and effect, order per
+ *   cart, order per idempotency key (within the key's TTL), stored event per provider event id, or
+ *   status-history row per stored event. The unique constraints forbid most of these; the audit
+ *   checks the rows, not the constraints, so a dropped constraint or a write around them shows.
+ * - frequent replays: keys replayed at least `replayThreshold` times in the last
+ *   AUDIT_LOOKBACK_HOURS — a client stuck in a retry loop.
+ */
+
+export const AUDIT_LIMIT = 100
+export const AUDIT_LOOKBACK_HOURS = 24
+/** Orders listed per business-duplicate group; a larger group is cut here. */
+const ORDERS_PER_GROUP = 100
+
+export interface AuditOptions {
+  windowMinutes: number
+  replayThreshold: number
+  /** How far apart two orders of one key may be and still be one intent: the order key's TTL. */
+  keyTtlSeconds: number
+}
+
+export interface BusinessDuplicate {
+  tenantId: string
+  customerEmail: string
+  amount: number
+  currency: string
+  orders: Array<{ id: string, cartId: string, createdAt: string }>
+}
+
+export type ViolationKind = 'side_effect' | 'email' | 'invoice' | 'order_per_cart' | 'order_per_key' | 'webhook_event'
+
+export interface ExactlyOnceViolation {
+  kind: ViolationKind
+  ids: Record<string, unknown>
+  count: number
+}
+
+export interface DuplicatesAudit {
+  healthy: boolean
+  window: { minutes: number }
+  businessDuplicates: BusinessDuplicate[]
+  exactlyOnceViolations: ExactlyOnceViolation[]
+  frequentReplays: Array<{ scope: string | null, key: string, replays: number }>
+}
+
+const recent = (column: typeof orders.createdAt | typeof requestLog.createdAt) =>
+  gte(column, sql`now() - make_interval(hours => ${AUDIT_LOOKBACK_HOURS}::int)`)
+const count = sql<number>`count(*)::int`.mapWith(Number)
+const moreThanOne = sql`count(*) > 1`
+
+/** Rows of a raw query, whichever driver ran it (postgres.js answers an array, PGlite `{ rows }`). */
+function rowsOf<T>(result: unknown): T[] {
+  return Array.isArray(result) ? result as T[] : (result as { rows: T[] }).rows
+}
+
+export async function auditDuplicates(db: Database, options: AuditOptions): Promise<DuplicatesAudit> {
+  const [businessDuplicates, exactlyOnceViolations, frequentReplays] = await Promise.all([
+    findBusinessDuplicates(db, options.windowMinutes),
+    findExactlyOnceViolations(db, options.keyTtlSeconds),
+    db.select({ scope: requestLog.scope, key: sql<string>`${requestLog.idempotencyKey}`, replays: count })
+      .from(requestLog)
+      .where(and(sql`${requestLog.outcome} = 'replay'`, isNotNull(requestLog.idempotencyKey), recent(requestLog.createdAt)))
+      .groupBy(requestLog.scope, requestLog.idempotencyKey)
+      .having(sql`count(*) >= ${options.replayThreshold}`)
+      .orderBy(desc(count))
+      .limit(AUDIT_LIMIT),
+  ])
+  return {
+    healthy: businessDuplicates.length === 0 && exactlyOnceViolations.length === 0 && frequentReplays.length === 0,
+    window: { minutes: options.windowMinutes },
+    businessDuplicates,
+    exactlyOnceViolations,
+    frequentReplays,
+  }
+}
+
+/**
+ * Orders of one (tenant, customer email, amount, currency), in time order; a new group starts
+ * wherever the gap to the previous order exceeds the window. Groups of two or more carts are reported.
+ */
+async function findBusinessDuplicates(db: Database, windowMinutes: number): Promise<BusinessDuplicate[]> {
+  const result = await db.execute(sql`
+    with recent as (
+      select id, tenant_id, lower(customer->>'email') as email, amount, currency, cart_id, created_at,
+        case when created_at - lag(created_at) over same_customer <= make_interval(mins => ${windowMinutes}::int) then 0 else 1 end as starts_group
+      from ${orders}
+      where created_at >= now() - make_interval(hours => ${AUDIT_LOOKBACK_HOURS}::int)
+      window same_customer as (partition by tenant_id, lower(customer->>'email'), amount, currency order by created_at, id)
+    ), grouped as (
+      select *, sum(starts_group) over (partition by tenant_id, email, amount, currency order by created_at, id) as group_no
+      from recent
+    )
+    select tenant_id as "tenantId", email as "customerEmail", amount::float8 as amount, currency,
+      json_agg(json_build_object('id', id, 'cartId', cart_id, 'createdAt', created_at) order by created_at, id) as orders
+    from grouped
+    group by tenant_id, email, amount, currency, group_no
+    having count(*) > 1 and count(distinct cart_id) > 1
+    order by max(created_at) desc
+    limit ${AUDIT_LIMIT}`)
+  return rowsOf<BusinessDuplicate & { orders: Array<{ id: string, cartId: string, createdAt: string }> | string }>(result).map(row => ({
+    tenantId: row.tenantId,
+    customerEmail: row.customerEmail,
+    amount: Number(row.amount),
+    currency: row.currency,
+    orders: (typeof row.orders === 'string' ? JSON.parse(row.orders) as BusinessDuplicate['orders'] : row.orders)
+      .slice(0, ORDERS_PER_GROUP)
+      .map(order => ({ id: order.id, cartId: order.cartId, createdAt: new Date(order.createdAt).toISOString() })),
+  }))
+}
+
+async function findExactlyOnceViolations(db: Database, keyTtlSeconds: number): Promise<ExactlyOnceViolation[]> {
+  const orderIds = sql<string[]>`array_agg(${orders.id} order by ${orders.createdAt})`
+  const [markers, emails, issuedInvoices, ordersPerCart, ordersPerKey, eventsPerId, applications] = await Promise.all([
+    db.select({ orderId: sideEffects.orderId, effect: sideEffects.effect, count }).from(sideEffects)
+      .groupBy(sideEffects.orderId, sideEffects.effect).having(moreThanOne).limit(AUDIT_LIMIT),
+    db.select({ orderId: mailbox.orderId, subject: mailbox.subject, count }).from(mailbox)
+      .where(isNotNull(mailbox.orderId)).groupBy(mailbox.orderId, mailbox.subject).having(moreThanOne).limit(AUDIT_LIMIT),
+    db.select({ orderId: invoices.orderId, count }).from(invoices)
+      .groupBy(invoices.orderId).having(moreThanOne).limit(AUDIT_LIMIT),
+    db.select({ tenantId: orders.tenantId, cartId: orders.cartId, orderIds, count }).from(orders)
+      .groupBy(orders.tenantId, orders.cartId).having(moreThanOne).limit(AUDIT_LIMIT),
+    // A key may legitimately return after its TTL; two orders of one key within it are one intent run twice.
+    db.select({ tenantId: orders.tenantId, key: sql<string>`${orders.idempotencyKey}`, orderIds, count }).from(orders)
+      .where(and(isNotNull(orders.idempotencyKey), recent(orders.createdAt)))
+      .groupBy(orders.tenantId, orders.idempotencyKey)
+      .having(and(moreThanOne, sql`max(${orders.createdAt}) - min(${orders.createdAt}) < make_interval(secs => ${keyTtlSeconds}::int)`))
+      .limit(AUDIT_LIMIT),
+    db.select({ provider: webhookEvents.provider, eventId: webhookEvents.eventId, count }).from(webhookEvents)
+      .groupBy(webhookEvents.provider, webhookEvents.eventId).having(moreThanOne).limit(AUDIT_LIMIT),
+    db.select({ webhookEventId: sql<string>`${orderStatusHistory.webhookEventId}`, count }).from(orderStatusHistory)
+      .where(isNotNull(orderStatusHistory.webhookEventId)).groupBy(orderStatusHistory.webhookEventId).having(moreThanOne).limit(AUDIT_LIMIT),
+  ])
+  const violation = (kind: ViolationKind) => ({ count: n, ...ids }: { count: number } & Record<string, unknown>): ExactlyOnceViolation => ({ kind, ids, count: n })
+  return [
+    ...markers.map(violation('side_effect')),
+    ...emails.map(violation('email')),
+    ...issuedInvoices.map(violation('invoice')),
+    ...ordersPerCart.map(violation('order_per_cart')),
+    ...ordersPerKey.map(violation('order_per_key')),
+    ...eventsPerId.map(violation('webhook_event')),
+    ...applications.map(violation('webhook_event')),
+  ].slice(0, AUDIT_LIMIT)
+}

@@ -1,0 +1,151 @@
+import { randomUUID } from 'node:crypto'
+import { afterAll, beforeAll, expect, it } from 'vitest'
+import { newId } from '../../server/db/ids'
+import { stopAll, testSecrets } from '../support/app'
+import { request } from '../support/http'
+import { expectProblem, newIdempotencyKey, type OrderBody, type OrdersStack, postOrder, startOrdersStack, validOrderBody } from '../support/orders'
+import { pollUntil } from '../support/poll'
+import { describeWithServices } from '../support/services'
+
+// SPEC §7, GET /api/ops/audit/duplicates against the built server on real Postgres: empty while
+// every order is its own intent; the incident's near-duplicate (one customer, one amount, two carts
+// minutes apart) reported; keys replayed too often reported; and, with a constraint dropped on
+// purpose in the test database, rows that break exactly-once reported. The tests run in order and
+// build on each other's rows.
+
+const opsHeaders = { authorization: `Bearer ${testSecrets.opsToken}` }
+
+const healthy = { healthy: true, window: { minutes: 10 }, businessDuplicates: [], exactlyOnceViolations: [], frequentReplays: [] }
+
+describeWithServices('GET /api/ops/audit/duplicates (SPEC §7)', ['postgres', 'redis'], () => {
+  let stack: OrdersStack
+
+  beforeAll(async () => {
+    stack = await startOrdersStack('audit')
+  })
+
+  afterAll(async () => {
+    await stack?.close()
+    await stopAll()
+  })
+
+  const sql = () => stack.sql
+  const audit = async (query = '') => {
+    const response = await request(stack.app.url, `/api/ops/audit/duplicates${query}`, { headers: opsHeaders })
+    expect(response.status, response.text).toBe(200)
+    return response.json
+  }
+
+  async function order(body: OrderBody, key = newIdempotencyKey()): Promise<{ id: string, key: string, cartId: string }> {
+    const created = await postOrder(stack.app.url, { secretKey: stack.tenant.secretKey, key, body })
+    expect(created.status, created.text).toBe(201)
+    return { id: created.json.id, key, cartId: body.cartId }
+  }
+
+  const createdAt = async (orderId: string): Promise<string> => {
+    const [row] = await sql()<[{ createdAt: Date }]>`select created_at as "createdAt" from orders where id = ${orderId}`
+    return row.createdAt.toISOString()
+  }
+
+  it('is empty while each order is its own intent: other customers, other amounts, retries replayed', async () => {
+    const customer = `healthy-${randomUUID()}@example.com`
+    const first = await order(validOrderBody({ customer: { email: customer } }))
+    // The same customer again with another amount, and another customer with the same amount.
+    await order(validOrderBody({ customer: { email: customer }, amount: 225_000, items: [{ sku: 'SKU-1', quantity: 3, unitPrice: 75_000 }] }))
+    await order(validOrderBody({ customer: { email: `other-${randomUUID()}@example.com` } }))
+    // A retry of the first is replayed, not a second order.
+    const body = validOrderBody({ customer: { email: customer }, cartId: first.cartId })
+    const replayed = await postOrder(stack.app.url, { secretKey: stack.tenant.secretKey, key: first.key, body })
+    expect(replayed.json.idempotency).toEqual({ key: first.key, replayed: true })
+
+    expect(await audit()).toEqual(healthy)
+  })
+
+  it('reports the incident: one customer, one amount, two carts within the window; a wider gap only with a wider window', async () => {
+    const email = `twice-${randomUUID()}@example.com`
+    const first = await order(validOrderBody({ customer: { email } }))
+    // A second cart, a second key, the same shopper (the address in other case) and amount.
+    const second = await order(validOrderBody({ customer: { email: email.toUpperCase() } }))
+
+    const reported = {
+      tenantId: stack.tenant.tenantId,
+      customerEmail: email,
+      amount: 150_000,
+      currency: 'IDR',
+      orders: [
+        { id: first.id, cartId: first.cartId, createdAt: await createdAt(first.id) },
+        { id: second.id, cartId: second.cartId, createdAt: await createdAt(second.id) },
+      ],
+    }
+    expect(await audit()).toEqual({ ...healthy, healthy: false, businessDuplicates: [reported] })
+
+    // Thirty minutes apart they are two purchases for a 10-minute window, a duplicate for a 60-minute one.
+    await sql()`update orders set created_at = created_at - interval '30 minutes' where id = ${first.id}`
+    expect(await audit()).toEqual(healthy)
+    const wider = await audit('?windowMinutes=60')
+    expect(wider.window).toEqual({ minutes: 60 })
+    expect(wider.businessDuplicates).toEqual([{ ...reported, orders: [{ ...reported.orders[0], createdAt: await createdAt(first.id) }, reported.orders[1]] }])
+  })
+
+  it('reports keys replayed at least replayThreshold times', async () => {
+    const body = validOrderBody({ customer: { email: `loop-${randomUUID()}@example.com` } })
+    const looping = await order(body)
+    for (let replay = 0; replay < 3; replay++) {
+      const again = await postOrder(stack.app.url, { secretKey: stack.tenant.secretKey, key: looping.key, body })
+      expect(again.headers.get('idempotent-replayed')).toBe('true')
+    }
+    await pollUntil('the replays are logged', async () => {
+      const [row] = await sql()<[{ n: number }]>`select count(*)::int as n from request_log where idempotency_key = ${looping.key} and outcome = 'replay'`
+      return row.n === 3
+    })
+    const scope = `tenant:${stack.tenant.tenantId}`
+    expect(await audit('?replayThreshold=3')).toEqual({ ...healthy, healthy: false, frequentReplays: [{ scope, key: looping.key, replays: 3 }] })
+    expect(await audit('?replayThreshold=4')).toEqual(healthy)
+    expect(await audit()).toEqual(healthy)
+  })
+
+  it('reports rows that break exactly-once once the constraints that forbid them are gone', async () => {
+    const victim = await order(validOrderBody({ customer: { email: `broken-${randomUUID()}@example.com` } }))
+    const tenantId = stack.tenant.tenantId
+    // Break the fences on purpose: what the audit exists to notice if it ever happened.
+    await sql()`alter table side_effects drop constraint side_effects_order_effect_unique`
+    await sql()`alter table orders drop constraint orders_tenant_cart_unique`
+    await sql()`insert into side_effects (order_id, effect, job_id) values (${victim.id}, 'invoice', 'job_a'), (${victim.id}, 'invoice', 'job_b')`
+    await sql()`insert into invoices (id, tenant_id, order_id, amount, currency) values
+      (${newId('inv')}, ${tenantId}, ${victim.id}, 150000, 'IDR'), (${newId('inv')}, ${tenantId}, ${victim.id}, 150000, 'IDR')`
+    const subject = `Order ${victim.id} confirmed`
+    await sql()`insert into mailbox (id, tenant_id, order_id, "to", subject, body) values
+      (${newId('msg')}, ${tenantId}, ${victim.id}, 'x@example.com', ${subject}, 'one'), (${newId('msg')}, ${tenantId}, ${victim.id}, 'x@example.com', ${subject}, 'two')`
+    // A second order under the victim's cart and key (another customer and amount: not a business duplicate).
+    const twin = newId('ord')
+    await sql()`insert into orders (id, tenant_id, cart_id, currency, amount, payment_method, items, customer, idempotency_key, request_id, created_at)
+      values (${twin}, ${tenantId}, ${victim.cartId}, 'IDR', 1, 'card', ${sql().json([{ sku: 'X', quantity: 1, unitPrice: 1 }])}, ${sql().json({ email: 'twin@example.com' })},
+        ${victim.key}, 'req_twin', now() + interval '1 second')`
+    // One stored event applied twice.
+    await sql()`insert into order_status_history (order_id, from_status, requested_status, to_status, outcome, webhook_event_id) values
+      (${victim.id}, 'pending_payment', 'paid', 'paid', 'applied', 'whe_twice'), (${victim.id}, 'paid', 'paid', 'paid', 'ignored', 'whe_twice')`
+
+    const found = await audit()
+    expect(found.healthy).toBe(false)
+    expect(found.businessDuplicates).toEqual([])
+    expect(found.frequentReplays).toEqual([])
+    expect(found.exactlyOnceViolations).toEqual([
+      { kind: 'side_effect', ids: { orderId: victim.id, effect: 'invoice' }, count: 2 },
+      { kind: 'email', ids: { orderId: victim.id, subject }, count: 2 },
+      { kind: 'invoice', ids: { orderId: victim.id }, count: 2 },
+      { kind: 'order_per_cart', ids: { tenantId, cartId: victim.cartId, orderIds: [victim.id, twin] }, count: 2 },
+      { kind: 'order_per_key', ids: { tenantId, key: victim.key, orderIds: [victim.id, twin] }, count: 2 },
+      { kind: 'webhook_event', ids: { webhookEventId: 'whe_twice' }, count: 2 },
+    ])
+  })
+
+  it('is for operators only and validates its query', async () => {
+    expectProblem(await request(stack.app.url, '/api/ops/audit/duplicates'), 'unauthorized')
+    expectProblem(await request(stack.app.url, '/api/ops/audit/duplicates', { headers: { authorization: 'Bearer wrong' } }), 'unauthorized')
+    for (const query of ['windowMinutes=0', 'windowMinutes=1441', 'windowMinutes=ten', 'replayThreshold=0', 'since=yesterday']) {
+      const refused = await request(stack.app.url, `/api/ops/audit/duplicates?${query}`, { headers: opsHeaders })
+      expectProblem(refused, 'validation-failed')
+      expect(refused.json.errors).toHaveLength(1)
+    }
+  })
+})

@@ -1,0 +1,312 @@
+import { randomUUID } from 'node:crypto'
+import { afterAll, beforeAll, expect, it } from 'vitest'
+import { stopAll, testSecrets } from '../support/app'
+import { request, type TestResponse } from '../support/http'
+import { expectProblem, newIdempotencyKey, type OrdersStack, postOrder, startOrdersStack, validOrderBody } from '../support/orders'
+import { pollUntil } from '../support/poll'
+import { describeWithServices } from '../support/services'
+import { deliver, newWebhookId, standardBody, standardDelivery } from '../support/webhooks'
+
+// SPEC §7, the evidence locker: GET /api/ops/evidence against the built server on real Postgres and
+// Redis with its in-app worker. Each story is produced through the API (a fault-injected drop, a
+// retry, signed webhooks, a forged one) and then read back as one timeline; row reads on the app's
+// database tell when the story is complete (request_log rows are written in batches after the answer).
+
+const fastJobs = {
+  WORKER_ENABLED: 'true',
+  JOB_POLL_INTERVAL_MS: '50',
+  JOB_BACKOFF_BASE_MS: '100',
+  JOB_BACKOFF_CAP_MS: '1000',
+}
+
+const opsHeaders = { authorization: `Bearer ${testSecrets.opsToken}` }
+
+/** A Standard Webhooks secret the app does not have: its deliveries are forgeries. */
+const foreignStandardSecret = `whsec_${Buffer.alloc(32, 9).toString('base64')}`
+
+interface Entry {
+  at: string
+  kind: string
+  summary: string
+  ids: Record<string, string>
+  detail: Record<string, any>
+}
+
+const ofKind = (timeline: Entry[], kind: string) => timeline.filter(entry => entry.kind === kind)
+
+describeWithServices('GET /api/ops/evidence (SPEC §7): one timeline per key, order, event or request', ['postgres', 'redis'], () => {
+  let stack: OrdersStack
+
+  beforeAll(async () => {
+    stack = await startOrdersStack('evidence', fastJobs)
+  })
+
+  afterAll(async () => {
+    await stack?.close()
+    await stopAll()
+  })
+
+  const sql = () => stack.sql
+  const scope = () => `tenant:${stack.tenant.tenantId}`
+  const ops = (path: string) => request(stack.app.url, path, { headers: opsHeaders })
+
+  async function evidence(query: Record<string, string>): Promise<{ query: Record<string, string>, timeline: Entry[], truncated: boolean }> {
+    const response = await ops(`/api/ops/evidence?${new URLSearchParams(query)}`)
+    expect(response.status, response.text).toBe(200)
+    expect(response.headers.get('content-type')).toMatch(/^application\/json\b/)
+    expect(Object.keys(response.json).sort()).toEqual(['query', 'timeline', 'truncated'])
+    return response.json
+  }
+
+  /** Pays `orderId` with a signed payment.succeeded (IDR 150 000) and answers the delivery's response. */
+  async function pay(orderId: string, webhookId = newWebhookId()): Promise<TestResponse> {
+    const body = standardBody('payment.succeeded', { orderId, paymentId: `pay_${orderId}`, amount: 150_000, currency: 'IDR' })
+    return deliver(stack.app.url, standardDelivery(webhookId, body))
+  }
+
+  /** Until every job of the order completed and the expected number of requests carrying `key` is logged. */
+  async function settled(orderId: string, jobs: number, logged: Array<{ key: string, rows: number }>): Promise<void> {
+    await pollUntil(`order ${orderId} has ${jobs} completed jobs and its requests are logged`, async () => {
+      const [row] = await sql()<[{ jobs: number, done: number }]>`
+        select count(*)::int as jobs, count(*) filter (where status = 'completed')::int as done
+        from jobs where resource_id = ${`order:${orderId}`}`
+      if (row.jobs !== jobs || row.done !== jobs) return false
+      for (const { key, rows } of logged) {
+        const [count] = await sql()<[{ n: number }]>`select count(*)::int as n from request_log where idempotency_key = ${key}`
+        if (count.n !== rows) return false
+      }
+      return true
+    }, { timeoutMs: 20_000, intervalMs: 100 })
+  }
+
+  function expectChronological(timeline: Entry[]): void {
+    const times = timeline.map(entry => Date.parse(entry.at))
+    expect(times.every(Number.isFinite)).toBe(true)
+    expect(times).toEqual([...times].sort((a, b) => a - b))
+    for (const entry of timeline) {
+      expect(entry.at).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)
+      expect(entry.summary.length).toBeGreaterThan(10)
+    }
+  }
+
+  /** A paid order whose first POST was dropped after its commit and retried: the story of the key. */
+  let story: { key: string, orderId: string, firstRequestId: string, retryRequestId: string, eventId: string } | undefined
+
+  async function droppedThenRetriedAndPaid() {
+    if (story) return story
+    const key = newIdempotencyKey()
+    const body = validOrderBody({ customer: { email: `evidence-${randomUUID()}@example.com` } })
+    const firstRequestId = `req_first_${randomUUID()}`
+    const retryRequestId = `req_retry_${randomUUID()}`
+    const send = (requestId: string, headers: Record<string, string> = {}) =>
+      postOrder(stack.app.url, { secretKey: stack.tenant.secretKey, key, body, headers: { 'x-request-id': requestId, ...headers } })
+
+    // The server commits, then drops the connection: the client never hears the 201 and retries.
+    await expect(send(firstRequestId, { 'x-fault': 'drop-after-commit' })).rejects.toThrow(/got no response/)
+    const retry = await send(retryRequestId)
+    expect(retry.status, retry.text).toBe(201)
+    expect(retry.json.idempotency).toEqual({ key, replayed: true })
+    const orderId: string = retry.json.id
+    // Both attempts logged before the payment starts, so the timeline's order is the story's order.
+    await settled(orderId, 1, [{ key, rows: 2 }])
+    const eventId = newWebhookId()
+    expect((await pay(orderId, eventId)).status).toBe(200)
+    // payment.create_intent, webhook.apply, order.send_confirmation, order.issue_invoice.
+    await settled(orderId, 4, [{ key, rows: 2 }, { key: eventId, rows: 1 }])
+    story = { key, orderId, firstRequestId, retryRequestId, eventId }
+    return story
+  }
+
+  it('by key: both requests in order, one execution, its jobs with their attempts, the payment and its effects', async () => {
+    const { key, orderId, firstRequestId, retryRequestId, eventId } = await droppedThenRetriedAndPaid()
+    const found = await evidence({ key, scope: scope() })
+    expect(found.query).toEqual({ key, scope: scope() })
+    expect(found.truncated).toBe(false)
+    const { timeline } = found
+    expectChronological(timeline)
+
+    // The two HTTP attempts with this key: the first committed but its answer never left (499).
+    const requests = ofKind(timeline, 'request').filter(entry => entry.ids.key === key)
+    // The whole timeline in the message: if this ever fails, the order of events is the diagnosis.
+    expect(requests.map(entry => ({ ids: entry.ids, outcome: entry.detail.outcome, status: entry.detail.status, method: entry.detail.method, path: entry.detail.path })), JSON.stringify(timeline, null, 1)).toEqual([
+      { ids: { requestId: firstRequestId, key, scope: scope() }, outcome: 'miss', status: 499, method: 'POST', path: '/api/orders' },
+      { ids: { requestId: retryRequestId, key, scope: scope() }, outcome: 'replay', status: 201, method: 'POST', path: '/api/orders' },
+    ])
+    expect(requests.every(entry => typeof entry.detail.instance === 'string' && Number.isInteger(entry.detail.durationMs))).toBe(true)
+
+    // One execution: the record claimed by the first request and stored once, after one attempt.
+    const orderRecord = ofKind(timeline, 'idempotency_record').filter(entry => entry.ids.scope === scope())
+    expect(orderRecord.map(entry => [entry.detail.transition, entry.detail.status, entry.detail.attempts, entry.detail.responseStatus])).toEqual([
+      ['claimed', 'succeeded', 1, 201],
+      ['succeeded', 'succeeded', 1, 201],
+    ])
+    expect(orderRecord.every(entry => entry.ids.requestId === firstRequestId && entry.ids.orderId === orderId && entry.ids.key === key)).toBe(true)
+    expect(ofKind(timeline, 'order').map(entry => entry.ids)).toEqual([{ orderId, key, scope: scope(), requestId: firstRequestId }])
+
+    // The jobs, each completed at its first attempt; the apply job is linked to the provider's event.
+    const jobs = ofKind(timeline, 'job')
+    expect(jobs.map(entry => entry.detail.kind).sort()).toEqual(['order.issue_invoice', 'order.send_confirmation', 'payment.create_intent', 'webhook.apply'])
+    expect(jobs.every(entry => entry.detail.status === 'completed' && entry.detail.lockKey === `lock:order:${orderId}`)).toBe(true)
+    const attempts = ofKind(timeline, 'job_attempt')
+    expect(attempts.map(entry => entry.ids.jobId).sort()).toEqual(jobs.map(entry => entry.ids.jobId).sort())
+    expect(attempts.every(entry => entry.detail.outcome === 'completed' && entry.detail.attempt === 1)).toBe(true)
+    const apply = jobs.find(entry => entry.detail.kind === 'webhook.apply')!
+    expect(apply.ids).toMatchObject({ orderId, eventId, key: eventId })
+
+    // The payment: its delivery, its stored event, the status change and the effects, once each.
+    expect(ofKind(timeline, 'request').filter(entry => entry.ids.key === eventId).map(entry => [entry.detail.outcome, entry.detail.status, entry.ids.scope]))
+      .toEqual([['miss', 200, 'provider:standard']])
+    expect(ofKind(timeline, 'webhook_event').map(entry => entry.ids)).toEqual([
+      { eventId, webhookEventId: apply.ids.webhookEventId, orderId, requestId: expect.any(String), key: eventId, scope: 'provider:standard' },
+    ])
+    expect(ofKind(timeline, 'order_status').map(entry => [entry.detail.fromStatus, entry.detail.toStatus, entry.detail.outcome, entry.ids.eventId]))
+      .toEqual([['pending_payment', 'paid', 'applied', eventId]])
+    expect(ofKind(timeline, 'side_effect').map(entry => entry.detail.effect).sort()).toEqual(['confirmation_email', 'invoice'])
+    expect(ofKind(timeline, 'email').map(entry => entry.detail.subject)).toEqual([`Order ${orderId} confirmed`])
+    expect(ofKind(timeline, 'invoice').map(entry => [entry.ids.orderId, entry.detail.amount, entry.detail.currency])).toEqual([[orderId, 150_000, 'IDR']])
+
+    // The story reads in causal order: claimed, order written, first request ended, retry replayed, then the payment.
+    const position = (predicate: (entry: Entry) => boolean) => timeline.findIndex(predicate)
+    const claimed = position(entry => entry.kind === 'idempotency_record' && entry.detail.transition === 'claimed' && entry.ids.key === key)
+    const created = position(entry => entry.kind === 'order')
+    const first = position(entry => entry.ids.requestId === firstRequestId && entry.kind === 'request')
+    const replayed = position(entry => entry.ids.requestId === retryRequestId)
+    const applied = position(entry => entry.kind === 'order_status')
+    expect(claimed).toBeGreaterThanOrEqual(0)
+    expect([claimed < created, created < first, first < replayed, replayed < applied]).toEqual([true, true, true, true])
+    // Nothing else: every entry is one of the rows above.
+    expect(timeline).toHaveLength(2 + 1 + 2 + 2 + 1 + 4 + 4 + 1 + 1 + 2 + 1 + 1)
+  })
+
+  it('by key alone, by order id and by either request id: the same timeline', async () => {
+    const { key, orderId, firstRequestId, retryRequestId } = await droppedThenRetriedAndPaid()
+    const byKey = await evidence({ key, scope: scope() })
+    const byKeyAlone = await evidence({ key })
+    const byOrder = await evidence({ orderId })
+    const byFirstRequest = await evidence({ requestId: firstRequestId })
+    const byRetry = await evidence({ requestId: retryRequestId })
+    expect(byOrder.query).toEqual({ orderId })
+    expect(byRetry.query).toEqual({ requestId: retryRequestId })
+    for (const other of [byKeyAlone, byOrder, byFirstRequest, byRetry]) {
+      expect(other.timeline).toEqual(byKey.timeline)
+      expect(other.truncated).toBe(false)
+    }
+  })
+
+  it('by event id: every delivery of the webhook-id, a forged one included, its record, apply job and status change', async () => {
+    const created = await postOrder(stack.app.url, { secretKey: stack.tenant.secretKey, key: newIdempotencyKey(), body: validOrderBody() })
+    expect(created.status, created.text).toBe(201)
+    const orderId: string = created.json.id
+    const eventId = newWebhookId()
+    const body = standardBody('payment.succeeded', { orderId, paymentId: `pay_${orderId}`, amount: 150_000, currency: 'IDR' })
+
+    // A forgery claiming the event id first (wrong secret): rejected, nothing stored, only logged.
+    const forged = await deliver(stack.app.url, standardDelivery(eventId, body, { secret: foreignStandardSecret }))
+    expectProblem(forged, 'webhook-signature-invalid')
+    await pollUntil('the forged delivery is logged', async () => {
+      const [row] = await sql()<[{ n: number }]>`select count(*)::int as n from request_log where idempotency_key = ${eventId}`
+      return row.n === 1
+    })
+    expect((await deliver(stack.app.url, standardDelivery(eventId, body))).status).toBe(200)
+    const redelivered = await deliver(stack.app.url, standardDelivery(eventId, body))
+    expect(redelivered.json.idempotency).toEqual({ key: eventId, replayed: true })
+    await settled(orderId, 4, [{ key: eventId, rows: 3 }])
+
+    const { timeline, truncated, query } = await evidence({ eventId })
+    expect(query).toEqual({ eventId })
+    expect(truncated).toBe(false)
+    expectChronological(timeline)
+    expect(ofKind(timeline, 'request').map(entry => [entry.detail.outcome, entry.detail.status, entry.ids.scope, entry.ids.key]))
+      .toEqual([
+        ['signature_invalid', 401, 'provider:standard', eventId],
+        ['miss', 200, 'provider:standard', eventId],
+        ['replay', 200, 'provider:standard', eventId],
+      ])
+    const [stored, ...others] = ofKind(timeline, 'webhook_event')
+    expect(others).toEqual([])
+    expect(stored!.ids).toMatchObject({ eventId, orderId, scope: 'provider:standard' })
+    expect(stored!.detail).toMatchObject({ provider: 'standard', type: 'payment.succeeded', status: 'applied', amount: 150_000 })
+    expect(stored!.detail.rawBody).toBeUndefined()
+    const accepted = ofKind(timeline, 'request')[1]!
+    expect(stored!.ids.requestId).toBe(accepted.ids.requestId)
+    expect(ofKind(timeline, 'idempotency_record').map(entry => [entry.detail.transition, entry.ids.scope, entry.ids.webhookEventId]))
+      .toEqual([['claimed', 'provider:standard', stored!.ids.webhookEventId], ['succeeded', 'provider:standard', stored!.ids.webhookEventId]])
+    expect(ofKind(timeline, 'job').map(entry => [entry.detail.kind, entry.detail.status, entry.ids.webhookEventId])).toEqual([['webhook.apply', 'completed', stored!.ids.webhookEventId]])
+    expect(ofKind(timeline, 'job_attempt').map(entry => entry.detail.outcome)).toEqual(['completed'])
+    expect(ofKind(timeline, 'order_status').map(entry => [entry.detail.fromStatus, entry.detail.toStatus, entry.ids.webhookEventId]))
+      .toEqual([['pending_payment', 'paid', stored!.ids.webhookEventId]])
+    // The event's evidence stops at its own effect on the order: the order's story is its own query.
+    expect(timeline).toHaveLength(3 + 1 + 2 + 1 + 1 + 1)
+  })
+
+  it('answers an empty timeline for what it has never seen, and refuses queries that name no single subject', async () => {
+    expect(await evidence({ key: `unknown-${randomUUID()}` })).toEqual({ query: expect.any(Object), timeline: [], truncated: false })
+    expect((await evidence({ orderId: 'ord_nothing' })).timeline).toEqual([])
+
+    expectProblem(await request(stack.app.url, '/api/ops/evidence?key=k'), 'unauthorized')
+    for (const query of ['', '?key=a&orderId=b', '?eventId=a&requestId=b']) {
+      const refused = await ops(`/api/ops/evidence${query}`)
+      expectProblem(refused, 'validation-failed')
+      expect(refused.json.detail).toMatch(/exactly one of key, orderId, eventId or requestId/)
+    }
+    const scopeAlone = await ops('/api/ops/evidence?scope=provider:standard')
+    expectProblem(scopeAlone, 'validation-failed')
+    const scopeWithOrder = await ops('/api/ops/evidence?orderId=ord_x&scope=provider:standard')
+    expectProblem(scopeWithOrder, 'validation-failed')
+    expect(scopeWithOrder.json.errors).toEqual([{ path: 'scope', message: expect.stringMatching(/with key/) }])
+    expectProblem(await ops('/api/ops/evidence?key=a&colour=red'), 'validation-failed')
+    expectProblem(await ops(`/api/ops/evidence?key=${'k'.repeat(256)}`), 'validation-failed')
+  })
+
+  it('lists idempotency records newest first with their filters, and the dev mailbox', async () => {
+    const { key, orderId, firstRequestId } = await droppedThenRetriedAndPaid()
+    const listed = await ops(`/api/ops/idempotency?tenant=${stack.tenant.tenantId}&key=${key}`)
+    expect(listed.status, listed.text).toBe(200)
+    expect(listed.json).toEqual({
+      object: 'list',
+      data: [{
+        id: expect.any(String),
+        scope: scope(),
+        key,
+        route: 'POST /api/orders',
+        status: 'succeeded',
+        attempts: 1,
+        requestId: firstRequestId,
+        responseStatus: 201,
+        resourceType: 'order',
+        resourceId: orderId,
+        error: null,
+        createdAt: expect.any(String),
+        updatedAt: expect.any(String),
+        expiresAt: expect.any(String),
+        leaseExpiresAt: null,
+      }],
+    })
+
+    const ofTenant = (await ops(`/api/ops/idempotency?tenant=${stack.tenant.tenantId}&status=succeeded&limit=500`)).json.data as Array<{ scope: string, createdAt: string, status: string }>
+    const [count] = await sql()<[{ n: number }]>`select count(*)::int as n from idempotency_records where scope = ${scope()} and status = 'succeeded'`
+    expect(ofTenant).toHaveLength(count.n)
+    expect(ofTenant.every(record => record.scope === scope() && record.status === 'succeeded')).toBe(true)
+    const created = ofTenant.map(record => Date.parse(record.createdAt))
+    expect(created).toEqual([...created].sort((a, b) => b - a))
+    expect((await ops('/api/ops/idempotency?limit=1')).json.data).toHaveLength(1)
+    expect((await ops('/api/ops/idempotency?status=failed')).json).toEqual({ object: 'list', data: [] })
+    expect((await ops('/api/ops/idempotency?scope=provider:standard&limit=500')).json.data.every((record: { scope: string }) => record.scope === 'provider:standard')).toBe(true)
+    for (const query of ['limit=0', 'limit=501', 'status=done', 'tenant=']) expectProblem(await ops(`/api/ops/idempotency?${query}`), 'validation-failed')
+    expectProblem(await request(stack.app.url, '/api/ops/idempotency'), 'unauthorized')
+
+    const mail = await ops(`/api/ops/mailbox?orderId=${orderId}`)
+    expect(mail.status, mail.text).toBe(200)
+    expect(mail.json).toEqual({
+      object: 'list',
+      data: [{ id: expect.stringMatching(/^msg_/), tenantId: stack.tenant.tenantId, orderId, to: expect.stringMatching(/^evidence-.*@example\.com$/), subject: `Order ${orderId} confirmed`, body: expect.stringContaining(orderId), createdAt: expect.any(String) }],
+    })
+    const everything = (await ops('/api/ops/mailbox?limit=500')).json.data as Array<{ createdAt: string }>
+    const [mails] = await sql()<[{ n: number }]>`select count(*)::int as n from mailbox`
+    expect(everything).toHaveLength(mails.n)
+    const sent = everything.map(message => Date.parse(message.createdAt))
+    expect(sent).toEqual([...sent].sort((a, b) => b - a))
+    expectProblem(await ops('/api/ops/mailbox?limit=0'), 'validation-failed')
+    expectProblem(await request(stack.app.url, '/api/ops/mailbox'), 'unauthorized')
+  })
+})
