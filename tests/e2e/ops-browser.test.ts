@@ -1,0 +1,330 @@
+import { mkdir } from 'node:fs/promises'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import type { Browser, BrowserContext, Page } from 'playwright-core'
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest'
+import { newId } from '../../server/db/ids'
+import { type AppProcess, startApp, stopAll, testSecrets } from '../support/app'
+import { desktopViewport, launchChromium, mobileViewport } from '../support/browser'
+import { createTenant, request } from '../support/http'
+import { jobRow, type JobsFixture, openJobsFixture, seedOrderWithId } from '../support/jobs'
+import { newIdempotencyKey, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
+import { pollUntil } from '../support/poll'
+import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
+import { deliver, newWebhookId, standardBody, standardDelivery } from '../support/webhooks'
+
+// The operations console (/ops, SPEC §7) in real Chromium against the built server on Postgres and
+// Redis: the token gate, redriving a real dead letter (checked in the database, not only on screen),
+// and the evidence of a dropped-then-retried order read as a timeline and followed by its order id.
+
+const opsHeaders = { authorization: `Bearer ${testSecrets.opsToken}` }
+/** Git-ignored: screenshots of the console's key states, for people. */
+const screenshotDir = fileURLToPath(new URL('../../test-results/ops/', import.meta.url))
+
+interface TimelineEntry { at: string, kind: string, summary: string, ids: Record<string, string | undefined> }
+interface EvidenceAnswer { timeline: TimelineEntry[], truncated: boolean }
+
+/** The page's globals these tests read (the tests compile without the DOM types; the callbacks run in the page). */
+interface PageGlobals {
+  sessionStorage: { getItem: (key: string) => string | null, setItem: (key: string, value: string) => void }
+  document: { activeElement: { getAttribute: (name: string) => string | null } | null }
+}
+
+describeWithServices('ops console in Chromium: token gate, dead-letter redrive, evidence timeline', ['postgres', 'redis'], () => {
+  let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined
+  let fixture: JobsFixture | undefined
+  let app: AppProcess
+  let browser: Browser | undefined
+  let tenant: TenantCredentials
+  /** The current test's context: closed after each test, so sessionStorage starts empty. */
+  let context: BrowserContext | undefined
+  let pageErrors: string[] = []
+
+  beforeAll(async () => {
+    database = await createTestDatabase('ops_browser')
+    app = await startApp({
+      databaseUrl: database.url,
+      redisUrl,
+      label: 'ops-browser',
+      // Short job timings, so a job for a missing order dead-letters within the test.
+      env: { WORKER_ENABLED: 'true', JOB_POLL_INTERVAL_MS: '50', JOB_BACKOFF_BASE_MS: '100', JOB_BACKOFF_CAP_MS: '1000' },
+    })
+    fixture = await openJobsFixture(database.url)
+    tenant = await createTenant(app.url, 'ops console')
+    browser = await launchChromium()
+  })
+
+  afterEach(async () => {
+    await context?.close()
+    context = undefined
+  })
+
+  afterAll(async () => {
+    await browser?.close()
+    await app?.stop()
+    await fixture?.close()
+    await database?.drop()
+  })
+
+  const sql = () => fixture!.sql
+
+  async function openOps(path = '/ops'): Promise<Page> {
+    context = await browser!.newContext({ baseURL: app.url, viewport: desktopViewport })
+    const page = await context.newPage()
+    pageErrors = []
+    page.on('pageerror', error => pageErrors.push(error.message))
+    await page.goto(path)
+    return page
+  }
+
+  async function signIn(page: Page): Promise<void> {
+    await page.getByLabel('Operator token').fill(testSecrets.opsToken)
+    await page.getByTestId('token-submit').click()
+    await page.getByTestId('console').waitFor()
+  }
+
+  async function screenshot(page: Page, name: string, fullPage = false): Promise<void> {
+    await mkdir(screenshotDir, { recursive: true })
+    await page.screenshot({ path: join(screenshotDir, `${name}.png`), fullPage, animations: 'disabled' })
+  }
+
+  async function evidence(query: Record<string, string>): Promise<EvidenceAnswer> {
+    const response = await request(app.url, `/api/ops/evidence?${new URLSearchParams(query)}`, { headers: opsHeaders })
+    expect(response.status, response.text).toBe(200)
+    return response.json
+  }
+
+  /** The timeline as the page shows it: each entry's kind and timestamp (the `datetime` it renders). */
+  async function shownTimeline(page: Page): Promise<Array<{ kind: string | null, at: string | null }>> {
+    const entries = page.getByTestId('evidence-entry')
+    return Promise.all((await entries.all()).map(async entry => ({
+      kind: await entry.getAttribute('data-kind'),
+      at: await entry.locator('time').getAttribute('datetime'),
+    })))
+  }
+
+  /** idempotency_outcomes_total per outcome, summed over its other labels, as the server reports it now. */
+  async function outcomeCounts(): Promise<Record<string, number>> {
+    const response = await request(app.url, '/api/metrics', { headers: opsHeaders })
+    expect(response.status, response.text).toBe(200)
+    const counts: Record<string, number> = {}
+    for (const [, labels, value] of response.text.matchAll(/^idempotency_outcomes_total\{([^}]*)\} (\S+)$/gm)) {
+      const outcome = /outcome="([^"]*)"/.exec(labels!)![1]!
+      counts[outcome] = (counts[outcome] ?? 0) + Number(value)
+    }
+    return counts
+  }
+
+  /** The live panel's bars: outcome → the number shown beside its bar. */
+  async function shownOutcomeBars(page: Page): Promise<Record<string, number>> {
+    const bars = await page.getByTestId('outcome-bars').locator('li').all()
+    const shown: Record<string, number> = {}
+    for (const bar of bars) shown[(await bar.getAttribute('data-outcome'))!] = Number(await bar.getByTestId('bar-value').textContent())
+    return shown
+  }
+
+  it('token gate: no token → the form; a wrong token → a visible 401; the right one → the console; a refused stored token → the form again', async () => {
+    const page = await openOps()
+    await page.getByTestId('token-form').waitFor()
+    expect(await page.getByTestId('console').count()).toBe(0)
+    // The form takes the focus: the operator types at once.
+    expect(await page.evaluate(() => (globalThis as unknown as PageGlobals).document.activeElement?.getAttribute('id'))).toBe('ops-token')
+    await screenshot(page, 'token-gate')
+
+    await page.getByLabel('Operator token').fill('not-the-token')
+    const [refused] = await Promise.all([
+      page.waitForResponse(response => new URL(response.url()).pathname === '/api/ops/jobs'),
+      page.getByTestId('token-submit').click(),
+    ])
+    expect(refused.status()).toBe(401)
+    expect(refused.request().headers().authorization).toBe('Bearer not-the-token')
+    const error = page.getByTestId('token-error')
+    await error.waitFor()
+    expect(await error.textContent()).toContain('401 Unauthorized')
+    expect(await error.getAttribute('role')).toBe('alert')
+    expect(await page.getByLabel('Operator token').getAttribute('aria-invalid')).toBe('true')
+    expect(await page.getByTestId('console').count()).toBe(0)
+    expect(await page.evaluate(() => (globalThis as unknown as PageGlobals).sessionStorage.getItem('ops:token'))).toBeNull()
+    await screenshot(page, 'token-refused')
+
+    // Every console call carries the token as a bearer header.
+    const bearers: Array<string | undefined> = []
+    page.on('request', (sent) => {
+      if (new URL(sent.url()).pathname.startsWith('/api/ops/')) bearers.push(sent.headers().authorization)
+    })
+    await signIn(page)
+    expect(await page.evaluate(() => (globalThis as unknown as PageGlobals).sessionStorage.getItem('ops:token'))).toBe(testSecrets.opsToken)
+    await page.getByTestId('jobs-empty').waitFor()
+    expect(bearers.length).toBeGreaterThanOrEqual(2)
+    expect(new Set(bearers)).toEqual(new Set([`Bearer ${testSecrets.opsToken}`]))
+    await screenshot(page, 'console', true)
+
+    // A reload keeps the tab's token.
+    await page.reload()
+    await page.getByTestId('console').waitFor()
+
+    // A token the server no longer accepts (rotated): the first 401 brings the form back, saying why.
+    await page.evaluate(() => (globalThis as unknown as PageGlobals).sessionStorage.setItem('ops:token', 'rotated-away'))
+    await page.reload()
+    await page.getByTestId('token-form').waitFor()
+    expect(await page.getByTestId('token-error').textContent()).toMatch(/refused the operator token \(401 Unauthorized\)/)
+    expect(await page.evaluate(() => (globalThis as unknown as PageGlobals).sessionStorage.getItem('ops:token'))).toBeNull()
+    expect(pageErrors).toEqual([])
+  })
+
+  it('a dead letter is listed; Redrive queues it again with fresh attempts and the row follows it to completed', async () => {
+    // A payment event for an order that does not exist: its webhook.apply job retries, then dead-letters.
+    const orderId = newId('ord')
+    const delivered = await deliver(app.url, standardDelivery(newWebhookId(), standardBody('payment.succeeded', { orderId, paymentId: `pay_${orderId}`, amount: 150_000, currency: 'IDR' })))
+    expect(delivered.status, delivered.text).toBe(200)
+    const [job] = await sql()<Array<{ id: string }>>`select id from jobs where kind = 'webhook.apply' and resource_id = ${`order:${orderId}`}`
+    const jobId = job!.id
+    await pollUntil(`job ${jobId} is dead_letter`, async () => (await jobRow(sql(), jobId))?.status === 'dead_letter', { timeoutMs: 30_000, intervalMs: 100 })
+    const dead = (await jobRow(sql(), jobId))!
+    expect(dead).toMatchObject({ status: 'dead_letter', attempt: 8, maxAttempts: 8 })
+    expect(dead.errors).toHaveLength(8)
+
+    const page = await openOps()
+    await signIn(page)
+    // Dead letters are what the jobs panel lists first.
+    expect(await page.getByTestId('jobs-status').inputValue()).toBe('dead_letter')
+    const row = page.locator(`[data-testid="job-row"][data-job-id="${jobId}"]`)
+    await row.waitFor()
+    expect(await page.getByTestId('job-row').count()).toBe(1)
+    expect(await row.getAttribute('data-status')).toBe('dead_letter')
+    expect((await row.getByTestId('job-attempts').textContent())?.trim()).toBe('8 / 8')
+    expect(await row.textContent()).toContain(`order ${orderId} not found`)
+    await screenshot(page, 'dead-letter')
+
+    // The order arrives late (seeded straight into the database): the redriven job can now apply.
+    await seedOrderWithId(fixture!.db, orderId, 'late@example.com', 'req_ops_browser')
+    const [redriven] = await Promise.all([
+      page.waitForResponse(response => response.request().method() === 'POST' && new URL(response.url()).pathname === `/api/ops/jobs/${jobId}/retry`),
+      row.getByRole('button', { name: `Redrive job ${jobId}` }).click(),
+    ])
+    expect(redriven.status()).toBe(200)
+    const answer = await redriven.json() as { id: string, status: string, attempt: number, errors: unknown[] }
+    expect(answer).toMatchObject({ id: jobId, status: 'queued', attempt: 0 })
+    expect(answer.errors).toHaveLength(8)
+    // Announced (role=status), and followed: the same line then says what the worker made of it.
+    await page.getByTestId('jobs-announcement').filter({ hasText: `Job ${jobId} redriven: queued, with 8 fresh attempts.` }).waitFor()
+
+    // The worker takes it at once: one attempt of the fresh set, the old history kept.
+    await pollUntil(`job ${jobId} is completed`, async () => (await jobRow(sql(), jobId))?.status === 'completed', { timeoutMs: 20_000, intervalMs: 100 })
+    const done = (await jobRow(sql(), jobId))!
+    expect(done).toMatchObject({ status: 'completed', attempt: 1, maxAttempts: 8 })
+    expect(done.errors).toHaveLength(8)
+    const [order] = await sql()<Array<{ status: string }>>`select status from orders where id = ${orderId}`
+    expect(order).toEqual({ status: 'paid' })
+
+    // The row followed it without a reload, and no Redrive is offered any more.
+    await page.locator(`[data-testid="job-row"][data-job-id="${jobId}"][data-status="completed"]`).waitFor({ timeout: 20_000 })
+    expect((await row.getByTestId('job-attempts').textContent())?.trim()).toBe('1 / 8')
+    expect((await page.getByTestId('jobs-announcement').textContent())?.trim()).toBe(`Job ${jobId} redriven: queued, with 8 fresh attempts. Now completed.`)
+    expect(await row.getByTestId('redrive').count()).toBe(0)
+    await screenshot(page, 'redriven')
+
+    // Asked for dead letters again, the list is empty.
+    await page.getByTestId('jobs-refresh').click()
+    await page.getByTestId('jobs-empty').waitFor()
+
+    // Paid at last, the order's confirmation reaches the dev mailbox, once.
+    await pollUntil(`the confirmation of ${orderId} is in the mailbox`, async () =>
+      (await sql()`select 1 from mailbox where order_id = ${orderId}`).length > 0, { timeoutMs: 20_000, intervalMs: 100 })
+    await page.getByTestId('mailbox-refresh').click()
+    const mail = page.getByTestId('mail').filter({ hasText: `Order ${orderId} confirmed` })
+    await mail.waitFor()
+    expect(await mail.count()).toBe(1)
+    expect(await mail.textContent()).toContain('to late@example.com')
+    expect(pageErrors).toEqual([])
+  })
+
+  it('evidence by key: the dropped first request and its retry, in order; the order id chip searches by order', async () => {
+    // The classic incident: the order committed, the client never heard (dropped), it retried.
+    const key = newIdempotencyKey()
+    const body = validOrderBody()
+    await expect(postOrder(app.url, { secretKey: tenant.secretKey, key, body, headers: { 'x-fault': 'drop-after-commit' } })).rejects.toThrow(/got no response/)
+    const retry = await postOrder(app.url, { secretKey: tenant.secretKey, key, body })
+    expect(retry.status, retry.text).toBe(201)
+    expect(retry.headers.get('idempotent-replayed')).toBe('true')
+    const orderId: string = retry.json.id
+    const scope = `tenant:${tenant.tenantId}`
+
+    // The order's own job (payment.create_intent) adds to the timeline: let it finish first.
+    await pollUntil(`the jobs of order ${orderId} completed`, async () => {
+      const jobs = await sql()<Array<{ status: string }>>`select status from jobs where resource_id = ${`order:${orderId}`}`
+      return jobs.length > 0 && jobs.every(job => job.status === 'completed')
+    }, { timeoutMs: 20_000, intervalMs: 100 })
+    // The request log is written in batches: wait until the API's timeline holds both requests.
+    let byKey: EvidenceAnswer = { timeline: [], truncated: false }
+    await pollUntil(`the evidence of key ${key} holds two requests`, async () => {
+      byKey = await evidence({ key, scope })
+      return byKey.timeline.filter(entry => entry.kind === 'request').length === 2
+    }, { timeoutMs: 10_000, intervalMs: 100 })
+
+    const page = await openOps()
+    await signIn(page)
+    await page.getByLabel('Search by').selectOption('key')
+    await page.getByLabel('Value').fill(key)
+    await page.getByTestId('evidence-search').click()
+    await page.getByTestId('evidence-timeline').waitFor()
+
+    const shown = await shownTimeline(page)
+    expect(shown).toEqual(byKey.timeline.map(entry => ({ kind: entry.kind, at: entry.at })))
+    const requests = shown.filter(entry => entry.kind === 'request')
+    expect(requests).toHaveLength(2)
+    // Chronological, oldest first: every entry at or after the one above it.
+    const times = shown.map(entry => Date.parse(entry.at!))
+    expect(times).toEqual([...times].sort((a, b) => a - b))
+    expect(Date.parse(requests[0]!.at!)).toBeLessThanOrEqual(Date.parse(requests[1]!.at!))
+    expect(await page.getByTestId('evidence-status').textContent()).toContain(`${shown.length} entries for idempotency key ${key}.`)
+    await screenshot(page, 'evidence-by-key', true)
+
+    // Follow the order id: a new search, by order, announced and focused, its link in the URL.
+    const orderChip = page.locator(`[data-testid="chip-orderId"][data-value="${orderId}"]`).first()
+    await orderChip.click()
+    await page.getByTestId('evidence-heading').getByText(`Timeline of order id ${orderId}`).waitFor()
+    const byOrder = await evidence({ orderId })
+    const shownByOrder = await shownTimeline(page)
+    expect(shownByOrder).toEqual(byOrder.timeline.map(entry => ({ kind: entry.kind, at: entry.at })))
+    expect(shownByOrder.some(entry => entry.kind === 'order')).toBe(true)
+    expect(await page.getByLabel('Search by').inputValue()).toBe('orderId')
+    expect(await page.getByLabel('Value').inputValue()).toBe(orderId)
+    expect(await page.evaluate(() => (globalThis as unknown as PageGlobals).document.activeElement?.getAttribute('data-testid'))).toBe('evidence-heading')
+    expect(new URL(page.url()).searchParams.get('orderId')).toBe(orderId)
+    await screenshot(page, 'evidence-by-order', true)
+    await page.setViewportSize(mobileViewport)
+    await screenshot(page, 'evidence-by-order-mobile', true)
+
+    // The live panel's bars read the same counters as /api/metrics (summed over routes), refreshed every few seconds.
+    const expected = await outcomeCounts()
+    expect(expected.miss).toBeGreaterThanOrEqual(1)
+    expect(expected.replay).toBeGreaterThanOrEqual(1)
+    await pollUntil('the live panel shows the current outcome counts', async () => {
+      const bars = await shownOutcomeBars(page)
+      return bars.miss === expected.miss && bars.replay === expected.replay && bars.conflict === (expected.conflict ?? 0)
+    }, { timeoutMs: 10_000, intervalMs: 200 })
+
+    // The records panel lists the key; its key opens the same evidence as the search did.
+    await page.setViewportSize(desktopViewport)
+    await page.getByTestId('records-key').first().waitFor()
+    await page.getByLabel('Key', { exact: true }).fill(key)
+    const [filtered] = await Promise.all([
+      page.waitForResponse(response => new URL(response.url()).pathname === '/api/ops/idempotency' && new URL(response.url()).searchParams.get('key') === key),
+      page.getByTestId('records-refresh').click(),
+    ])
+    expect(filtered.status()).toBe(200)
+    const record = page.locator(`[data-testid="record-row"][data-key="${key}"]`)
+    await record.waitFor()
+    expect(await page.getByTestId('record-row').count()).toBe(1)
+    expect(await record.getAttribute('data-status')).toBe('succeeded')
+    await record.getByTestId('record-key').click()
+    await page.getByTestId('evidence-heading').getByText(`Timeline of idempotency key ${key} in ${scope}`).waitFor()
+    expect(await shownTimeline(page)).toEqual(byKey.timeline.map(entry => ({ kind: entry.kind, at: entry.at })))
+    expect(pageErrors).toEqual([])
+  })
+})
+
+afterAll(async () => {
+  await stopAll()
+})
