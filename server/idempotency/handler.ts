@@ -47,12 +47,13 @@ export interface IdempotentOperation {
 }
 
 const MAX_PREFER_WAIT_SECONDS = 10
+const FINGERPRINT_PREFIX_LENGTH = 12
 
 /** The validated Idempotency-Key header, or a 400 problem. */
 export function requireIdempotencyKey(event: H3Event): string {
   const checked = checkIdempotencyKey(getHeader(event, 'idempotency-key'))
   if (checked.ok) return checked.key
-  event.context.idempotencyOutcome = checked.reason === 'missing' ? 'missing_key' : 'invalid'
+  noteOutcome(event, checked.reason === 'missing' ? 'missing_key' : 'invalid', `${event.method} ${event.context.matchedRoute?.path ?? 'unmatched'}`)
   throw checked.reason === 'missing'
     ? problem('idempotency-key-missing', 'Send an Idempotency-Key header (for example a UUID v4) and reuse it when you retry this request.')
     : problem('idempotency-key-invalid', 'The Idempotency-Key must be 1–255 visible ASCII characters (0x21–0x7E); generate a UUID v4 and use that.')
@@ -83,7 +84,8 @@ export async function runIdempotent(event: H3Event, operation: IdempotentOperati
     leaseMs: config.IDEMPOTENCY_LEASE_MS,
     ttlSeconds: operation.ttlSeconds,
   }
-  event.context.idempotency = { scope: operation.scope, key: operation.key }
+  // For the request's log line: enough of the fingerprint to tell two bodies apart, not the payload.
+  event.context.idempotency = { scope: operation.scope, key: operation.key, route: operation.route, fingerprintPrefix: input.fingerprint.slice(0, FINGERPRINT_PREFIX_LENGTH) }
   const waitUntil = Date.now() + (preferredWaitMs(event) ?? operation.defaultWaitMs ?? 0)
 
   try {
@@ -93,6 +95,7 @@ export async function runIdempotent(event: H3Event, operation: IdempotentOperati
       if (decision.kind === 'replay') return replay(event, decision.record)
       if (decision.kind === 'conflict') {
         noteOutcome(event, 'conflict')
+        metrics.fingerprintConflicts.inc({ route: operation.route })
         throw problem('idempotency-key-reused', `Idempotency-Key "${operation.key}" was first used for a different request (${decision.record.route}, other body). Send a new key for a new operation; retries must repeat the original request exactly.`)
       }
       const remaining = waitUntil - Date.now()
@@ -189,6 +192,7 @@ function toStoredResponse(result: IdempotentResult, key: string): StoredResponse
 
 function replay(event: H3Event, stored: RecordView): Record<string, unknown> {
   noteOutcome(event, 'replay')
+  metrics.replays.inc({ route: routeOf(event) })
   return respond(event, {
     status: stored.responseStatus ?? 200,
     body: stored.responseBody ?? {},
@@ -211,10 +215,13 @@ function leaseLost(event: H3Event, operation: IdempotentOperation): never {
   throw problem('request-in-progress', 'This attempt took too long and another attempt with the same Idempotency-Key took over. Retry with the same key to get its result.', { headers: { 'Retry-After': '1' } })
 }
 
-function noteOutcome(event: H3Event, outcome: IdempotencyOutcome): void {
+/** Records the request's outcome for its log line and counts it by route (a bounded label: the operation's route). */
+function noteOutcome(event: H3Event, outcome: IdempotencyOutcome, route = routeOf(event)): void {
   event.context.idempotencyOutcome = outcome
-  metrics.idempotencyOutcomes.inc({ outcome })
+  metrics.idempotencyOutcomes.inc({ route, outcome })
 }
+
+const routeOf = (event: H3Event) => event.context.idempotency?.route ?? 'unknown'
 
 function preferredWaitMs(event: H3Event): number | undefined {
   const match = /(?:^|[,;\s])wait=(\d{1,5})(?:$|[,;\s])/i.exec(getHeader(event, 'prefer') ?? '')

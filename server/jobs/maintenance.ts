@@ -43,6 +43,7 @@ export function rescueStaleJobs(db: Database, locks: Locks, heartbeatTimeoutMs: 
     const rescued = await createJobStore(db).rescueStale(heartbeatTimeoutMs)
     for (const job of rescued) {
       metrics.jobsRescued.inc({ kind: job.kind, status: job.status })
+      if (job.status === 'dead_letter') metrics.jobsDeadLettered.inc({ kind: job.kind })
       log.warn('job rescued: its worker stopped heart-beating', { jobId: job.id, kind: job.kind, transition: job.status })
     }
     return { rescued: rescued.length, deadLettered: rescued.filter(job => job.status === 'dead_letter').length }

@@ -110,9 +110,12 @@ export function createWorker(options: WorkerOptions): Worker {
   async function execute(job: ClaimedJob, controller: AbortController): Promise<void> {
     const started = performance.now()
     const fields = { jobId: job.id, kind: job.kind, attempt: job.attempt, fence: job.fence, worker: options.workerId, resourceId: job.resourceId, queueWaitMs: job.queueWaitMs }
+    // Queue wait: from run_at (when it became due) to this claim, as the claim query measured it.
+    metrics.jobQueueWait.observe({ kind: job.kind }, job.queueWaitMs / 1000)
+    // The outcome is reported once the lock is given back, so its line carries the release too.
+    let outcome: { transition: string, extra: Record<string, unknown>, level: 'info' | 'warn' } | undefined
     const finish: Finish = (transition, extra = {}, level = 'info') => {
-      metrics.jobResults.inc({ kind: job.kind, result: transition })
-      log[level]('job attempt finished', { ...fields, ...extra, transition, durationMs: Math.round(performance.now() - started) })
+      outcome = { transition, extra, level }
     }
     const faults = readJobFaults(job, options.faultsEnabled)
     const timers: NodeJS.Timeout[] = []
@@ -172,8 +175,29 @@ export function createWorker(options: WorkerOptions): Worker {
     }
     finally {
       for (const timer of timers) clearInterval(timer)
-      if (lock?.token) await options.locks.release(lock.key, lock.token).catch(() => {})
+      const lockRelease = lock?.token ? await releaseResourceLock(lock.key, lock.token) : undefined
+      if (outcome) {
+        const seconds = (performance.now() - started) / 1000
+        metrics.jobResults.inc({ kind: job.kind, result: outcome.transition })
+        metrics.jobProcessing.observe({ kind: job.kind, result: outcome.transition }, seconds)
+        log[outcome.level]('job attempt finished', {
+          ...fields,
+          lockKey: lock?.key,
+          lockResult: lockResult(lock),
+          ...outcome.extra,
+          lockRelease,
+          transition: outcome.transition,
+          durationMs: Math.round(seconds * 1000),
+        })
+      }
     }
+  }
+
+  /** released; expired: the lock was no longer ours (TTL ran out, taken over); error: no answer. */
+  async function releaseResourceLock(key: string, token: string): Promise<'released' | 'expired' | 'error'> {
+    const result = await options.locks.release(key, token).then(held => (held ? 'released' : 'expired'), () => 'error' as const)
+    metrics.lockReleases.inc({ result })
+    return result
   }
 
   /** Extends the lock every third of its TTL; a renewal that finds it gone interrupts the job. */
@@ -224,26 +248,34 @@ export function createWorker(options: WorkerOptions): Worker {
     }
     const errorClass = classify(error)
     const message = describeError(error)
-    metrics.jobErrors.inc({ kind: job.kind, errorClass })
+    metrics.jobErrors.inc({ kind: job.kind, error_class: errorClass })
     const retryInMs = backoffMs(job.attempt, options.backoff)
     const status = await store.fail(job, { errorClass, message, retryInMs, permanent: errorClass === 'permanent' })
-    if (status === 'dead_letter') return finish('dead_letter', { errorClass, error: message }, 'warn')
+    if (status === 'dead_letter') {
+      metrics.jobsDeadLettered.inc({ kind: job.kind })
+      return finish('dead_letter', { errorClass, error: message }, 'warn')
+    }
     if (status === 'failed') return finish('retry', { errorClass, error: message, retryInMs }, 'warn')
     finish('fenced_out', { error: message }, 'warn')
   }
 
   /** A token; 'busy' when another holds the resource; no token when the backend is unreachable (degraded). */
   async function acquireResourceLock(key: string): Promise<{ token?: string } | 'busy'> {
+    const started = performance.now()
+    const count = (result: 'acquired' | 'busy' | 'degraded') => {
+      metrics.lockAcquires.inc({ result })
+      metrics.lockWait.observe({ result }, (performance.now() - started) / 1000)
+    }
     try {
       const token = await options.locks.acquire(key, options.lockTtlMs)
-      metrics.lockAcquires.inc({ result: token ? 'acquired' : 'busy' })
+      count(token ? 'acquired' : 'busy')
       return token ? { token } : 'busy'
     }
     catch (error) {
       if (!(error instanceof LockBackendError)) throw error
       // Degrade instead of stalling every job: the fence token and the side-effect markers in
       // Postgres still make a concurrent run harmless.
-      metrics.lockAcquires.inc({ result: 'degraded' })
+      count('degraded')
       log.warn('lock backend unavailable; running on the Postgres fence alone', { lockKey: key, worker: options.workerId })
       return {}
     }

@@ -3,16 +3,21 @@ import { databaseReady } from '../db'
 import { problem } from '../problems'
 
 const REQUEST_ID_PATTERN = /^[\x21-\x7E]{1,128}$/
+/** W3C Trace Context: version-traceid-parentid-flags, lowercase hex; later versions may append fields. */
+const TRACEPARENT_PATTERN = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[\x21-\x7E]*)?$/
+const ALL_ZEROS = /^0+$/
 
 /**
  * Cross-cutting context only: every response carries X-Request-Id (the client's when it is 1–128
- * visible ASCII characters, otherwise a generated one), and no /api request runs before the
- * database is migrated and ready.
+ * visible ASCII characters, otherwise a generated one), a valid `traceparent` puts the caller's
+ * trace id on the request's log line, and no /api request runs before the database is migrated
+ * and ready.
  */
 export default defineEventHandler(async (event) => {
   const offered = getHeader(event, 'x-request-id')
   event.context.requestId = offered && REQUEST_ID_PATTERN.test(offered) ? offered : `req_${randomUUID()}`
   event.context.startedAt = performance.now()
+  event.context.trace = parseTraceparent(getHeader(event, 'traceparent'))
   setResponseHeader(event, 'X-Request-Id', event.context.requestId)
   if (!event.path.startsWith('/api/') || event.path === '/api/health') return
   try {
@@ -22,3 +27,17 @@ export default defineEventHandler(async (event) => {
     throw problem('service-unavailable', 'The database is not ready. Retry after Retry-After seconds.', { headers: { 'Retry-After': '5' }, cause: error })
   }
 })
+
+/**
+ * The trace of a valid header, else undefined (the spec says: ignore it and start a new trace).
+ * Invalid: version ff, all-zero ids, version 00 with extra fields, anything not lowercase hex.
+ */
+function parseTraceparent(header: string | undefined): { traceId: string, parentId: string, sampled: boolean } | undefined {
+  if (!header || header.length > 512) return undefined
+  const match = TRACEPARENT_PATTERN.exec(header.trim())
+  if (!match) return undefined
+  const [, version, traceId, parentId, flags, extra] = match as unknown as [string, string, string, string, string, string | undefined]
+  if (version === 'ff' || (version === '00' && extra !== undefined)) return undefined
+  if (ALL_ZEROS.test(traceId) || ALL_ZEROS.test(parentId)) return undefined
+  return { traceId, parentId, sampled: (Number.parseInt(flags, 16) & 1) === 1 }
+}

@@ -165,7 +165,8 @@ describeWithServices('GET /api/ops/evidence (SPEC §7): one timeline per key, or
     expect(ofKind(timeline, 'email').map(entry => entry.detail.subject)).toEqual([`Order ${orderId} confirmed`])
     expect(ofKind(timeline, 'invoice').map(entry => [entry.ids.orderId, entry.detail.amount, entry.detail.currency])).toEqual([[orderId, 150_000, 'IDR']])
 
-    // The story reads in causal order: claimed, order written, first request ended, retry replayed, then the payment.
+    // The story reads in causal order: the first request arrived, claimed the key, wrote the order;
+    // the retry arrived after it and replayed; then the payment.
     const position = (predicate: (entry: Entry) => boolean) => timeline.findIndex(predicate)
     const claimed = position(entry => entry.kind === 'idempotency_record' && entry.detail.transition === 'claimed' && entry.ids.key === key)
     const created = position(entry => entry.kind === 'order')
@@ -173,7 +174,7 @@ describeWithServices('GET /api/ops/evidence (SPEC §7): one timeline per key, or
     const replayed = position(entry => entry.ids.requestId === retryRequestId)
     const applied = position(entry => entry.kind === 'order_status')
     expect(claimed).toBeGreaterThanOrEqual(0)
-    expect([claimed < created, created < first, first < replayed, replayed < applied]).toEqual([true, true, true, true])
+    expect([first < claimed, claimed < created, created < replayed, replayed < applied]).toEqual([true, true, true, true])
     // Nothing else: every entry is one of the rows above.
     expect(timeline).toHaveLength(2 + 1 + 2 + 2 + 1 + 4 + 4 + 1 + 1 + 2 + 1 + 1)
   })
