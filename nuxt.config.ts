@@ -11,6 +11,7 @@ export default defineNuxtConfig({
   devtools: { enabled: false },
   telemetry: false,
   typescript: { strict: true },
+  css: ['~/assets/css/base.css'],
   nitro: {
     experimental: { tasks: true },
     // Every instance fires these; each task takes a lock, so one instance does the work.

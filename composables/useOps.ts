@@ -1,4 +1,5 @@
-import { inject, type InjectionKey, provide, readonly, ref } from 'vue'
+import { inject, type InjectionKey, provide, readonly, type Ref, ref } from 'vue'
+import type { EvidenceEntry } from '../server/ops/evidence'
 import type { Problem } from './useIdempotentRequest'
 
 /**
@@ -56,25 +57,8 @@ export interface IdempotencyRecord {
   leaseExpiresAt: string | null
 }
 
-export type EvidenceKind = 'request' | 'idempotency_record' | 'job' | 'job_attempt' | 'webhook_event' | 'order' | 'order_status' | 'side_effect' | 'email' | 'invoice'
-
-export interface EvidenceIds {
-  requestId?: string
-  key?: string
-  scope?: string
-  orderId?: string
-  jobId?: string
-  eventId?: string
-  webhookEventId?: string
-}
-
-export interface EvidenceEntry {
-  at: string
-  kind: EvidenceKind | string
-  summary: string
-  ids: EvidenceIds
-  detail: Record<string, unknown>
-}
+// One shape for the timeline, the server's: the console renders what the evidence route returns.
+export type { EvidenceEntry, EvidenceIds, EvidenceKind } from '../server/ops/evidence'
 
 export interface EvidenceResult { query: Record<string, string>, timeline: EvidenceEntry[], truncated: boolean }
 
@@ -210,4 +194,31 @@ export function sumCounterBy(text: string, metric: string, by: string): Record<s
     totals[label] = (totals[label] ?? 0) + value
   }
   return seen ? totals : undefined
+}
+
+/**
+ * One listing of the console (jobs, records, mailbox): its rows, whether it is loading or loaded,
+ * and what went wrong. A 401 is not an error here: the token gate takes over.
+ */
+export function useOpsList<T>(url: () => string) {
+  const ops = useOpsContext()
+  const items = ref([]) as Ref<T[]>
+  const loading = ref(false)
+  const loaded = ref(false)
+  const error = ref<string>()
+  async function load() {
+    loading.value = true
+    error.value = undefined
+    try {
+      items.value = (await ops.opsFetch<OpsList<T>>(url())).data
+      loaded.value = true
+    }
+    catch (caught) {
+      if (!(caught instanceof OpsRequestError && caught.status === 401)) error.value = describeError(caught)
+    }
+    finally {
+      loading.value = false
+    }
+  }
+  return { items, loading, loaded, error, load }
 }

@@ -1,7 +1,7 @@
 import postgres from 'postgres'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest'
-import { type AppProcess, startApp, stopAll } from '../support/app'
+import { type AppProcess, fastJobsEnv, startApp, stopAll } from '../support/app'
 import { type CheckoutPage, desktopViewport, launchChromium, mobileViewport, openCheckout, screenshot, storedCart, storedIntent } from '../support/browser'
 import { pollUntil } from '../support/poll'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
@@ -40,10 +40,7 @@ describeWithServices('checkout page in Chromium: one order per checkout intent',
       env: {
         CHECKOUT_DEMO_ENABLED: 'true',
         MOCKPAY_ENABLED: 'true',
-        WORKER_ENABLED: 'true',
-        JOB_POLL_INTERVAL_MS: '50',
-        JOB_BACKOFF_BASE_MS: '100',
-        JOB_BACKOFF_CAP_MS: '1000',
+        ...fastJobsEnv,
         MOCKPAY_MAX_DELAY_MS: '200',
       },
     })

@@ -3,7 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type AppProcess, startApp, stopAll, testSecrets } from '../support/app'
+import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '../support/app'
 import { createTenant, request } from '../support/http'
 import { expectProblem, orderBodyVariant, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
@@ -97,7 +97,7 @@ describe('embedded mode: the checkout loop with mockpay and the in-app worker', 
     app = await startApp({
       redisUrl: null,
       label: 'embedded-mockpay',
-      env: { PGLITE_DIR: pgliteDir, WORKER_ENABLED: 'true', JOB_POLL_INTERVAL_MS: '50', JOB_BACKOFF_BASE_MS: '100', JOB_BACKOFF_CAP_MS: '1000' },
+      env: { PGLITE_DIR: pgliteDir, ...fastJobsEnv },
     })
   })
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { stopAll, testSecrets } from '../support/app'
+import { fastJobsEnv, stopAll, testSecrets } from '../support/app'
 import { request, type TestResponse } from '../support/http'
 import { expectProblem, newIdempotencyKey, type OrdersStack, postOrder, startOrdersStack, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
@@ -11,13 +11,6 @@ import { deliver, newWebhookId, standardBody, standardDelivery } from '../suppor
 // Redis with its in-app worker. Each story is produced through the API (a fault-injected drop, a
 // retry, signed webhooks, a forged one) and then read back as one timeline; row reads on the app's
 // database tell when the story is complete (request_log rows are written in batches after the answer).
-
-const fastJobs = {
-  WORKER_ENABLED: 'true',
-  JOB_POLL_INTERVAL_MS: '50',
-  JOB_BACKOFF_BASE_MS: '100',
-  JOB_BACKOFF_CAP_MS: '1000',
-}
 
 const opsHeaders = { authorization: `Bearer ${testSecrets.opsToken}` }
 
@@ -38,7 +31,7 @@ describeWithServices('GET /api/ops/evidence (SPEC §7): one timeline per key, or
   let stack: OrdersStack
 
   beforeAll(async () => {
-    stack = await startOrdersStack('evidence', fastJobs)
+    stack = await startOrdersStack('evidence', fastJobsEnv)
   })
 
   afterAll(async () => {

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { newId } from '../../server/db/ids'
-import { type AppProcess, startApp, stopAll, testSecrets } from '../support/app'
+import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '../support/app'
 import { createTenant, request, type TestResponse } from '../support/http'
 import { effectsPerOrder, enqueueJobs, jobRow, type JobsFixture, openJobsFixture, orderJob, seedOrderWithId, seedOrders } from '../support/jobs'
 import { expectProblem, postOrder, requestIdPattern, type TenantCredentials, validOrderBody } from '../support/orders'
@@ -35,14 +35,6 @@ interface ApiJob {
 
 const opsHeaders = { authorization: `Bearer ${testSecrets.opsToken}` }
 
-/** Short timings, so retries, dead letters and rescues happen within a test. */
-const fastJobs = {
-  WORKER_ENABLED: 'true',
-  JOB_POLL_INTERVAL_MS: '50',
-  JOB_BACKOFF_BASE_MS: '100',
-  JOB_BACKOFF_CAP_MS: '1000',
-}
-
 interface JobsStack {
   /** One built app per entry of `workers`, each with its in-app worker. */
   apps: AppProcess[]
@@ -61,7 +53,7 @@ async function startJobsStack(label: string, workerIds: string[], env: Record<st
     databaseUrl: database.url,
     redisUrl,
     label: workerId,
-    env: { ...fastJobs, WORKER_ID: workerId, REDIS_KEY_PREFIX: redisKeyPrefix, ...env },
+    env: { ...fastJobsEnv, WORKER_ID: workerId, REDIS_KEY_PREFIX: redisKeyPrefix, ...env },
   })))
   const fixture = await openJobsFixture(database.url)
   return {
@@ -470,7 +462,7 @@ describe('jobs over HTTP: embedded on PGlite with the in-app worker', () => {
 
   beforeAll(async () => {
     pgliteDir = await mkdtemp(join(tmpdir(), 'ic-jobs-api-'))
-    app = await startApp({ redisUrl: null, label: 'jobs-api-embedded', env: { ...fastJobs, PGLITE_DIR: pgliteDir } })
+    app = await startApp({ redisUrl: null, label: 'jobs-api-embedded', env: { ...fastJobsEnv, PGLITE_DIR: pgliteDir } })
   })
 
   afterAll(async () => {

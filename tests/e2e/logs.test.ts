@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type AppProcess, startApp, stopAll, testSecrets } from '../support/app'
+import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '../support/app'
 import { createTenant, request } from '../support/http'
 import { expectProblem, newIdempotencyKey, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
@@ -13,14 +13,7 @@ import { logLines } from '../support/worker'
 // line per API request with the idempotency layer's verdict, a "job attempt finished" line per job
 // attempt with its lock, and never a credential, whatever the requests carried.
 
-/** Short job timings, so the in-app worker runs the order's job within the test. */
-const fastJobs = {
-  WORKER_ENABLED: 'true',
-  JOB_POLL_INTERVAL_MS: '50',
-  JOB_BACKOFF_BASE_MS: '100',
-  JOB_BACKOFF_CAP_MS: '1000',
-  LOG_LEVEL: 'info',
-}
+const fastJobs = { ...fastJobsEnv, LOG_LEVEL: 'info' }
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736'
 const traceparent = `00-${TRACE_ID}-00f067aa0ba902b7-01`

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { newId } from '../../server/db/ids'
-import { type AppProcess, startApp, stopAll, testSecrets } from '../support/app'
+import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '../support/app'
 import { createTenant, request } from '../support/http'
 import { enqueueJobs, type JobsFixture, openJobsFixture, orderJob } from '../support/jobs'
 import { expectProblem, newIdempotencyKey, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
@@ -14,14 +14,6 @@ import { deliver, newWebhookId, standardBody, standardDelivery } from '../suppor
 // series in the families it can touch: what it should count, counted once, and nothing else.
 
 const opsHeaders = { authorization: `Bearer ${testSecrets.opsToken}` }
-
-/** Short job timings, so the worker runs what the scenarios enqueue within a test. */
-const fastJobs = {
-  WORKER_ENABLED: 'true',
-  JOB_POLL_INTERVAL_MS: '50',
-  JOB_BACKOFF_BASE_MS: '100',
-  JOB_BACKOFF_CAP_MS: '1000',
-}
 
 /** What the idempotency layer, the webhook receiver and the database fence count. */
 const requestFamilies = [
@@ -114,7 +106,7 @@ describeWithServices('GET /api/metrics (SPEC §7)', ['postgres', 'redis'], () =>
   beforeAll(async () => {
     const database = await createTestDatabase('metrics')
     dropDatabase = database.drop
-    app = await startApp({ databaseUrl: database.url, redisUrl, label: 'metrics', env: fastJobs })
+    app = await startApp({ databaseUrl: database.url, redisUrl, label: 'metrics', env: fastJobsEnv })
     fixture = await openJobsFixture(database.url)
     tenant = await createTenant(app.url, 'metrics tenant')
   })

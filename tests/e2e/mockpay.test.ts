@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import postgres from 'postgres'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { type AppProcess, startApp, stopAll } from '../support/app'
+import { type AppProcess, fastJobsEnv, startApp, stopAll } from '../support/app'
 import { createTenant, request, type TestResponse } from '../support/http'
 import { effectsPerOrder } from '../support/jobs'
 import { expectProblem, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
@@ -12,14 +12,6 @@ import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy'
 // The simulated provider (SPEC §5) against the built app on Postgres and Redis: the shopper's
 // buttons on /api/mockpay, signed `standard` webhooks delivered by mockpay.deliver jobs with
 // duplicates, delays and reordering, and the app taking each event exactly once.
-
-/** Short timings, so deliveries, retries and effects happen within a test. */
-const fastJobs = {
-  WORKER_ENABLED: 'true',
-  JOB_POLL_INTERVAL_MS: '50',
-  JOB_BACKOFF_BASE_MS: '100',
-  JOB_BACKOFF_CAP_MS: '1000',
-}
 
 /** No copies, no delay: one delivery per new event (plus the earlier ones, reorder being on by default). */
 const calm = { duplicates: 0, maxDelayMs: 0 }
@@ -153,7 +145,7 @@ describeWithServices('mockpay: the simulated provider on Postgres and Redis', ['
   beforeAll(async () => {
     database = await createTestDatabase('mockpay')
     // With DATABASE_URL set mockpay is off by default; deliveries go to this instance's own endpoint.
-    app = await startApp({ databaseUrl: database.url, redisUrl, label: 'mockpay', env: { ...fastJobs, MOCKPAY_ENABLED: 'true' } })
+    app = await startApp({ databaseUrl: database.url, redisUrl, label: 'mockpay', env: { ...fastJobsEnv, MOCKPAY_ENABLED: 'true' } })
     sql = postgres(database.url, { max: 2, onnotice: () => {} })
     tenant = await createTenant(app.url, 'mockpay')
   })
@@ -322,7 +314,7 @@ describeWithServices('mockpay: a provider retries until the endpoint answers, an
       databaseUrl: database.url,
       redisUrl,
       label: 'mockpay-provider',
-      env: { ...fastJobs, MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_URL: `http://127.0.0.1:${proxy.port}/api/webhooks/standard` },
+      env: { ...fastJobsEnv, MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_URL: `http://127.0.0.1:${proxy.port}/api/webhooks/standard` },
     })
     sql = postgres(database.url, { max: 2, onnotice: () => {} })
     tenant = await createTenant(provider.url, 'mockpay retries')

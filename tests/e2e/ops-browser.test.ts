@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest'
 import { newId } from '../../server/db/ids'
-import { type AppProcess, startApp, stopAll, testSecrets } from '../support/app'
+import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '../support/app'
 import { desktopViewport, launchChromium, mobileViewport } from '../support/browser'
 import { createTenant, request } from '../support/http'
 import { jobRow, type JobsFixture, openJobsFixture, seedOrderWithId } from '../support/jobs'
@@ -47,7 +47,7 @@ describeWithServices('ops console in Chromium: token gate, dead-letter redrive, 
       redisUrl,
       label: 'ops-browser',
       // Short job timings, so a job for a missing order dead-letters within the test.
-      env: { WORKER_ENABLED: 'true', JOB_POLL_INTERVAL_MS: '50', JOB_BACKOFF_BASE_MS: '100', JOB_BACKOFF_CAP_MS: '1000' },
+      env: fastJobsEnv,
     })
     fixture = await openJobsFixture(database.url)
     tenant = await createTenant(app.url, 'ops console')

@@ -1,6 +1,6 @@
 import postgres from 'postgres'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { type AppProcess, startApp, stopAll } from '../support/app'
+import { type AppProcess, fastJobsEnv, startApp, stopAll } from '../support/app'
 import { createTenant, request } from '../support/http'
 import { expectProblem, newIdempotencyKey, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
@@ -28,7 +28,7 @@ describeWithServices('Postgres unreachable', ['postgres', 'redis'], () => {
       redisUrl,
       label: 'postgres-lost',
       // The in-app worker applies a webhook's event once the database is back.
-      env: { WORKER_ENABLED: 'true', JOB_POLL_INTERVAL_MS: '50', JOB_BACKOFF_BASE_MS: '100', JOB_BACKOFF_CAP_MS: '1000' },
+      env: fastJobsEnv,
     })
     tenant = await createTenant(app.url, 'postgres-lost')
     sql = postgres(database.url, { max: 1, onnotice: () => {} })

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { stopAll, testSecrets } from '../support/app'
+import { fastJobsEnv, stopAll, testSecrets } from '../support/app'
 import { request, type TestResponse } from '../support/http'
 import { effectsPerOrder } from '../support/jobs'
 import { expectProblem, newIdempotencyKey, type OrdersStack, postOrder, requestIdPattern, startOrdersStack, validOrderBody } from '../support/orders'
@@ -26,14 +26,6 @@ import {
 // the in-app worker applying what was accepted. A delivery is verified on its raw bytes, stored once
 // with its webhook.apply job, answered at once, and applied by precedence; rows are read straight
 // from the app's database to check what each answer claims.
-
-/** Short job timings, so the worker applies events, and dead-letters a hopeless one, within a test. */
-const fastJobs = {
-  WORKER_ENABLED: 'true',
-  JOB_POLL_INTERVAL_MS: '50',
-  JOB_BACKOFF_BASE_MS: '100',
-  JOB_BACKOFF_CAP_MS: '1000',
-}
 
 const opsHeaders = { authorization: `Bearer ${testSecrets.opsToken}` }
 
@@ -71,7 +63,7 @@ describeWithServices('POST /api/webhooks/:provider (SPEC §5) with the in-app wo
   let stack: OrdersStack
 
   beforeAll(async () => {
-    stack = await startOrdersStack('webhooks-api', fastJobs)
+    stack = await startOrdersStack('webhooks-api', fastJobsEnv)
   })
 
   afterAll(async () => {

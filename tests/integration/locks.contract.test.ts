@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { createMemoryLocks } from '../../server/locks/memory'
 import { createRedisLocks } from '../../server/locks/redis'
 import { LockBackendError, type Locks } from '../../server/locks/types'
-import { describeWithServices, freePort, redisUrl, uniqueRedisPrefix } from '../support/services'
+import { connectTestRedis, describeWithServices, freePort } from '../support/services'
 
 const SHORT_TTL_MS = 150
 const PAST_SHORT_TTL_MS = 300
@@ -167,15 +167,7 @@ describeWithServices('redis locks', ['redis'], () => {
   let redis: Redis
 
   beforeAll(async () => {
-    redis = new Redis(redisUrl, {
-      keyPrefix: uniqueRedisPrefix('locks contract'),
-      lazyConnect: true,
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 1,
-      commandTimeout: 2_000,
-    })
-    // With the offline queue disabled, commands sent before the connection is ready would fail.
-    await redis.connect()
+    redis = await connectTestRedis('locks contract')
   })
 
   afterAll(async () => {

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { and, asc, count, eq, notInArray } from 'drizzle-orm'
 import fc from 'fast-check'
-import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Database, DatabaseHandle } from '../../server/db/client'
 import { newId } from '../../server/db/ids'
@@ -22,7 +21,7 @@ import { type PaymentEvent, requestedStatusOf } from '../../server/webhooks/type
 import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../support/databases'
 import { seedOrders, seedOrderWithId } from '../support/jobs'
 import { pollUntil } from '../support/poll'
-import { describeWithServices, redisUrl, uniqueRedisPrefix } from '../support/services'
+import { connectTestRedis, describeWithServices } from '../support/services'
 
 // Payment events from ingestion to effects, on both pairs the app runs on: Postgres with Redis
 // locks, and PGlite with in-process locks. Events are stored the way the webhook route stores them
@@ -494,15 +493,7 @@ function paymentEventsContract(driver: DatabaseDriver, openLockBackend: () => Pr
 
 describeWithServices('payment events contract: Postgres and Redis locks', ['postgres', 'redis'], () => {
   paymentEventsContract('postgres', async () => {
-    const redis = new Redis(redisUrl, {
-      keyPrefix: uniqueRedisPrefix('payment events contract'),
-      lazyConnect: true,
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 1,
-      commandTimeout: 2_000,
-    })
-    // With the offline queue disabled, commands sent before the connection is ready would fail.
-    await redis.connect()
+    const redis = await connectTestRedis('payment events contract')
     const locks = createRedisLocks(redis)
     return {
       locks,

@@ -1,6 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises'
 import { count, eq, getTableColumns, inArray, sql } from 'drizzle-orm'
-import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { z } from 'zod'
 import type { Database, DatabaseHandle } from '../../server/db/client'
@@ -20,7 +19,7 @@ import { createMockpayProvider } from '../../server/mockpay/provider'
 import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../support/databases'
 import { enqueueJobs, orderJob, seedOrderWithId, seedOrders } from '../support/jobs'
 import { pollUntil } from '../support/poll'
-import { describeWithServices, redisUrl, uniqueRedisPrefix } from '../support/services'
+import { connectTestRedis, describeWithServices } from '../support/services'
 
 // The real runner, in this process, against both pairs the app runs on: Postgres with Redis locks,
 // and PGlite with in-process locks. Short timings keep retries, expiries and rescues inside a test;
@@ -495,15 +494,7 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
 
 describeWithServices('worker contract: Postgres and Redis locks', ['postgres', 'redis'], () => {
   workerContract('postgres', async () => {
-    const redis = new Redis(redisUrl, {
-      keyPrefix: uniqueRedisPrefix('worker contract'),
-      lazyConnect: true,
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 1,
-      commandTimeout: 2_000,
-    })
-    // With the offline queue disabled, commands sent before the connection is ready would fail.
-    await redis.connect()
+    const redis = await connectTestRedis('worker contract')
     const locks = createRedisLocks(redis)
     return {
       locks,

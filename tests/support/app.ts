@@ -20,6 +20,14 @@ export const testSecrets = {
   sessionPassword: 'session_test_password_0123456789abcdef',
 } as const
 
+/** The in-app worker with short timings, so jobs, retries and dead letters happen within a test. */
+export const fastJobsEnv = {
+  WORKER_ENABLED: 'true',
+  JOB_POLL_INTERVAL_MS: '50',
+  JOB_BACKOFF_BASE_MS: '100',
+  JOB_BACKOFF_CAP_MS: '1000',
+} as const
+
 export interface StartAppOptions {
   /** Omitted: the app runs embedded on PGlite. */
   databaseUrl?: string

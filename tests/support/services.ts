@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import net from 'node:net'
 import postgres from 'postgres'
 import { describe } from 'vitest'
+import { Redis } from 'ioredis'
 
 /**
  * Real Postgres and Redis for the integration and e2e suites. With REQUIRE_SERVICES=1 (CI) a
@@ -61,6 +62,23 @@ export async function createTestDatabase(label: string): Promise<{ url: string, 
 }
 
 /** A Redis key prefix no other test run shares. */
+/**
+ * A Redis client on the test server under its own key prefix, configured like the app's (fail fast:
+ * no offline queue, one retry, 2 s commands), connected before it is returned.
+ */
+export async function connectTestRedis(label: string): Promise<Redis> {
+  const redis = new Redis(redisUrl, {
+    keyPrefix: uniqueRedisPrefix(label),
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: 2_000,
+  })
+  // With the offline queue disabled, commands sent before the connection is ready would fail.
+  await redis.connect()
+  return redis
+}
+
 export function uniqueRedisPrefix(label: string): string {
   return `test:${uniqueName(label)}:`
 }

@@ -27,30 +27,23 @@ function orderEffectKind(kind: string, effect: SideEffect, perform: (tx: Databas
   })
 }
 
-/** The order confirmation email, into the dev mailbox. */
-export const orderSendConfirmation = orderEffectKind('order.send_confirmation', 'confirmation_email', async (tx, order) => {
-  await tx.insert(mailbox).values({
-    id: newId('msg'),
-    tenantId: order.tenantId,
-    orderId: order.id,
-    to: order.customer.email,
-    subject: `Order ${order.id} confirmed`,
-    body: `Thank you. We received ${formatAmount(order.amount, order.currency)} for order ${order.id} (cart ${order.cartId}).`,
+/** An email about the order, into the dev mailbox: written once per order and effect. */
+function orderEmailKind(kind: string, effect: SideEffect, compose: (order: Order) => { subject: string, body: string }) {
+  return orderEffectKind(kind, effect, async (tx, order) => {
+    await tx.insert(mailbox).values({ id: newId('msg'), tenantId: order.tenantId, orderId: order.id, to: order.customer.email, ...compose(order) })
   })
-})
+}
+
+export const orderSendConfirmation = orderEmailKind('order.send_confirmation', 'confirmation_email', order => ({
+  subject: `Order ${order.id} confirmed`,
+  body: `Thank you. We received ${formatAmount(order.amount, order.currency)} for order ${order.id} (cart ${order.cartId}).`,
+}))
 
 export const orderIssueInvoice = orderEffectKind('order.issue_invoice', 'invoice', async (tx, order) => {
   await tx.insert(invoices).values({ id: newId('inv'), tenantId: order.tenantId, orderId: order.id, amount: order.amount, currency: order.currency })
 })
 
-/** The refund notice, into the dev mailbox. */
-export const orderSendRefundNotice = orderEffectKind('order.send_refund_notice', 'refund_notice', async (tx, order) => {
-  await tx.insert(mailbox).values({
-    id: newId('msg'),
-    tenantId: order.tenantId,
-    orderId: order.id,
-    to: order.customer.email,
-    subject: `Order ${order.id} refunded`,
-    body: `We refunded ${formatAmount(order.amount, order.currency)} for order ${order.id}. It can take a few days to reach your account.`,
-  })
-})
+export const orderSendRefundNotice = orderEmailKind('order.send_refund_notice', 'refund_notice', order => ({
+  subject: `Order ${order.id} refunded`,
+  body: `We refunded ${formatAmount(order.amount, order.currency)} for order ${order.id}. It can take a few days to reach your account.`,
+}))
