@@ -34,9 +34,11 @@ function freePort() {
   })
 }
 
-async function startServer(env) {
+const floorEntry = new URL('./floor-server.mjs', import.meta.url).pathname
+
+async function startServer(env, entry = serverEntry) {
   const port = await freePort()
-  const child = spawn(process.execPath, [serverEntry], {
+  const child = spawn(process.execPath, [entry], {
     env: {
       ...process.env, PORT: String(port), HOST: '127.0.0.1', NODE_ENV: 'production', LOG_LEVEL: 'warn', OPS_TOKEN: opsToken,
       WEBHOOK_STANDARD_SECRET: webhookSecret, WEBHOOK_STRIPE_SECRET: randomUUID(),
@@ -102,11 +104,15 @@ async function run(url, requests) {
 }
 
 async function scenario(label, env, kind, mode) {
-  const server = await startServer(env)
+  const floor = kind === 'floor'
+  const server = await startServer(env, floor ? floorEntry : serverEntry)
   try {
-    const tenant = await fetch(`${server.url}/api/ops/tenants`, {
-      method: 'POST', headers: { 'content-type': 'application/json', 'authorization': `Bearer ${opsToken}` }, body: '{"name":"bench"}',
-    }).then(r => r.json())
+    // The floor has no tenants: it takes the same order requests and ignores the credentials.
+    const tenant = floor
+      ? { secretKey: 'none' }
+      : await fetch(`${server.url}/api/ops/tenants`, {
+        method: 'POST', headers: { 'content-type': 'application/json', 'authorization': `Bearer ${opsToken}` }, body: '{"name":"bench"}',
+      }).then(r => r.json())
     await run(server.url, workload(kind, mode, tenant.secretKey)) // warm-up: JIT, pools, caches
     const measured = await run(server.url, workload(kind, mode, tenant.secretKey))
     return { scenario: label, 'req/s': Math.round(measured.rps), 'p50 ms': measured.p50, 'p99 ms': measured.p99, 'non-2xx+errors': measured.errors, statuses: JSON.stringify(measured.statuses) }
@@ -126,6 +132,7 @@ try {
   const production = { DATABASE_URL: databaseUrl.toString(), REDIS_URL: redisUrl }
   const embedded = { PGLITE_DIR: pgliteDir }
   const rows = [
+    await scenario('floor: node:http + one INSERT', production, 'floor', 'new'),
     await scenario('order, new key · Postgres + Redis', production, 'order', 'new'),
     await scenario('order, replay · Postgres + Redis', production, 'order', 'replay'),
     await scenario('order, new key · request log off', { ...production, REQUEST_LOG_ENABLED: 'false' }, 'order', 'new'),
@@ -136,7 +143,8 @@ try {
   ]
   console.log(`\n${connections} connections, ${seconds} s per scenario, loopback`)
   console.table(rows)
-  const [newKey, replay, newKeyNoLog, webhookNew, webhookReplay, newKeyEmbedded, replayEmbedded] = rows.map(r => r['req/s'])
+  const [floor, newKey, replay, newKeyNoLog, webhookNew, webhookReplay, newKeyEmbedded, replayEmbedded] = rows.map(r => r['req/s'])
+  console.log(`ratio to the floor: new key ${(newKey / floor).toFixed(2)}×, replay ${(replay / floor).toFixed(2)}×, webhook ingest ${(webhookNew / floor).toFixed(2)}×`)
   console.log(`replay / new key: Postgres ${(replay / newKey).toFixed(2)}×, embedded ${(replayEmbedded / newKeyEmbedded).toFixed(2)}×`
     + `   embedded / Postgres (new key): ${(newKeyEmbedded / newKey).toFixed(2)}×`
     + `   request log on / off (new key): ${(newKey / newKeyNoLog).toFixed(2)}×`
