@@ -4,6 +4,9 @@ import { problem } from '../problems'
 
 export const MAX_BODY_BYTES = 64 * 1024
 
+/** JSON between systems is UTF-8 (RFC 8259 §8.1): invalid bytes reject the body instead of becoming U+FFFD. */
+export const strictUtf8 = new TextDecoder('utf-8', { fatal: true })
+
 /** Reads the raw body, refusing more than MAX_BODY_BYTES without buffering the rest (413). */
 export async function readLimitedRawBody(event: H3Event): Promise<Buffer> {
   const declared = Number(getHeader(event, 'content-length') ?? Number.NaN)
@@ -31,10 +34,10 @@ export async function readValidatedJson<S extends z.ZodType>(event: H3Event, sch
   const raw = await readLimitedRawBody(event)
   let parsed: unknown
   try {
-    parsed = JSON.parse(raw.toString('utf8'))
+    parsed = JSON.parse(strictUtf8.decode(raw))
   }
   catch (error) {
-    throw problem('malformed-json', `The body is not valid JSON (${(error as Error).message}). Fix the syntax and send it again with the same Idempotency-Key.`)
+    throw problem('malformed-json', `The body is not valid UTF-8 JSON (${(error as Error).message}). Fix it and send it again with the same Idempotency-Key.`)
   }
   return validated(schema, parsed, 'body', 'Nothing was stored: fix them and send the request again with the same Idempotency-Key.')
 }

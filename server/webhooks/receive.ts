@@ -1,6 +1,6 @@
 import { getHeader, type H3Event } from 'h3'
 import { useConfig } from '../config'
-import { readLimitedRawBody } from '../http/body'
+import { readLimitedRawBody, strictUtf8 } from '../http/body'
 import { checkIdempotencyKey } from '../idempotency/key'
 import { log } from '../observability/logger'
 import { metrics } from '../observability/metrics'
@@ -14,8 +14,6 @@ export interface VerifiedDelivery {
   rawBody: string
   signatureHeaders: Record<string, string>
 }
-
-const utf8 = new TextDecoder('utf-8', { fatal: true })
 
 /**
  * Reads the raw bytes, verifies the signature on them before anything else, then parses. A rejected
@@ -42,7 +40,7 @@ export async function readVerifiedDelivery(event: H3Event, provider: RegisteredP
   let rawBody: string
   let json: unknown
   try {
-    rawBody = utf8.decode(body)
+    rawBody = strictUtf8.decode(body)
     json = JSON.parse(rawBody)
   }
   catch {

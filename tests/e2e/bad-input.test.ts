@@ -219,6 +219,11 @@ describeWithServices('bad input (SPEC §11)', ['postgres', 'redis'], () => {
       await expectRefused('malformed-json', key => sendText(key, text))
     })
 
+    it('answers 400 malformed-json to a valid body with an invalid UTF-8 byte in a field the schema would strip', async () => {
+      const [head, tail] = JSON.stringify({ ...route.validBody(), note: 'n\u0000' }).split('\\u0000') as [string, string]
+      await expectRefused('malformed-json', key => sendText(key, Buffer.concat([Buffer.from(head), Buffer.from([0xBF]), Buffer.from(tail)])))
+    })
+
     it.each([
       ['an array', '[]'],
       ['a string', '"order"'],
