@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { and, eq, isNull } from 'drizzle-orm'
+import { ExpiringMap } from '../cache/expiring-map'
 import type { Database } from '../db/client'
 import { newId } from '../db/ids'
 import { apiKeys, tenants } from '../db/schema'
@@ -21,10 +22,22 @@ export async function createTenant(db: Database, name: string): Promise<{ tenant
   return { tenant, secretKey }
 }
 
+/**
+ * Known keys are remembered for a few seconds per instance: authentication is on every request's
+ * hot path. A key revoked in the database (`api_keys.revoked_at`) stops working within that time.
+ * Unknown keys are never remembered, so a new key works at once.
+ */
+export const SECRET_KEY_CACHE_MS = 10_000
+const knownKeys = new ExpiringMap<Tenant>(10_000)
+
 /** The tenant owning an unrevoked secret key, or undefined. */
 export async function findTenantBySecretKey(db: Database, secretKey: string): Promise<Tenant | undefined> {
+  const keyHash = hashSecretKey(secretKey)
+  const known = knownKeys.get(keyHash)
+  if (known) return known
   const [row] = await db.select({ id: tenants.id, name: tenants.name }).from(apiKeys)
     .innerJoin(tenants, eq(tenants.id, apiKeys.tenantId))
-    .where(and(eq(apiKeys.keyHash, hashSecretKey(secretKey)), isNull(apiKeys.revokedAt)))
+    .where(and(eq(apiKeys.keyHash, keyHash), isNull(apiKeys.revokedAt)))
+  if (row) knownKeys.set(keyHash, row, Date.now() + SECRET_KEY_CACHE_MS)
   return row
 }
