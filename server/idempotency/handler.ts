@@ -5,10 +5,11 @@ import type { Database } from '../db/client'
 import { readCommitFaults } from '../faults'
 import { log } from '../observability/logger'
 import { metrics } from '../observability/metrics'
+import { ExpiringMap } from '../cache/expiring-map'
 import { problem, problemOf } from '../problems'
 import { fingerprint } from './fingerprint'
 import { checkIdempotencyKey } from './key'
-import { canTakeOver, type Claim, type ClaimInput, createIdempotencyStore, type IdempotencyStore, type RecordView, type StoredResponse } from './store'
+import { canTakeOver, type Claim, finishedRecord, type ClaimInput, createIdempotencyStore, type IdempotencyStore, type RecordView, type StoredResponse } from './store'
 
 /**
  * The one idempotency layer (SPEC §3), shared by every idempotent route. Hot path for a new key:
@@ -117,20 +118,48 @@ export async function runIdempotent(event: H3Event, operation: IdempotentOperati
 }
 
 async function decide(store: IdempotencyStore, input: ClaimInput): Promise<Decision> {
-  // Read before claiming: a plain read never waits, while an INSERT that meets a row the owner is
-  // committing would wait for that commit instead of answering 409 at once.
-  let existing = await store.find(input.scope, input.key)
+  const remembered = finalRecords.get(rememberedKey(input))
+  if (remembered) return remembered.fingerprint === input.fingerprint ? { kind: 'replay', record: remembered } : { kind: 'conflict', record: remembered }
+  // Claim first: a new key costs one statement. The INSERT only waits on a row whose owner is
+  // between storing its result and COMMIT (store.commit writes the record last), so a duplicate of
+  // a request in flight is answered at once.
+  let existing: RecordView | undefined
   // Bounded: each pass either decides or observes someone else's progress.
   for (let pass = 0; pass < 3; pass++) {
-    if (existing && !canTakeOver(existing, input.fingerprint)) {
-      if (existing.fingerprint !== input.fingerprint) return { kind: 'conflict', record: existing }
-      return existing.status === 'processing' ? { kind: 'in_progress', record: existing } : { kind: 'replay', record: existing }
+    if (!existing) {
+      const claim = await store.insert(input)
+      if (claim) return { kind: 'owner', claim, takeover: false }
     }
-    const claim = existing ? await store.takeOver(existing, input) : await store.insert(input)
-    if (claim) return { kind: 'owner', claim, takeover: existing !== undefined }
+    else if (canTakeOver(existing, input.fingerprint)) {
+      const claim = await store.takeOver(existing, input)
+      if (claim) return { kind: 'owner', claim, takeover: true }
+    }
+    else if (existing.fingerprint !== input.fingerprint) {
+      return { kind: 'conflict', record: existing }
+    }
+    else if (existing.status === 'processing') {
+      return { kind: 'in_progress', record: existing }
+    }
+    else {
+      remember(existing)
+      return { kind: 'replay', record: existing }
+    }
     existing = await store.find(input.scope, input.key)
   }
   return { kind: 'in_progress', record: existing }
+}
+
+/**
+ * Finished records, remembered per instance so that a replay costs no database round trip. A
+ * finished record never changes until it expires (only then may a claim reuse its key), so an
+ * entry is dropped a safety margin before its expiry, against clock skew with the database.
+ */
+const finalRecords = new ExpiringMap<RecordView>(10_000)
+const EXPIRY_MARGIN_MS = 60_000
+const rememberedKey = (record: { scope: string, key: string }) => `${record.scope}\n${record.key}`
+
+function remember(record: RecordView): void {
+  finalRecords.set(rememberedKey(record), record, record.expiresAt.getTime() - EXPIRY_MARGIN_MS)
 }
 
 async function executeAsOwner(
@@ -160,6 +189,7 @@ async function executeAsOwner(
           error: failure.body.type.replace('/problems/', ''),
         }
         if (await store.storeFailure(claim, response)) {
+          remember(finishedRecord(claim, response))
           noteOutcome(event, 'miss')
           return respond(event, response, false)
         }
@@ -170,6 +200,7 @@ async function executeAsOwner(
       throw error
     }
     if (outcome.kind === 'lease-lost') return leaseLost(event, operation)
+    remember(finishedRecord(claim, outcome.response))
     operation.afterCommit?.()
     noteOutcome(event, 'miss')
     if (faults.afterCommit && await faults.afterCommit(event)) return {}

@@ -42,6 +42,8 @@ export interface StoredResponse {
 
 export type CommitOutcome = { kind: 'committed', response: StoredResponse } | { kind: 'lease-lost' }
 
+class LeaseLost extends Error {}
+
 const inMs = (ms: number) => sql`now() + (${ms}::int * interval '1 millisecond')`
 const inSeconds = (seconds: number) => sql`now() + (${seconds}::int * interval '1 second')`
 
@@ -126,13 +128,21 @@ export function createIdempotencyStore(db: Database) {
       beforeCommit?: () => Promise<void>,
     ): Promise<CommitOutcome> {
       return db.transaction(async (tx) => {
-        const [holder] = await tx.select({ id: records.id }).from(records)
-          .where(owned(claim.record.id, claim.leaseToken)).for('update')
-        if (!holder) return { kind: 'lease-lost' as const }
-        const response = await work(tx as Database)
-        await tx.update(records).set(finalFields(response)).where(eq(records.id, claim.record.id))
+        // The fence is sent together with the business statements (one round trip, not two) and is
+        // the first of them that Postgres runs; without the token the whole transaction rolls back.
+        const fence = tx.select({ id: records.id }).from(records)
+          .where(owned(claim.record.id, claim.leaseToken)).for('update').execute()
+        const response = await work(tx as Database).finally(() => fence.catch(() => {}))
+        const [holder] = await fence
+        if (!holder) throw new LeaseLost()
         await beforeCommit?.()
+        // Last, right before COMMIT: until then the row is only locked, so a duplicate's claim
+        // attempt (INSERT … ON CONFLICT) sees the record at once instead of waiting on this update.
+        await tx.update(records).set(finalFields(response)).where(eq(records.id, claim.record.id))
         return { kind: 'committed' as const, response }
+      }).catch((error: unknown) => {
+        if (error instanceof LeaseLost) return { kind: 'lease-lost' as const }
+        throw error
       })
     },
 
@@ -178,6 +188,11 @@ export function createIdempotencyStore(db: Database) {
 }
 
 export type IdempotencyStore = ReturnType<typeof createIdempotencyStore>
+
+/** The record as a finished claim left it, without reading it back. */
+export function finishedRecord(claim: Claim, response: StoredResponse): RecordView {
+  return { ...claim.record, ...finalFields(response), updatedAt: new Date(), leaseLive: false, expired: false, leaseRemainingMs: 0 }
+}
 
 function finalFields(response: StoredResponse) {
   return {

@@ -35,8 +35,20 @@ export async function createOrder(
   context: { tenantId: string, idempotencyKey: string, requestId: string },
   input: CreateOrderInput,
 ): Promise<IdempotentResult> {
+  const orderId = newId('ord')
+  // The job is sent with the order (one round trip): it only commits if the order does, and an
+  // ordered cart rolls both back.
+  const job = enqueueJob(tx, {
+    kind: 'payment.create_intent',
+    dedupeKey: orderId,
+    payload: { orderId },
+    resourceId: `order:${orderId}`,
+    idempotencyKey: context.idempotencyKey,
+    requestId: context.requestId,
+  })
+  job.catch(() => {})
   const [order] = await tx.insert(orders).values({
-    id: newId('ord'),
+    id: orderId,
     tenantId: context.tenantId,
     cartId: input.cartId,
     currency: input.currency,
@@ -54,14 +66,7 @@ export async function createOrder(
       .where(and(eq(orders.tenantId, context.tenantId), eq(orders.cartId, input.cartId)))
     throw problem('cart-already-ordered', `Cart "${input.cartId}" already has order ${existing?.id}. Fetch it with GET /api/orders/${existing?.id} instead of ordering again.`, { extensions: { orderId: existing?.id } })
   }
-  await enqueueJob(tx, {
-    kind: 'payment.create_intent',
-    dedupeKey: order.id,
-    payload: { orderId: order.id },
-    resourceId: `order:${order.id}`,
-    idempotencyKey: context.idempotencyKey,
-    requestId: context.requestId,
-  })
+  await job
   return {
     status: 201,
     body: serializeOrder(order),

@@ -275,11 +275,18 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
     })
 
     it('treats a key whose record is past expires_at as new, even for a different cart', async () => {
-      const key = newIdempotencyKey()
-      const first = await post(key, validOrderBody())
+      const firstKey = newIdempotencyKey()
+      const first = await post(firstKey, validOrderBody())
       expect(first.status).toBe(201)
+      // A finished record whose time ran out, as if stored a day ago: a copy of the first one under
+      // another key, past expires_at. (Backdating the first record itself would go behind the
+      // instance's memory of finished records, which trusts expires_at as it was stored.)
+      const key = newIdempotencyKey()
+      await stack.sql`
+        insert into idempotency_records (scope, key, route, fingerprint, status, attempts, request_id, response_status, response_body, response_headers, resource_type, resource_id, expires_at)
+        select scope, ${key}, route, fingerprint, status, attempts, request_id, response_status, response_body, response_headers, resource_type, resource_id, now() - interval '1 second'
+        from idempotency_records where key = ${firstKey}`
       const [{ fingerprint: firstFingerprint }] = await recordsForKey(key) as [IdempotencyRow]
-      await stack.sql`update idempotency_records set expires_at = now() - interval '1 second' where key = ${key}`
       const before = await countRows(stack.sql)
 
       const body = validOrderBody()

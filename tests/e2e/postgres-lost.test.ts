@@ -9,8 +9,9 @@ import { proxyDatabase, type TcpProxy } from '../support/tcp-proxy'
 import { deliver, newWebhookId, nowSeconds, standardBody, standardDelivery, webhookRowCounts } from '../support/webhooks'
 
 // SPEC §3 and §5: with the idempotency store unreachable the API answers 503 + Retry-After and never
-// executes unguarded; once Postgres is back, the client's retry with the same key executes once,
-// and a provider's redelivery (same webhook-id, new timestamp and signature) is processed once.
+// executes unguarded (a request this instance finished still replays from its memory); once
+// Postgres is back, the client's retry with the same key executes once, and a provider's
+// redelivery (same webhook-id, new timestamp and signature) is processed once.
 
 describeWithServices('Postgres unreachable', ['postgres', 'redis'], () => {
   let database: Awaited<ReturnType<typeof createTestDatabase>>
@@ -63,6 +64,30 @@ describeWithServices('Postgres unreachable', ['postgres', 'redis'], () => {
     expect(replay.json).toEqual({ ...afterRecovery.json, idempotency: { key, replayed: true } })
     const rows = await sql`select id from orders where cart_id = ${body.cartId}`
     expect(rows.map(row => row.id)).toEqual([afterRecovery.json.id])
+  })
+
+  it('a request this instance finished replays from its memory while Postgres is down; a new key gets 503', async () => {
+    const key = newIdempotencyKey()
+    const body = validOrderBody()
+    const created = await postOrder(app.url, { secretKey: tenant.secretKey, key, body })
+    expect(created.status, created.text).toBe(201)
+
+    await proxy.cut()
+    try {
+      // A finished record cannot change before it expires: replaying it needs no database.
+      const replay = await postOrder(app.url, { secretKey: tenant.secretKey, key, body })
+      expect(replay.status).toBe(201)
+      expect(replay.headers.get('idempotent-replayed')).toBe('true')
+      expect(replay.json).toEqual({ ...created.json, idempotency: { key, replayed: true } })
+      expectProblem(await postOrder(app.url, { secretKey: tenant.secretKey, key, body: validOrderBody() }), 'idempotency-key-reused')
+      const fresh = await postOrder(app.url, { secretKey: tenant.secretKey, key: newIdempotencyKey(), body: validOrderBody() })
+      expectProblem(fresh, 'service-unavailable')
+      expect(Number(fresh.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
+    }
+    finally {
+      await proxy.restore()
+    }
+    expect((await sql`select id from orders where cart_id = ${body.cartId}`).map(row => row.id)).toEqual([created.json.id])
   })
 
   it('a webhook gets 503 with Retry-After and nothing is stored; the provider\'s redelivery after recovery is processed once, the next one replayed', async () => {
