@@ -3,16 +3,18 @@
 // each), with the resource lock in Redis and with in-process locks (no Redis round trips, and no
 // lock shared between processes: the Postgres fence and side-effect markers alone keep it exact).
 // Time is taken from the database: first job started → last job completed. Bounded: BENCH_JOBS
-// (default 2000) jobs per row.
+// (default 1000) jobs per row. Fills in the drain section of docs/benchmarks.md that run.mjs wrote.
 import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import postgres from 'postgres'
+import { samplePeakRss } from './memory.mjs'
+import { markdownTable, writeDrainSection } from './report.mjs'
 
 const adminUrl = process.env.BENCH_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/postgres'
 const redisUrl = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
-const jobCount = Number(process.env.BENCH_JOBS ?? 2000)
+const jobCount = Number(process.env.BENCH_JOBS ?? 1000)
 const concurrency = process.env.BENCH_WORKER_CONCURRENCY ?? '4'
 const projectRoot = fileURLToPath(new URL('..', import.meta.url))
 const jitiCli = `${projectRoot}node_modules/jiti/lib/jiti-cli.mjs`
@@ -22,7 +24,14 @@ function startWorker(databaseUrl, redis, prefix, index) {
   delete env.REDIS_URL
   if (redis) env.REDIS_URL = redisUrl
   const child = spawn(process.execPath, [jitiCli, 'scripts/worker.ts'], { cwd: projectRoot, env, stdio: ['ignore', 'ignore', 'inherit'] })
-  return { stop: () => new Promise(resolve => { child.once('exit', resolve); child.kill('SIGTERM') }) }
+  const memory = samplePeakRss(child.pid)
+  /** Ends the worker; resolves to its peak RSS in MiB. */
+  const stop = () => new Promise((resolve) => {
+    const peakRssMiB = memory.stop()
+    child.once('exit', () => resolve(peakRssMiB))
+    child.kill('SIGTERM')
+  })
+  return { stop }
 }
 
 async function drain(sql, databaseUrl, workers, redis) {
@@ -37,6 +46,7 @@ async function drain(sql, databaseUrl, workers, redis) {
     from generate_series(1, ${jobCount}) i`
   const prefix = `bench:${randomUUID()}:`
   const started = Array.from({ length: workers }, (_, i) => startWorker(databaseUrl, redis, prefix, i))
+  let peakRssMiB
   try {
     for (let waited = 0; ; waited += 100) {
       const [{ listening }] = await sql`select count(*)::int as listening from pg_stat_activity
@@ -55,13 +65,13 @@ async function drain(sql, databaseUrl, workers, redis) {
     }
   }
   finally {
-    await Promise.all(started.map(worker => worker.stop()))
+    peakRssMiB = Math.max(...await Promise.all(started.map(worker => worker.stop())))
   }
   const [timing] = await sql`select extract(epoch from max(completed_at) - min(started_at)) * 1000 as ms,
     (select count(*)::int from mailbox) as emails, max(attempt)::int as "maxAttempt" from jobs`
   if (timing.emails !== jobCount) throw new Error(`expected ${jobCount} emails, found ${timing.emails}`)
   const ms = Number(timing.ms)
-  return { workers, lock: redis ? 'Redis' : 'in-process (no Redis)', jobs: jobCount, 'drain ms': Math.round(ms), 'jobs/s': Math.round(jobCount / (ms / 1000)), 'max attempt': timing.maxAttempt }
+  return { workers, lock: redis ? 'Redis' : 'in-process (no Redis)', jobs: jobCount, 'drain ms': Math.round(ms), 'jobs/s': Math.round(jobCount / (ms / 1000)), 'max attempt': timing.maxAttempt, 'peak RSS MiB': peakRssMiB }
 }
 
 const admin = postgres(adminUrl, { max: 1, onnotice: () => {} })
@@ -73,22 +83,36 @@ databaseUrl.pathname = `/${database}`
 const migrator = startWorker(databaseUrl.toString(), false, 'bench-migrate:', 'migrate')
 const sql = postgres(databaseUrl.toString(), { max: 2, onnotice: () => {} })
 try {
-  for (let i = 0; ; i++) {
-    const [{ ready }] = await sql`select to_regclass('public.jobs') is not null as ready`
-    if (ready) break
-    if (i > 600) throw new Error('migrations did not run')
-    await sleep(100)
+  try {
+    for (let i = 0; ; i++) {
+      const [{ ready }] = await sql`select to_regclass('public.jobs') is not null as ready`
+      if (ready) break
+      if (i > 600) throw new Error('migrations did not run')
+      await sleep(100)
+    }
   }
-  await migrator.stop()
+  finally {
+    await migrator.stop()
+  }
   const rows = []
   for (const redis of [true, false]) {
     for (const workers of [1, 2, 4]) rows.push(await drain(sql, databaseUrl.toString(), workers, redis))
   }
-  console.log(`\nworker drain: ${jobCount} order.send_confirmation jobs, WORKER_CONCURRENCY=${concurrency} per process`)
+  const settings = `${jobCount} order.send_confirmation jobs, WORKER_CONCURRENCY=${concurrency} per process`
+  console.log(`\nworker drain: ${settings}`)
   console.table(rows)
   const rate = (workers, lock) => rows.find(r => r.workers === workers && r.lock.startsWith(lock))['jobs/s']
-  console.log(`2 workers / 1: Redis ${(rate(2, 'Redis') / rate(1, 'Redis')).toFixed(2)}×, in-process ${(rate(2, 'in') / rate(1, 'in')).toFixed(2)}×`
-    + `   Redis lock / in-process (1 worker): ${(rate(1, 'Redis') / rate(1, 'in')).toFixed(2)}×`)
+  const ratios = `2 workers / 1: Redis ${(rate(2, 'Redis') / rate(1, 'Redis')).toFixed(2)}×, in-process ${(rate(2, 'in') / rate(1, 'in')).toFixed(2)}×`
+    + `; Redis lock / in-process (1 worker): ${(rate(1, 'Redis') / rate(1, 'in')).toFixed(2)}×`
+  console.log(ratios)
+  const written = writeDrainSection([
+    `${settings}, drained by standalone worker processes (\`npm run worker\`); time from the first job started to the last completed, read from the database; peak RSS of the largest worker.`,
+    '',
+    markdownTable(rows),
+    '',
+    `${ratios}.`,
+  ])
+  console.log(written ? '\nfilled in the drain section of docs/benchmarks.md' : '\ndocs/benchmarks.md has no pending drain section (run `npm run bench` to write a new document): left as it is')
 }
 finally {
   await sql.end()

@@ -1,27 +1,41 @@
-// Throughput of the idempotency layer against the built server on loopback (`npm run bench`).
-// Needs the build (`npm run build`) and a Postgres to create a scratch database in
+// Throughput, latency and memory of the idempotency layer against the built server on loopback
+// (`npm run bench`). Needs the build (`npm run build`) and a Postgres to create a scratch database in
 // (BENCH_POSTGRES_URL, default the local server) and Redis (BENCH_REDIS_URL); the embedded rows use
 // PGlite in a temporary folder.
-// Prints a table and ratios. Bounded: each scenario runs BENCH_SECONDS (default 8) seconds.
+// Prints a table and ratios and writes docs/benchmarks.md (drain.mjs adds its section). Bounded:
+// each scenario runs BENCH_SECONDS (default 8) seconds after a warm-up of BENCH_WARMUP_SECONDS
+// (default 3, at most BENCH_SECONDS). Exits non-zero when the duplicate storm did not create exactly one order per key.
 import { spawn } from 'node:child_process'
-import { createHmac, randomUUID } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import net from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import autocannon from 'autocannon'
 import postgres from 'postgres'
+import { samplePeakRss } from './memory.mjs'
+import { describeEnvironment, writeBenchmarks } from './report.mjs'
+import { webhookSecret, workload } from './requests.mjs'
+import { runStorm } from './storm.mjs'
 
 const adminUrl = process.env.BENCH_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/postgres'
 const redisUrl = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
 const seconds = Number(process.env.BENCH_SECONDS ?? 8)
+const warmUpSeconds = Number(process.env.BENCH_WARMUP_SECONDS ?? Math.min(seconds, 3))
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 16)
+const stormCopies = Number(process.env.BENCH_STORM_COPIES ?? 4)
+const stormInstances = 2
 const serverEntry = `${process.env.APP_BUILD_ROOT ?? '.'}/.output/server/index.mjs`
 const opsToken = `ops_bench_${randomUUID()}`
+const [loadAtStart] = loadavg()
 
 if (!existsSync(serverEntry)) {
   console.error(`No build at ${serverEntry}: run \`npm run build\` first.`)
+  process.exit(1)
+}
+if (!Number.isInteger(stormCopies / stormInstances) || stormCopies < stormInstances) {
+  console.error(`BENCH_STORM_COPIES must be a positive multiple of ${stormInstances} (half of a key's copies go to each instance).`)
   process.exit(1)
 }
 
@@ -36,7 +50,8 @@ function freePort() {
 
 const floorEntry = new URL('./floor-server.mjs', import.meta.url).pathname
 
-async function startServer(env, entry = serverEntry) {
+/** A server process; `stop()` ends it and resolves to its peak RSS in MiB. */
+async function startServer(env, entry) {
   const port = await freePort()
   const child = spawn(process.execPath, [entry], {
     env: {
@@ -46,80 +61,85 @@ async function startServer(env, entry = serverEntry) {
     },
     stdio: ['ignore', 'ignore', 'inherit'],
   })
+  const memory = samplePeakRss(child.pid)
   const url = `http://127.0.0.1:${port}`
   for (let i = 0; i < 300; i++) {
     const ready = await fetch(`${url}/api/ready`).then(r => r.ok, () => false)
-    if (ready) return { url, stop: () => new Promise(resolve => { child.once('exit', resolve); child.kill('SIGTERM') }) }
+    if (ready) {
+      return {
+        url,
+        stop: () => new Promise((resolve) => {
+          const peakRssMiB = memory.stop()
+          child.once('exit', () => resolve(peakRssMiB))
+          child.kill('SIGTERM')
+        }),
+      }
+    }
     await sleep(100)
   }
+  memory.stop()
   child.kill('SIGKILL')
   throw new Error('server did not become ready')
 }
 
-const orderBody = cartId => JSON.stringify({
-  cartId, currency: 'IDR', amount: 150000, paymentMethod: 'bank_transfer',
-  items: [{ sku: 'SKU-1', quantity: 2, unitPrice: 75000 }], customer: { email: 'bench@example.com' },
-})
+const createTenant = url => fetch(`${url}/api/ops/tenants`, {
+  method: 'POST', headers: { 'content-type': 'application/json', 'authorization': `Bearer ${opsToken}` }, body: '{"name":"bench"}',
+}).then(r => r.json())
 
-const webhookSecret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`
-
-/** A signed Standard Webhooks delivery, as a provider sends it (fresh timestamp per attempt). */
-const eventBody = webhookId => JSON.stringify({ type: 'payment.succeeded', timestamp: new Date().toISOString(), data: { orderId: `ord_${webhookId}`, paymentId: `pi_${webhookId}`, amount: 150000, currency: 'IDR' } })
-
-function signedWebhook(webhookId, body = eventBody(webhookId)) {
-  const timestamp = Math.floor(Date.now() / 1000)
-  const signature = createHmac('sha256', Buffer.from(webhookSecret.slice(6), 'base64')).update(`${webhookId}.${timestamp}.${body}`).digest('base64')
-  return { headers: { 'content-type': 'application/json', 'webhook-id': webhookId, 'webhook-timestamp': String(timestamp), 'webhook-signature': `v1,${signature}` }, body }
-}
-
-/** What each request of a workload sends: new key or the same key, order or webhook. */
-function workload(kind, mode, secretKey) {
-  if (kind === 'webhook') {
-    // A redelivery keeps its body (and so its fingerprint); only the signature's timestamp moves.
-    const redelivered = `msg_bench_${randomUUID()}`
-    const body = eventBody(redelivered)
-    return { path: '/api/webhooks/standard', next: () => (mode === 'replay' ? signedWebhook(redelivered, body) : signedWebhook(`msg_${randomUUID()}`)) }
-  }
-  const headers = { 'content-type': 'application/json', 'authorization': `Bearer ${secretKey}` }
-  const replayKey = `bench-replay-${randomUUID()}`
-  return {
-    path: '/api/orders',
-    next: () => {
-      const key = mode === 'replay' ? replayKey : randomUUID()
-      return { headers: { ...headers, 'idempotency-key': key }, body: orderBody(key) }
-    },
-  }
-}
-
-async function run(url, requests) {
+async function run(url, requests, duration) {
   const first = requests.next()
   // A replay scenario replays what its first request stored.
   await fetch(`${url}${requests.path}`, { method: 'POST', headers: first.headers, body: first.body })
-  const result = await autocannon({
-    url: `${url}${requests.path}`, method: 'POST', connections, duration: seconds,
+  return autocannon({
+    url: `${url}${requests.path}`, method: 'POST', connections, duration,
     requests: [{ setupRequest: request => ({ ...request, ...requests.next() }) }],
   })
-  const statuses = Object.fromEntries(Object.entries(result.statusCodeStats ?? {}).map(([code, { count }]) => [code, count]))
-  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, errors: result.errors + result.non2xx, statuses }
+}
+
+/** Starts `count` servers with one environment; if one fails to start, stops the others. */
+async function startServers(count, env, entry) {
+  const started = await Promise.allSettled(Array.from({ length: count }, () => startServer(env, entry)))
+  const servers = started.filter(outcome => outcome.status === 'fulfilled').map(outcome => outcome.value)
+  const failed = started.find(outcome => outcome.status === 'rejected')
+  if (!failed) return servers
+  await Promise.all(servers.map(server => server.stop()))
+  throw failed.reason
+}
+
+/** Runs `measure` against the servers, then stops them (whatever happened) and adds their peak RSS. */
+async function measureOn(servers, measure) {
+  const measured = await measure().catch(async (error) => {
+    await Promise.all(servers.map(server => server.stop()))
+    throw error
+  })
+  const peaks = await Promise.all(servers.map(server => server.stop()))
+  return { ...measured, peakRssMiB: Math.max(...peaks) }
 }
 
 async function scenario(label, env, kind, mode) {
   const floor = kind === 'floor'
-  const server = await startServer(env, floor ? floorEntry : serverEntry)
-  try {
+  const [server] = await startServers(1, env, floor ? floorEntry : serverEntry)
+  return measureOn([server], async () => {
     // The floor has no tenants: it takes the same order requests and ignores the credentials.
-    const tenant = floor
-      ? { secretKey: 'none' }
-      : await fetch(`${server.url}/api/ops/tenants`, {
-        method: 'POST', headers: { 'content-type': 'application/json', 'authorization': `Bearer ${opsToken}` }, body: '{"name":"bench"}',
-      }).then(r => r.json())
-    await run(server.url, workload(kind, mode, tenant.secretKey)) // warm-up: JIT, pools, caches
-    const measured = await run(server.url, workload(kind, mode, tenant.secretKey))
-    return { scenario: label, 'req/s': Math.round(measured.rps), 'p50 ms': measured.p50, 'p99 ms': measured.p99, 'non-2xx+errors': measured.errors, statuses: JSON.stringify(measured.statuses) }
-  }
-  finally {
-    await server.stop()
-  }
+    const tenant = floor ? { secretKey: 'none' } : await createTenant(server.url)
+    await run(server.url, workload(kind, mode, tenant.secretKey), warmUpSeconds) // warm-up: JIT, pools, caches
+    const result = await run(server.url, workload(kind, mode, tenant.secretKey), seconds)
+    return { label, result }
+  })
+}
+
+/** Two instances sharing the database and the Redis prefix; a warm-up storm, then the measured one. */
+async function stormScenario(label, env, sql) {
+  const servers = await startServers(stormInstances, { ...env, REDIS_KEY_PREFIX: `bench:${randomUUID()}:` }, serverEntry)
+  return measureOn(servers, async () => {
+    const storm = async duration => runStorm({
+      urls: servers.map(server => server.url), tenant: await createTenant(servers[0].url), sql, connections, seconds: duration, copies: stormCopies,
+    })
+    const warmUp = await storm(warmUpSeconds)
+    const measured = await storm(seconds)
+    const problems = [...warmUp.problems.map(problem => `warm-up: ${problem}`), ...measured.problems]
+    return { label, result: measured.result, check: measured.check, storm: measured, problems }
+  })
 }
 
 const admin = postgres(adminUrl, { max: 1, onnotice: () => {} })
@@ -128,29 +148,88 @@ await admin.unsafe(`CREATE DATABASE "${database}"`)
 const pgliteDir = mkdtempSync(join(tmpdir(), 'ic-bench-'))
 const databaseUrl = new URL(adminUrl)
 databaseUrl.pathname = `/${database}`
+const sql = postgres(databaseUrl.toString(), { max: 2, onnotice: () => {} })
 try {
   const production = { DATABASE_URL: databaseUrl.toString(), REDIS_URL: redisUrl }
   const embedded = { PGLITE_DIR: pgliteDir }
-  const rows = [
-    await scenario('floor: node:http + one INSERT', production, 'floor', 'new'),
-    await scenario('order, new key · Postgres + Redis', production, 'order', 'new'),
-    await scenario('order, replay · Postgres + Redis', production, 'order', 'replay'),
-    await scenario('order, new key · request log off', { ...production, REQUEST_LOG_ENABLED: 'false' }, 'order', 'new'),
-    await scenario('webhook, new event · Postgres + Redis', production, 'webhook', 'new'),
-    await scenario('webhook, redelivery · Postgres + Redis', production, 'webhook', 'replay'),
-    await scenario('order, new key · embedded PGlite', embedded, 'order', 'new'),
-    await scenario('order, replay · embedded PGlite', embedded, 'order', 'replay'),
-  ]
-  console.log(`\n${connections} connections, ${seconds} s per scenario, loopback`)
+  const measured = {
+    floor: await scenario('floor: node:http + one INSERT', production, 'floor', 'new'),
+    newKey: await scenario('order, new key · Postgres + Redis', production, 'order', 'new'),
+    replay: await scenario('order, replay · Postgres + Redis', production, 'order', 'replay'),
+    storm: await stormScenario(`order storm · ${stormInstances} instances, ${stormCopies} copies per key`, production, sql),
+    newKeyNoLog: await scenario('order, new key · request log off', { ...production, REQUEST_LOG_ENABLED: 'false' }, 'order', 'new'),
+    webhookNew: await scenario('webhook, new event · Postgres + Redis', production, 'webhook', 'new'),
+    webhookReplay: await scenario('webhook, redelivery · Postgres + Redis', production, 'webhook', 'replay'),
+    newKeyEmbedded: await scenario('order, new key · embedded PGlite', embedded, 'order', 'new'),
+    replayEmbedded: await scenario('order, replay · embedded PGlite', embedded, 'order', 'replay'),
+  }
+  const rps = Object.fromEntries(Object.entries(measured).map(([name, { result }]) => [name, result.requests.average]))
+  const rows = Object.values(measured).map(({ label, result, peakRssMiB, check }) => ({
+    'scenario': label,
+    'req/s': Math.round(result.requests.average),
+    'p50 ms': result.latency.p50,
+    'p99 ms': result.latency.p99,
+    'peak RSS MiB': peakRssMiB,
+    '× floor': (result.requests.average / rps.floor).toFixed(2),
+    'responses': Object.entries(result.statusCodeStats).map(([code, { count }]) => `${code}: ${count}`).join(', '),
+    'errors': result.errors + result.timeouts,
+    'check': check ?? '',
+  }))
+  console.log(`\n${connections} connections, ${seconds} s per scenario after a ${warmUpSeconds} s warm-up, loopback`)
   console.table(rows)
-  const [floor, newKey, replay, newKeyNoLog, webhookNew, webhookReplay, newKeyEmbedded, replayEmbedded] = rows.map(r => r['req/s'])
-  console.log(`ratio to the floor: new key ${(newKey / floor).toFixed(2)}×, replay ${(replay / floor).toFixed(2)}×, webhook ingest ${(webhookNew / floor).toFixed(2)}×`)
-  console.log(`replay / new key: Postgres ${(replay / newKey).toFixed(2)}×, embedded ${(replayEmbedded / newKeyEmbedded).toFixed(2)}×`
-    + `   embedded / Postgres (new key): ${(newKeyEmbedded / newKey).toFixed(2)}×`
-    + `   request log on / off (new key): ${(newKey / newKeyNoLog).toFixed(2)}×`
-    + `   webhook new event / order new key: ${(webhookNew / newKey).toFixed(2)}×, webhook redelivery / new event: ${(webhookReplay / webhookNew).toFixed(2)}×`)
+
+  const targets = [
+    ['new-key order creation', rps.newKey, 0.9],
+    ['replays', rps.replay, 3],
+    ['webhook ingest (new event)', rps.webhookNew, 0.8],
+  ].map(([name, value, atLeast]) => ({
+    target: `${name} ≥ ${atLeast}× floor`,
+    measured: `${(value / rps.floor).toFixed(2)}×`,
+    verdict: value / rps.floor >= atLeast ? 'met' : 'not met',
+  }))
+  const ratio = (a, b) => `${(rps[a] / rps[b]).toFixed(2)}×`
+  const ratios = [
+    `replay / new key: Postgres ${ratio('replay', 'newKey')}, embedded ${ratio('replayEmbedded', 'newKeyEmbedded')}`,
+    `embedded / Postgres (new key): ${ratio('newKeyEmbedded', 'newKey')}`,
+    `request log on / off (new key): ${ratio('newKey', 'newKeyNoLog')}`,
+    `webhook new event / order new key: ${ratio('webhookNew', 'newKey')}, webhook redelivery / new event: ${ratio('webhookReplay', 'webhookNew')}`,
+    `storm (${stormInstances} instances) / new key (1 instance): ${ratio('storm', 'newKey')}`,
+  ]
+  for (const { target, measured: value, verdict } of targets) console.log(`target: ${target}: ${value} — ${verdict}`)
+  for (const line of ratios) console.log(line)
+
+  const { storm, problems } = measured.storm
+  const describeOutcomes = counts => Object.entries(counts).map(([kind, count]) => `${count} × ${kind}`).join(', ')
+  const stormLines = [
+    `${storm.keys} keys, each sent ${stormCopies} times (${stormCopies / stormInstances} to each instance), ${connections} connections spread over both instances;`
+      + ` the instance running behind owed copies of at most ${storm.mostOwed} keys at once`,
+    `storm responses: ${describeOutcomes(storm.outcomes.storm)}`,
+    `then every key once more with \`Prefer: wait=10\`: ${describeOutcomes(storm.outcomes.settle)}`,
+    `SQL: ${storm.check}; ${problems.length === 0
+      ? 'every response for a key named the same order, the one the database holds: exactly once'
+      : `NOT exactly once: ${problems.length} problems`}`,
+  ]
+  for (const line of stormLines) console.log(`storm: ${line}`)
+  if (problems.length > 0) {
+    console.error(`\nThe duplicate storm was not exactly once:\n${problems.slice(0, 20).join('\n')}`)
+    process.exitCode = 1
+  }
+  else {
+    const settings = [
+      `${connections} connections (autocannon, HTTP/1.1 keep-alive, no pipelining), loopback`,
+      `${seconds} s measured per scenario, after a ${warmUpSeconds} s warm-up on the same server process (the storm: on the same two)`,
+      `duplicate storm: ${stormInstances} instances on one database and one Redis prefix, ${stormCopies} copies per key`,
+      'peak RSS: the server process\'s resident high-water mark over its whole life (start-up, warm-up, run);'
+        + ' for the storm, the larger of the two instances',
+      'the worker is off in the server (`WORKER_ENABLED=false`): jobs only queue up',
+    ]
+    const environment = await describeEnvironment(sql, redisUrl, loadAtStart)
+    const path = writeBenchmarks({ environment, settings, scenarios: rows, targets, ratios, storm: stormLines })
+    console.log(`\nwrote ${path}`)
+  }
 }
 finally {
+  await sql.end()
   await admin.unsafe(`DROP DATABASE IF EXISTS "${database}" WITH (FORCE)`)
   await admin.end()
   rmSync(pgliteDir, { recursive: true, force: true })

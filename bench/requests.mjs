@@ -1,0 +1,39 @@
+// What the bench sends: order bodies, signed Standard Webhooks deliveries, and each scenario's
+// stream of requests (new keys, or one key replayed).
+import { createHmac, randomUUID } from 'node:crypto'
+
+export const webhookSecret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`
+
+export const orderBody = cartId => JSON.stringify({
+  cartId, currency: 'IDR', amount: 150000, paymentMethod: 'bank_transfer',
+  items: [{ sku: 'SKU-1', quantity: 2, unitPrice: 75000 }], customer: { email: 'bench@example.com' },
+})
+
+export const orderHeaders = (secretKey, key) => ({ 'content-type': 'application/json', 'authorization': `Bearer ${secretKey}`, 'idempotency-key': key })
+
+/** A signed Standard Webhooks delivery, as a provider sends it (fresh timestamp per attempt). */
+const eventBody = webhookId => JSON.stringify({ type: 'payment.succeeded', timestamp: new Date().toISOString(), data: { orderId: `ord_${webhookId}`, paymentId: `pi_${webhookId}`, amount: 150000, currency: 'IDR' } })
+
+function signedWebhook(webhookId, body = eventBody(webhookId)) {
+  const timestamp = Math.floor(Date.now() / 1000)
+  const signature = createHmac('sha256', Buffer.from(webhookSecret.slice(6), 'base64')).update(`${webhookId}.${timestamp}.${body}`).digest('base64')
+  return { headers: { 'content-type': 'application/json', 'webhook-id': webhookId, 'webhook-timestamp': String(timestamp), 'webhook-signature': `v1,${signature}` }, body }
+}
+
+/** What each request of a workload sends: new key or the same key, order or webhook. */
+export function workload(kind, mode, secretKey) {
+  if (kind === 'webhook') {
+    // A redelivery keeps its body (and so its fingerprint); only the signature's timestamp moves.
+    const redelivered = `msg_bench_${randomUUID()}`
+    const body = eventBody(redelivered)
+    return { path: '/api/webhooks/standard', next: () => (mode === 'replay' ? signedWebhook(redelivered, body) : signedWebhook(`msg_${randomUUID()}`)) }
+  }
+  const replayKey = `bench-replay-${randomUUID()}`
+  return {
+    path: '/api/orders',
+    next: () => {
+      const key = mode === 'replay' ? replayKey : randomUUID()
+      return { headers: orderHeaders(secretKey, key), body: orderBody(key) }
+    },
+  }
+}
