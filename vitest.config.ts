@@ -2,8 +2,11 @@ import { defineConfig } from 'vitest/config'
 
 // Three projects: pure units, contract suites against real services and PGlite, and HTTP suites
 // against the built server (built once by the e2e global setup, then started as real processes).
+// A fourth, the multi-instance chaos run, takes minutes: it runs only when asked for by name
+// (`npm run test:chaos`, i.e. `--project chaos`, which replaces the default selection below).
 export default defineConfig({
   test: {
+    project: ['unit', 'integration', 'e2e'],
     projects: [
       { test: { name: 'unit', include: ['tests/unit/**/*.test.ts'], environment: 'node' } },
       {
@@ -25,6 +28,17 @@ export default defineConfig({
           fileParallelism: false,
           testTimeout: 60_000,
           hookTimeout: 120_000,
+        },
+      },
+      {
+        test: {
+          name: 'chaos',
+          include: ['tests/chaos/**/*.test.ts'],
+          environment: 'node',
+          globalSetup: ['tests/support/build-once.ts'],
+          testTimeout: 10_000,
+          // The whole run (setup, load, faults, settling, checks) is one beforeAll.
+          hookTimeout: 600_000,
         },
       },
     ],

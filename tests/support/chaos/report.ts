@@ -1,0 +1,94 @@
+import { testSecrets } from '../app'
+import { request } from '../http'
+import type { AnswerLog } from './answers'
+import type { InjectedFault } from './faults'
+import type { FleetEvent } from './fleet'
+import type { EvidenceSubject, InvariantResult } from './invariants'
+import type { LoadResult } from './load'
+import { expectedPaymentStatus } from './model'
+
+/** What the chaos run prints: its figures, the invariants table and, on a violation, the evidence. */
+
+const seconds = (ms: number) => `+${(ms / 1000).toFixed(1)} s`
+
+export interface RunFigures {
+  durationMs: number
+  load: LoadResult
+  answers: AnswerLog
+  faults: InjectedFault[]
+  fleetEvents: FleetEvent[]
+}
+
+export function printFigures({ durationMs, load, answers, faults, fleetEvents }: RunFigures): void {
+  const { figures } = load
+  console.log(`\nChaos run: ${durationMs / 1000} s of load, ${figures.intents} order intents, ${load.orders.length} orders acknowledged`)
+  console.log('Requests by kind and answer (network error: no answer; balancer 502: made up by the test\'s balancer, not the app):')
+  console.table(answers.byKindAndOutcome())
+  console.log('How long the clients waited for each answer:')
+  console.table(answers.latencies())
+
+  const serverErrors = new Map<string, { count: number, firstAt: number, lastAt: number }>()
+  for (const answer of answers.appServerErrors()) {
+    const kind = `${answer.outcome}${answer.retryAfter ? ` Retry-After: ${answer.retryAfter}` : ' no Retry-After'}`
+    const seen = serverErrors.get(kind) ?? { count: 0, firstAt: answer.atMs, lastAt: answer.atMs }
+    serverErrors.set(kind, { count: seen.count + 1, firstAt: Math.min(seen.firstAt, answer.atMs), lastAt: Math.max(seen.lastAt, answer.atMs) })
+  }
+  console.log('5xx answers of the app, with when they were seen:')
+  console.table(Object.fromEntries([...serverErrors].map(([kind, seen]) => [kind, { count: seen.count, first: seconds(seen.firstAt), last: seconds(seen.lastAt) }])))
+
+  const copies = load.orderIntents.reduce((sum, intent) => sum + intent.copies, 0)
+  console.log('Order intents:')
+  console.table({
+    intents: { count: figures.intents },
+    'fired as 2 concurrent copies': { count: figures.duplicatedIntents.twoCopies },
+    'fired as 3 concurrent copies': { count: figures.duplicatedIntents.threeCopies },
+    'requests (copies) in all': { count: copies },
+    'X-Fault drop-after-commit': { count: figures.faults['drop-after-commit'] },
+    'X-Fault crash-after-commit': { count: figures.faults['crash-after-commit'] },
+  })
+
+  console.log('Faults injected:')
+  console.table(faults.map(fault => ({ at: seconds(fault.atMs), fault: fault.fault, detail: fault.detail })))
+  console.log('Process deaths and restarts:')
+  console.table(fleetEvents.map(event => ({ at: seconds(event.atMs), process: event.member, event: event.event, detail: event.detail.slice(0, 160) })))
+  for (const event of fleetEvents.filter(event => event.lastOutput)) {
+    console.log(`${event.member} ${event.detail} at ${seconds(event.atMs)}; the end of its output:\n${event.lastOutput}`)
+  }
+
+  console.log('Direct webhook deliveries by provider:')
+  console.table(figures.webhooks)
+  console.log('mockpay actions (deliveries scheduled: events × copies, plus earlier events sent again):')
+  console.table(figures.mockpay)
+
+  const paths: Record<string, Record<string, number>> = {}
+  for (const order of load.orders) {
+    const row = (paths[order.path] ??= { pending_payment: 0, payment_failed: 0, paid: 0, refunded: 0 })
+    row[expectedPaymentStatus(order.events)]! += 1
+  }
+  console.log('Orders by payment path and the final status the model expects:')
+  console.table(paths)
+}
+
+export function printInvariants(results: InvariantResult[]): void {
+  console.log('Invariants:')
+  console.table(results.map(result => ({ invariant: result.invariant, checked: result.checked, violations: result.violations.length })))
+  for (const result of results.filter(result => result.violations.length)) {
+    console.log(`${result.invariant}: ${result.violations.length} violation(s), the first ones:\n  ${result.violations.slice(0, 20).join('\n  ')}`)
+  }
+}
+
+/** The evidence locker's timeline of the first few offenders, one line per entry. */
+export async function printEvidence(baseUrl: string, results: InvariantResult[], limit = 3): Promise<void> {
+  const subjects = new Map<string, EvidenceSubject>()
+  for (const subject of results.flatMap(result => result.offenders)) {
+    if (subjects.size >= limit) break
+    subjects.set(JSON.stringify(subject), subject)
+  }
+  for (const subject of subjects.values()) {
+    const query = new URLSearchParams(subject as Record<string, string>)
+    const response = await request(baseUrl, `/api/ops/evidence?${query}`, { headers: { authorization: `Bearer ${testSecrets.opsToken}` } })
+    const timeline: Array<{ at: string, kind: string, summary: string }> = response.json?.timeline ?? []
+    console.log(`\nEvidence for ${query} (${response.status}${response.json?.truncated ? ', truncated' : ''}):\n${
+      timeline.map(entry => `  ${entry.at} ${entry.kind.padEnd(18)} ${entry.summary}`).join('\n') || response.text.slice(0, 500)}`)
+  }
+}
