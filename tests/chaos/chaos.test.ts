@@ -102,7 +102,7 @@ describe('chaos: never twice, never lost', () => {
     const settled = await waitUntilSettled(sql, settleTimeoutMs)
     note(settled ? 'settled: no job pending or running, every event processed' : `not settled after ${settleTimeoutMs / 1000} s`)
 
-    results = await checkInvariants({ sql, tenantId: tenant.tenantId, load, answers, baseUrl: balancer.url })
+    results = await checkInvariants({ sql, tenantId: tenant.tenantId, load, answers, baseUrl: balancer.url, fleetEvents: fleet.events })
     printFigures({ durationMs, load, answers, faults, fleetEvents: fleet.events })
     printInvariants(results)
     if (results.some(result => result.violations.length)) await printEvidence(balancer.url, results)

@@ -2,6 +2,7 @@ import type postgres from 'postgres'
 import { testSecrets } from '../app'
 import { request } from '../http'
 import type { AnswerLog } from './answers'
+import type { FleetEvent } from './fleet'
 import type { LoadResult } from './load'
 import { type AcceptedEvent, type EffectKind, effectsOf, expectedPaymentStatus } from './model'
 
@@ -23,6 +24,7 @@ export const invariantNames = [
   '9. every 5xx was 503 with Retry-After',
   '10. audit: no exactly-once violation',
   '11. every request got its final answer',
+  '12. every process death was one the run caused',
 ] as const
 
 export type InvariantName = typeof invariantNames[number]
@@ -44,6 +46,8 @@ export interface InvariantInput {
   answers: AnswerLog
   /** Where the ops API answers (the balancer). */
   baseUrl: string
+  /** Deaths and restarts of the fleet's processes. */
+  fleetEvents: FleetEvent[]
 }
 
 const opsHeaders = { authorization: `Bearer ${testSecrets.opsToken}` }
@@ -230,5 +234,13 @@ export async function checkInvariants(input: InvariantInput): Promise<InvariantR
   const answered = result('11. every request got its final answer', requests)
   answered.violations.push(...load.figures.abandoned, ...load.figures.unexpectedFinals)
 
-  return [acknowledged, perKey, perCart, events, effects, finalStatus, drained, explained, outages, audit, answered]
+  // 12. A process may die by the schedule's SIGKILL or by crash-after-commit (also a SIGKILL); one
+  // that exits by itself (an uncaught error, say) is a finding, even though the supervisor restarts it.
+  const deaths = input.fleetEvents.filter(event => event.event === 'died')
+  const caused = result('12. every process death was one the run caused', deaths.length)
+  for (const death of deaths.filter(event => event.lastOutput !== undefined)) {
+    caused.violations.push(`${death.member} at +${(death.atMs / 1000).toFixed(1)} s, ${death.detail}; its output ended with:\n${death.lastOutput!.trim().split('\n').slice(-8).join('\n')}`)
+  }
+
+  return [acknowledged, perKey, perCart, events, effects, finalStatus, drained, explained, outages, audit, answered, caused]
 }
