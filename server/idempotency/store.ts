@@ -127,7 +127,8 @@ export function createIdempotencyStore(db: Database) {
       work: (tx: Database) => Promise<StoredResponse>,
       beforeCommit?: () => Promise<void>,
     ): Promise<CommitOutcome> {
-      return db.transaction(async (tx) => {
+      let stored: Promise<unknown> | undefined
+      const outcome = await db.transaction(async (tx) => {
         // The fence is sent together with the business statements (one round trip, not two) and is
         // the first of them that Postgres runs; without the token the whole transaction rolls back.
         const fence = tx.select({ id: records.id }).from(records)
@@ -138,12 +139,17 @@ export function createIdempotencyStore(db: Database) {
         await beforeCommit?.()
         // Last, right before COMMIT: until then the row is only locked, so a duplicate's claim
         // attempt (INSERT … ON CONFLICT) sees the record at once instead of waiting on this update.
-        await tx.update(records).set(finalFields(response)).where(eq(records.id, claim.record.id))
+        // Not awaited here, so that it travels with the COMMIT in one round trip; should it fail,
+        // Postgres turns that COMMIT into a ROLLBACK, and `stored` rejects below.
+        stored = tx.update(records).set(finalFields(response)).where(eq(records.id, claim.record.id)).execute()
+        stored.catch(() => {})
         return { kind: 'committed' as const, response }
       }).catch((error: unknown) => {
         if (error instanceof LeaseLost) return { kind: 'lease-lost' as const }
         throw error
       })
+      if (outcome.kind === 'committed') await stored
+      return outcome
     },
 
     /** Stores a deterministic failure whose business writes were rolled back. Fenced like commit. */

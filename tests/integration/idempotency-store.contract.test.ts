@@ -184,6 +184,17 @@ function idempotencyStoreContract(driver: DatabaseDriver, concurrentTransactions
   })
 
   describe('commit', () => {
+    it('a response that cannot be stored rolls the business write back and rejects: nothing half-committed', async () => {
+      const owner = await claim()
+      const tenantId = newTenantId()
+      // A status past the integer column's range: storing this response fails inside the
+      // transaction, in the same round trip as the COMMIT, which Postgres then turns into a ROLLBACK.
+      const unstorable: StoredResponse = { ...createdResponse('ord_unstorable'), status: 3_000_000_000 }
+      await expect(store.commit(owner, tenantWrite(tenantId, unstorable))).rejects.toThrow()
+      expect(await tenantExists(tenantId)).toBe(false)
+      expect(await find()).toMatchObject({ status: 'processing', leaseToken: owner.leaseToken, responseStatus: null, resourceId: null })
+    })
+
     it('stores the response and the business write in one transaction', async () => {
       const owner = await claim()
       const tenantId = newTenantId()
