@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import http from 'node:http'
 import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '../support/app'
@@ -143,6 +144,27 @@ describeWithServices('structured logs (SPEC §7)', ['postgres', 'redis'], () => 
       const forgedLine = await requestLine(forged.headers.get('x-request-id')!)
       expect(forgedLine).toMatchObject(webhookLine({ idempotencyKey: forgedId, outcome: 'signature_invalid', status: 401 }))
       expect(forgedLine).not.toHaveProperty('fingerprintPrefix')
+    })
+  })
+
+  describe('the request_log row', () => {
+    it('keeps a path exactly, whatever it holds: commas, braces, quotes, backslashes (rows travel as array literals)', async () => {
+      const path = '/api/orders/ord_a,b{c}"d\\e\'f,NULL'
+      const { port } = new URL(app.url)
+      // Sent raw (fetch would percent-encode the quotes and braces, and turn the backslash into a slash).
+      const status = await new Promise<number>((resolve, reject) => {
+        http.get({ host: '127.0.0.1', port, path, headers: { authorization: `Bearer ${tenant.secretKey}` } }, (response) => {
+          response.resume()
+          resolve(response.statusCode!)
+        }).once('error', reject)
+      })
+      expect(status).toBe(404)
+      let rows: Array<Record<string, unknown>> = []
+      await pollUntil('the row of the odd path', async () => {
+        rows = await sql`select method, path, tenant_id, status, outcome from request_log where path = ${path}`
+        return rows.length > 0
+      })
+      expect(rows).toEqual([{ method: 'GET', path, tenant_id: tenant.tenantId, status: 404, outcome: null }])
     })
   })
 
