@@ -116,8 +116,18 @@ async function measureOn(servers, measure) {
   return { ...measured, peakRssMiB: Math.max(...peaks) }
 }
 
+/**
+ * Each scenario starts from a quiet database: the rows the previous one wrote are vacuumed and
+ * checkpointed now, not by autovacuum and the checkpointer in the middle of the next measurement.
+ */
+async function settlePostgres() {
+  await sql`vacuum analyze`
+  await sql`checkpoint`
+}
+
 async function scenario(label, env, kind, mode) {
   const floor = kind === 'floor'
+  await settlePostgres()
   const [server] = await startServers(1, env, floor ? floorEntry : serverEntry)
   return measureOn([server], async () => {
     // The floor has no tenants: it takes the same order requests and ignores the credentials.
@@ -130,6 +140,7 @@ async function scenario(label, env, kind, mode) {
 
 /** Two instances sharing the database and the Redis prefix; a warm-up storm, then the measured one. */
 async function stormScenario(label, env, sql) {
+  await settlePostgres()
   const servers = await startServers(stormInstances, { ...env, REDIS_KEY_PREFIX: `bench:${randomUUID()}:` }, serverEntry)
   return measureOn(servers, async () => {
     const storm = async duration => runStorm({
@@ -222,6 +233,7 @@ try {
       'peak RSS: the server process\'s resident high-water mark over its whole life (start-up, warm-up, run);'
         + ' for the storm, the larger of the two instances',
       'the worker is off in the server (`WORKER_ENABLED=false`): jobs only queue up',
+      'before each Postgres scenario the bench database is vacuumed and checkpointed, so that no scenario pays for the previous one\'s rows',
     ]
     const environment = await describeEnvironment(sql, redisUrl, loadAtStart)
     const path = writeBenchmarks({ environment, settings, scenarios: rows, targets, ratios, storm: stormLines })
