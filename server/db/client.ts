@@ -61,6 +61,10 @@ async function openPostgres(url: string, migrationsFolder: string, poolSize: num
     onnotice: () => {},
     // Fail fast when Postgres is gone: the API answers 503 instead of hanging for 30 s.
     connect_timeout: 3,
+    // Reconnect within a second, however many attempts failed. postgres.js' default backoff grows
+    // with the failures of the whole pool up to 20 s, and a query handed to a connection waiting
+    // out that delay waits with it: after a 5 s outage, requests hung for 10–15 s.
+    backoff: (failures: number) => Math.min(0.05 * 2 ** failures, 1),
     connection: {
       application_name: 'idempotent-checkout',
       // A frozen owner must not hold an idempotency row lock forever: Postgres ends its transaction.

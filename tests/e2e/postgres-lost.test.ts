@@ -66,6 +66,26 @@ describeWithServices('Postgres unreachable', ['postgres', 'redis'], () => {
     expect(rows.map(row => row.id)).toEqual([afterRecovery.json.id])
   })
 
+  it('a longer outage: request after request is answered 503 at once, none kept waiting by the pool\'s reconnect attempts', async () => {
+    await proxy.cut()
+    const statuses: Array<number | string> = []
+    try {
+      // Each request makes the pool try (and fail) to reconnect. A client that gives up after 5 s
+      // sees a network error if a request was parked behind a growing reconnect delay.
+      for (let attempt = 0; attempt < 20; attempt++) {
+        const answer = await postOrder(app.url, { secretKey: tenant.secretKey, key: newIdempotencyKey(), body: validOrderBody(), timeoutMs: 5_000 })
+          .then(response => `${response.status} ${response.json?.type} Retry-After ${response.headers.get('retry-after')}`, (error: Error) => error.message)
+        statuses.push(answer)
+      }
+    }
+    finally {
+      await proxy.restore()
+    }
+    expect(statuses).toEqual(Array.from({ length: 20 }, () => '503 /problems/service-unavailable Retry-After 2'))
+    const after = await postOrder(app.url, { secretKey: tenant.secretKey, key: newIdempotencyKey(), body: validOrderBody(), timeoutMs: 10_000 })
+    expect(after.status, after.text).toBe(201)
+  })
+
   it('a request this instance finished replays from its memory while Postgres is down; a new key gets 503', async () => {
     const key = newIdempotencyKey()
     const body = validOrderBody()

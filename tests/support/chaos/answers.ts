@@ -49,6 +49,13 @@ export class AnswerLog {
     }))
   }
 
+  /** Answers that took longer than `thresholdMs`, with when they were sent: where the waiting happened. */
+  slow(thresholdMs: number): Array<{ sentAt: string, kind: RequestKind, route: SeenAnswer['route'], outcome: Outcome, waitedMs: number }> {
+    return this.answers
+      .filter(answer => (answer.durationMs ?? 0) > thresholdMs)
+      .map(answer => ({ sentAt: `+${((answer.atMs - answer.durationMs!) / 1000).toFixed(1)} s`, kind: answer.kind, route: answer.route, outcome: answer.outcome, waitedMs: answer.durationMs! }))
+  }
+
   /** Rows: request kind; columns: status (or network error / balancer 502); cells: counts. */
   byKindAndOutcome(): Record<string, Record<string, number>> {
     const outcomes = [...new Set(this.answers.map(answer => String(answer.outcome)))].sort()

@@ -19,6 +19,9 @@ export interface RunFigures {
   fleetEvents: FleetEvent[]
 }
 
+/** Longer than the longest outage: a client waited on something that never answered it. */
+const slowAnswerMs = 5_000
+
 export function printFigures({ durationMs, load, answers, faults, fleetEvents }: RunFigures): void {
   const { figures } = load
   console.log(`\nChaos run: ${durationMs / 1000} s of load, ${figures.intents} order intents, ${load.orders.length} orders acknowledged`)
@@ -26,6 +29,11 @@ export function printFigures({ durationMs, load, answers, faults, fleetEvents }:
   console.table(answers.byKindAndOutcome())
   console.log('How long the clients waited for each answer:')
   console.table(answers.latencies())
+  const slow = answers.slow(slowAnswerMs)
+  if (slow.length) {
+    console.log(`Answers that took longer than ${slowAnswerMs / 1000} s:`)
+    console.table(slow)
+  }
 
   const serverErrors = new Map<string, { count: number, firstAt: number, lastAt: number }>()
   for (const answer of answers.appServerErrors()) {
