@@ -4,11 +4,11 @@ import { type AppProcess, startApp, stopAll, testSecrets } from '../support/app'
 import { createTenant, request, type TestResponse } from '../support/http'
 import {
   countRows,
+  expectCreatedOrder,
   expectProblem,
   newIdempotencyKey,
   type OrderBody,
   postOrder,
-  requestIdPattern,
   type TenantCredentials,
   validOrderBody,
 } from '../support/orders'
@@ -20,7 +20,6 @@ import { createTestDatabase, describeWithServices, redisUrl } from '../support/s
 
 const DEMO_TENANT_ID = 'ten_demo_store'
 const SESSION_COOKIE = 'ic_checkout'
-const ORDER_ID_PATTERN = /^ord_[\w-]+$/
 const dayMs = 24 * 60 * 60 * 1000
 
 interface SessionCookie {
@@ -66,20 +65,6 @@ function demoOrderBody(): OrderBody {
   })
 }
 
-function expectCreated(response: TestResponse, body: OrderBody, key: string, replayed: boolean): void {
-  expect(response.status, response.text).toBe(201)
-  expect(response.json).toEqual({
-    id: expect.stringMatching(ORDER_ID_PATTERN),
-    object: 'order',
-    status: 'pending_payment',
-    ...body,
-    createdAt: expect.any(String),
-    idempotency: { key, replayed },
-  })
-  expect(response.headers.get('location')).toBe(`/api/orders/${response.json.id}`)
-  expect(response.headers.get('idempotent-replayed')).toBe(replayed ? 'true' : null)
-  expect(response.headers.get('x-request-id')).toMatch(requestIdPattern)
-}
 
 describeWithServices('checkout session cookie (SPEC §2)', ['postgres', 'redis'], () => {
   // The other apps of this file (demo off, another password, failed starts) share this database.
@@ -193,7 +178,7 @@ describeWithServices('checkout session cookie (SPEC §2)', ['postgres', 'redis']
 
       const created = await postWith(cookie(demoCookie), key, body)
 
-      expectCreated(created, body, key, false)
+      expectCreatedOrder(created, body, key, false)
       expect(await countRows(stack.sql)).toEqual({ ...before, orders: before.orders + 1, idempotencyRecords: before.idempotencyRecords + 1 })
       expect(await orderRow(created.json.id)).toEqual({ tenantId: DEMO_TENANT_ID, idempotencyKey: key })
       expect(await scopesOfKey(key)).toEqual([`tenant:${DEMO_TENANT_ID}`])
@@ -203,12 +188,12 @@ describeWithServices('checkout session cookie (SPEC §2)', ['postgres', 'redis']
       const key = newIdempotencyKey()
       const body = demoOrderBody()
       const first = await postWith(cookie(demoCookie), key, body)
-      expectCreated(first, body, key, false)
+      expectCreatedOrder(first, body, key, false)
       const before = await countRows(stack.sql)
 
       const replay = await postWith(cookie(demoCookie), key, body)
 
-      expectCreated(replay, body, key, true)
+      expectCreatedOrder(replay, body, key, true)
       expect(replay.text).toBe(first.text.replace('"replayed":false', '"replayed":true'))
       expect(await countRows(stack.sql)).toEqual(before)
     })
@@ -248,8 +233,8 @@ describeWithServices('checkout session cookie (SPEC §2)', ['postgres', 'redis']
       const inDemo = await postWith(cookie(demoCookie), key, body)
 
       // Neither is a replay of the other: each tenant executed its own key.
-      expectCreated(inB, body, key, false)
-      expectCreated(inDemo, body, key, false)
+      expectCreatedOrder(inB, body, key, false)
+      expectCreatedOrder(inDemo, body, key, false)
       expect(inDemo.json.id).not.toBe(inB.json.id)
       expect(await countRows(stack.sql)).toEqual({ ...before, orders: before.orders + 2, idempotencyRecords: before.idempotencyRecords + 2 })
       expect(await orderRow(inB.json.id)).toEqual({ tenantId: tenantB.tenantId, idempotencyKey: key })
@@ -265,7 +250,7 @@ describeWithServices('checkout session cookie (SPEC §2)', ['postgres', 'redis']
 
       const created = await postWith({ ...bearer(tenantB.secretKey), ...cookie(demoCookie) }, key, body)
 
-      expectCreated(created, body, key, false)
+      expectCreatedOrder(created, body, key, false)
       expect(await orderRow(created.json.id)).toEqual({ tenantId: tenantB.tenantId, idempotencyKey: key })
       expect(await scopesOfKey(key)).toEqual([`tenant:${tenantB.tenantId}`])
       expectProblem(await getWith(cookie(demoCookie), created.json.id), 'not-found')
@@ -328,7 +313,7 @@ describeWithServices('checkout session cookie (SPEC §2)', ['postgres', 'redis']
         // The rejected cookie is a genuine session: its own app accepts it.
         const body = demoOrderBody()
         const key = newIdempotencyKey()
-        expectCreated(await postWith(cookie(otherCookie), key, body, otherApp.url), body, key, false)
+        expectCreatedOrder(await postWith(cookie(otherCookie), key, body, otherApp.url), body, key, false)
         expect(await scopesOfKey(key)).toEqual([`tenant:${DEMO_TENANT_ID}`])
       })
     })

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { problemCatalog } from '../../server/problems/catalog'
 import { stopAll, testSecrets } from '../support/app'
-import { createTenant, request, type TestResponse } from '../support/http'
+import { createTenant, request } from '../support/http'
 import {
   countRows,
+  expectCreatedOrder,
   expectProblem,
   newIdempotencyKey,
   type OrderBody,
@@ -19,8 +20,6 @@ import { describeWithServices } from '../support/services'
 
 // SPEC §2–§4: every row of the idempotency table for POST /api/orders, plus GET, auth and problem pages,
 // against the built server on real Postgres and Redis.
-
-const ORDER_ID_PATTERN = /^ord_[\w-]+$/
 
 interface IdempotencyRow {
   status: string
@@ -69,22 +68,6 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
   const waitUntilProcessing = (key: string) =>
     pollUntil(`the request with key ${key} holds its claim`, async () => (await recordsForKey(key))[0]?.status === 'processing', { intervalMs: 20 })
 
-  function expectCreated(response: TestResponse, body: OrderBody, key: string, replayed: boolean): void {
-    expect(response.status, response.text).toBe(201)
-    expect(response.headers.get('content-type')).toMatch(/^application\/json\b/)
-    expect(response.json).toEqual({
-      id: expect.stringMatching(ORDER_ID_PATTERN),
-      object: 'order',
-      status: 'pending_payment',
-      ...body,
-      createdAt: expect.any(String),
-      idempotency: { key, replayed },
-    })
-    expect(new Date(response.json.createdAt).toISOString()).toBe(response.json.createdAt)
-    expect(response.headers.get('location')).toBe(`/api/orders/${response.json.id}`)
-    expect(response.headers.get('idempotent-replayed')).toBe(replayed ? 'true' : null)
-    expect(response.headers.get('x-request-id')).toMatch(requestIdPattern)
-  }
 
   describe('first execution and replay', () => {
     it('creates the order once: 201, the order with idempotency {key, replayed:false}, Location, one order and one succeeded record', async () => {
@@ -94,7 +77,7 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
 
       const created = await post(key, body)
 
-      expectCreated(created, body, key, false)
+      expectCreatedOrder(created, body, key, false)
       expect(await countRows(stack.sql)).toEqual({ ...before, orders: before.orders + 1, idempotencyRecords: before.idempotencyRecords + 1 })
       const [order] = await stack.sql`select tenant_id, cart_id, idempotency_key from orders where id = ${created.json.id}`
       expect(order).toEqual({ tenant_id: tenant.tenantId, cart_id: body.cartId, idempotency_key: key })
@@ -105,12 +88,12 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
       const key = newIdempotencyKey()
       const body = validOrderBody()
       const first = await post(key, body)
-      expectCreated(first, body, key, false)
+      expectCreatedOrder(first, body, key, false)
       const before = await countRows(stack.sql)
 
       const replay = await post(key, reorderedWithUnknownField(body))
 
-      expectCreated(replay, body, key, true)
+      expectCreatedOrder(replay, body, key, true)
       expect(replay.text).toBe(asReplayedText(first.text))
       expect(replay.headers.get('location')).toBe(first.headers.get('location'))
       expect(await countRows(stack.sql)).toEqual(before)
@@ -146,9 +129,9 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
       expect(duplicate.headers.get('idempotent-replayed')).toBeNull()
 
       const first = await firstPending
-      expectCreated(first, body, key, false)
+      expectCreatedOrder(first, body, key, false)
       const later = await post(key, body)
-      expectCreated(later, body, key, true)
+      expectCreatedOrder(later, body, key, true)
       expect(later.text).toBe(asReplayedText(first.text))
       const [orders] = await stack.sql`select count(*)::int as count from orders where cart_id = ${body.cartId}`
       expect(orders?.count).toBe(1)
@@ -177,8 +160,8 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
       const waited = await post(key, body, { prefer: 'wait=5' })
       const first = await firstPending
 
-      expectCreated(first, body, key, false)
-      expectCreated(waited, body, key, true)
+      expectCreatedOrder(first, body, key, false)
+      expectCreatedOrder(waited, body, key, true)
       expect(waited.json.id).toBe(first.json.id)
       expect(waited.text).toBe(asReplayedText(first.text))
     })
@@ -193,7 +176,7 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
 
       expectProblem(waited, 'request-in-progress')
       expect(Number(waited.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
-      expectCreated(await firstPending, body, key, false)
+      expectCreatedOrder(await firstPending, body, key, false)
     })
   })
 
@@ -225,7 +208,7 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
       expect(await countRows(stack.sql)).toEqual(before)
       expect(await recordsForKey(key)).toEqual([])
 
-      expectCreated(await post(key, body), body, key, false)
+      expectCreatedOrder(await post(key, body), body, key, false)
     })
   })
 
@@ -269,7 +252,7 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
 
       const retried = await post(key, body)
 
-      expectCreated(retried, body, key, false)
+      expectCreatedOrder(retried, body, key, false)
       expect(await countRows(stack.sql)).toEqual({ ...before, orders: before.orders + 1, idempotencyRecords: before.idempotencyRecords + 1 })
       expect(await recordsForKey(key)).toEqual([expect.objectContaining({ status: 'succeeded', attempts: 2, responseStatus: 201 })])
     })
@@ -292,7 +275,7 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
       const body = validOrderBody()
       const fresh = await post(key, body)
 
-      expectCreated(fresh, body, key, false)
+      expectCreatedOrder(fresh, body, key, false)
       expect(fresh.json.id).not.toBe(first.json.id)
       expect(await countRows(stack.sql)).toEqual({ ...before, orders: before.orders + 1 })
       const [record] = await recordsForKey(key)
@@ -386,8 +369,8 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
       const inA = await post(key, body)
       const inB = await postOrder(stack.app.url, { secretKey: tenantB.secretKey, key, body })
 
-      expectCreated(inA, body, key, false)
-      expectCreated(inB, body, key, false)
+      expectCreatedOrder(inA, body, key, false)
+      expectCreatedOrder(inB, body, key, false)
       expect(inB.json.id).not.toBe(inA.json.id)
       expect(await countRows(stack.sql)).toEqual({ ...before, orders: before.orders + 2, idempotencyRecords: before.idempotencyRecords + 2 })
       expect((await getOrder(tenantB.secretKey, inB.json.id)).json.id).toBe(inB.json.id)

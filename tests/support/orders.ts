@@ -99,6 +99,26 @@ export async function countRows(sql: postgres.Sql): Promise<RowCounts> {
 /** Every response carries an X-Request-Id, echoed or generated: 1–128 visible ASCII characters. */
 export const requestIdPattern = /^[\x21-\x7E]{1,128}$/
 
+export const ORDER_ID_PATTERN = /^ord_[\w-]+$/
+
+/** Asserts the 201 of an order created (or replayed) from `body` under `key`: body, headers, replay marker. */
+export function expectCreatedOrder(response: TestResponse, body: OrderBody, key: string, replayed: boolean): void {
+  expect(response.status, response.text).toBe(201)
+  expect(response.headers.get('content-type')).toMatch(/^application\/json\b/)
+  expect(response.json).toEqual({
+    id: expect.stringMatching(ORDER_ID_PATTERN),
+    object: 'order',
+    status: 'pending_payment',
+    ...body,
+    createdAt: expect.any(String),
+    idempotency: { key, replayed },
+  })
+  expect(new Date(response.json.createdAt).toISOString()).toBe(response.json.createdAt)
+  expect(response.headers.get('location')).toBe(`/api/orders/${response.json.id}`)
+  expect(response.headers.get('idempotent-replayed')).toBe(replayed ? 'true' : null)
+  expect(response.headers.get('x-request-id')).toMatch(requestIdPattern)
+}
+
 /** Asserts an RFC 9457 problem response of the given catalog type. */
 export function expectProblem(response: TestResponse, slug: ProblemSlug): void {
   const { status, title } = problemCatalog[slug]
