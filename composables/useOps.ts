@@ -1,4 +1,5 @@
 import { inject, type InjectionKey, provide, readonly, type Ref, ref } from 'vue'
+import type { JobErrorEntry } from '../server/db/schema'
 import type { EvidenceEntry } from '../server/ops/evidence'
 import type { Problem } from './useIdempotentRequest'
 
@@ -21,7 +22,6 @@ export class OpsRequestError extends Error {
 
 export interface OpsList<T> { object: 'list', data: T[] }
 
-export interface JobErrorEntry { attempt: number, at: string, errorClass: string, message: string, worker: string | null }
 
 export interface OpsJob {
   id: string

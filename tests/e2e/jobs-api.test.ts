@@ -6,6 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { newId } from '../../server/db/ids'
+import type { JobErrorEntry } from '../../server/db/schema'
 import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '../support/app'
 import { createTenant, request, type TestResponse } from '../support/http'
 import { effectsPerOrder, enqueueJobs, jobRow, type JobsFixture, openJobsFixture, orderJob, seedOrderWithId, seedOrders } from '../support/jobs'
@@ -30,7 +31,7 @@ interface ApiJob {
   requestId: string | null
   lockedBy: string | null
   lastError: string | null
-  errors: Array<{ attempt: number, at: string, errorClass: string, message: string, worker: string | null }>
+  errors: JobErrorEntry[]
 }
 
 const opsHeaders = { authorization: `Bearer ${testSecrets.opsToken}` }
