@@ -3,6 +3,7 @@ import type { Locks } from './types'
 
 interface HeldLock {
   token: string
+  tag?: string
   expiresAt: number
   expiryTimer: NodeJS.Timeout
 }
@@ -31,11 +32,12 @@ export function createMemoryLocks(): Locks {
     return lock
   }
 
-  function hold(key: string, token: string, ttlMs: number): void {
+  function hold(key: string, token: string, ttlMs: number, tag?: string): void {
     const previous = heldLocks.get(key)
     if (previous) clearTimeout(previous.expiryTimer)
     heldLocks.set(key, {
       token,
+      tag,
       expiresAt: performance.now() + ttlMs,
       expiryTimer: setTimeout(() => free(key), ttlMs).unref(),
     })
@@ -65,9 +67,18 @@ export function createMemoryLocks(): Locks {
       return token
     },
 
+    async acquireTagged(key, ttlMs, tag) {
+      const held = liveLock(key)
+      if (held) return { acquired: false, holderTag: held.tag }
+      const token = randomUUID()
+      hold(key, token, ttlMs, tag)
+      return { acquired: true, token }
+    },
+
     async extend(key, token, ttlMs) {
-      if (liveLock(key)?.token !== token) return false
-      hold(key, token, ttlMs)
+      const held = liveLock(key)
+      if (held?.token !== token) return false
+      hold(key, token, ttlMs, held.tag)
       return true
     },
 

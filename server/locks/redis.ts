@@ -3,16 +3,21 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { Redis } from 'ioredis'
 import { LockBackendError, type Locks } from './types'
 
-// Owner-checked writes must be one atomic step: a GET followed by a separate PEXPIRE/DEL could act
-// on a lock that expired and was re-acquired by someone else in between.
-const EXTEND_IF_OWNER = `
-if redis.call('get', KEYS[1]) == ARGV[1] then
+// A lock's value is its owner token, or `<token> <tag>` for a tagged lock. Owner-checked writes must
+// be one atomic step: a GET followed by a separate PEXPIRE/DEL could act on a lock that expired and
+// was re-acquired by someone else in between.
+const HELD_BY_OWNER = `
+local held = redis.call('get', KEYS[1])
+local owned = held and (held == ARGV[1] or string.sub(held, 1, #ARGV[1] + 1) == ARGV[1] .. ' ')`
+
+const EXTEND_IF_OWNER = `${HELD_BY_OWNER}
+if owned then
   return redis.call('pexpire', KEYS[1], ARGV[2])
 end
 return 0`
 
-const RELEASE_IF_OWNER = `
-if redis.call('get', KEYS[1]) == ARGV[1] then
+const RELEASE_IF_OWNER = `${HELD_BY_OWNER}
+if owned then
   return redis.call('del', KEYS[1])
 end
 return 0`
@@ -49,6 +54,15 @@ export function createRedisLocks(redis: Redis): Locks {
       const token = randomUUID()
       const reply = await send('acquire', key, () => redis.set(key, token, 'PX', ttlMs, 'NX'))
       return reply === 'OK' ? token : null
+    },
+
+    // SET … NX GET (Redis 7): takes the lock, or answers the holder's value, in one command.
+    async acquireTagged(key, ttlMs, tag) {
+      const token = randomUUID()
+      const held = await send('acquire', key, () => redis.call('set', key, `${token} ${tag}`, 'PX', ttlMs, 'NX', 'GET')) as string | null
+      if (held === null) return { acquired: true, token }
+      const space = held.indexOf(' ')
+      return { acquired: false, holderTag: space < 0 ? undefined : held.slice(space + 1) }
     },
 
     async extend(key, token, ttlMs) {

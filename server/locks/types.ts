@@ -8,6 +8,12 @@ export interface Locks {
   readonly kind: 'redis' | 'memory'
   /** Tries once. Resolves to a fresh owner token, or null when someone else holds the key. */
   acquire(key: string, ttlMs: number): Promise<string | null>
+  /**
+   * Tries once, storing `tag` (one word, e.g. a request fingerprint) with the owner token; when
+   * someone else holds the key, answers their tag instead, in the same step. extend and release
+   * work as for `acquire`.
+   */
+  acquireTagged(key: string, ttlMs: number, tag: string): Promise<TaggedAcquire>
   /** Pushes the expiry to now + ttlMs if `token` still owns the key. */
   extend(key: string, token: string, ttlMs: number): Promise<boolean>
   /** Frees the key if `token` still owns it. */
@@ -17,6 +23,9 @@ export interface Locks {
   /** Frees connections and timers. */
   close(): Promise<void>
 }
+
+/** The lock taken, with its owner token; or held by another, with the tag it was taken with (if any). */
+export type TaggedAcquire = { acquired: true, token: string } | { acquired: false, holderTag: string | undefined }
 
 /** Thrown when the lock backend (Redis) cannot answer; callers decide how to degrade. */
 export class LockBackendError extends Error {

@@ -51,6 +51,32 @@ function lockContract(createLocks: () => Locks) {
     expect(await locks.acquire(key, LONG_TTL_MS)).toBeNull()
   })
 
+  it('acquireTagged takes a free key and answers the holder\'s tag while it is held', async () => {
+    const first = await locks.acquireTagged(key, LONG_TTL_MS, 'fingerprint-a')
+    expect(first).toEqual({ acquired: true, token: expect.any(String) })
+    expect(await locks.acquireTagged(key, LONG_TTL_MS, 'fingerprint-b')).toEqual({ acquired: false, holderTag: 'fingerprint-a' })
+    expect(await locks.acquire(key, LONG_TTL_MS)).toBeNull()
+  })
+
+  it('a tagged lock is extended and released by its owner token only, and keeps its tag when extended', async () => {
+    const taken = await locks.acquireTagged(key, SHORT_TTL_MS, 'fingerprint-a')
+    if (!taken.acquired) throw new Error('expected the lock')
+    expect(await locks.extend(key, `${taken.token}-x`, LONG_TTL_MS)).toBe(false)
+    expect(await locks.release(key, taken.token.slice(0, -1))).toBe(false)
+    expect(await locks.extend(key, taken.token, LONG_TTL_MS)).toBe(true)
+    await delay(PAST_SHORT_TTL_MS)
+    expect(await locks.acquireTagged(key, LONG_TTL_MS, 'fingerprint-b')).toEqual({ acquired: false, holderTag: 'fingerprint-a' })
+    expect(await locks.release(key, taken.token)).toBe(true)
+    expect((await locks.acquireTagged(key, LONG_TTL_MS, 'fingerprint-b')).acquired).toBe(true)
+  })
+
+  it('a tagged lock expires after its ttl; an untagged holder is answered without a tag', async () => {
+    expect((await locks.acquireTagged(key, SHORT_TTL_MS, 'fingerprint-a')).acquired).toBe(true)
+    await delay(PAST_SHORT_TTL_MS)
+    expect(await locks.acquire(key, LONG_TTL_MS)).not.toBeNull()
+    expect(await locks.acquireTagged(key, LONG_TTL_MS, 'fingerprint-b')).toEqual({ acquired: false, holderTag: undefined })
+  })
+
   it('release by the owner returns true and the key can be acquired again', async () => {
     const token = await locks.acquire(key, LONG_TTL_MS)
     expect(await locks.release(key, token!)).toBe(true)
