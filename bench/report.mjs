@@ -65,7 +65,7 @@ export function markdownTable(rows) {
 const keyValueTable = (header, entries) => markdownTable(Object.entries(entries).map(([name, value]) => ({ [header[0]]: name, [header[1]]: value })))
 
 /** Writes the whole document; the drain section stays pending until drain.mjs fills it. */
-export function writeBenchmarks({ environment, settings, scenarios, targets, ratios, storm }) {
+export function writeBenchmarks({ environment, settings, scenarios, targets, targetNotes, ratios, storm }) {
   const document = `# Benchmarks
 
 Throughput, latency and memory of the built server on loopback, each scenario next to a floor: a
@@ -100,6 +100,8 @@ ${markdownTable(scenarios)}
 ### Targets
 
 ${markdownTable(targets)}
+
+${targetNotes.join('\n\n')}
 
 ### Other ratios
 

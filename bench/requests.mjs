@@ -20,19 +20,24 @@ function signedWebhook(webhookId, body = eventBody(webhookId)) {
   return { headers: { 'content-type': 'application/json', 'webhook-id': webhookId, 'webhook-timestamp': String(timestamp), 'webhook-signature': `v1,${signature}` }, body }
 }
 
-/** What each request of a workload sends: new key or the same key, order or webhook. */
+/**
+ * What each request of a workload sends: new key or the same key, order or webhook. `replay` says
+ * that the first request must be sent (and stored) before the run replays it.
+ */
 export function workload(kind, mode, secretKey) {
+  const replay = mode === 'replay'
   if (kind === 'webhook') {
     // A redelivery keeps its body (and so its fingerprint); only the signature's timestamp moves.
     const redelivered = `msg_bench_${randomUUID()}`
     const body = eventBody(redelivered)
-    return { path: '/api/webhooks/standard', next: () => (mode === 'replay' ? signedWebhook(redelivered, body) : signedWebhook(`msg_${randomUUID()}`)) }
+    return { path: '/api/webhooks/standard', replay, next: () => (replay ? signedWebhook(redelivered, body) : signedWebhook(`msg_${randomUUID()}`)) }
   }
   const replayKey = `bench-replay-${randomUUID()}`
   return {
     path: '/api/orders',
+    replay,
     next: () => {
-      const key = mode === 'replay' ? replayKey : randomUUID()
+      const key = replay ? replayKey : randomUUID()
       return { headers: orderHeaders(secretKey, key), body: orderBody(key) }
     },
   }
