@@ -10,6 +10,7 @@ import { createConfiguredWorker } from '../server/jobs'
 import { deleteExpiredRecords, rescueStaleJobs } from '../server/jobs/maintenance'
 import { closeLocks, useLocks } from '../server/locks'
 import { log, setLogLevel } from '../server/observability/logger'
+import { closeRedis } from '../server/redis'
 
 let config
 try {
@@ -50,6 +51,7 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     clearInterval(maintenance)
     await worker.stop(config.JOB_SHUTDOWN_GRACE_MS)
     await closeLocks()
+    closeRedis()
     await handle.close()
     process.exit(0)
   })

@@ -2,21 +2,22 @@ import { useConfig } from '../config'
 import { useDatabaseHandle } from '../db'
 import { readValidatedJson } from '../http/body'
 import { requireIdempotencyKey, runIdempotent } from '../idempotency/handler'
-import { CreateOrderSchema } from '../orders/schema'
 import { wakeWorkers } from '../jobs/wake'
-import { createOrder } from '../orders/service'
+import { CreateOrderSchema } from '../orders/schema'
+import { planOrder } from '../orders/service'
 
 export default defineEventHandler(async (event) => {
   const tenant = await requireTenant(event)
   const key = requireIdempotencyKey(event)
   const order = await readValidatedJson(event, CreateOrderSchema)
-  return runIdempotent(event, {
+  const reply = await runIdempotent(event, {
     scope: `tenant:${tenant.id}`,
     route: 'POST /api/orders',
     key,
     payload: order,
     ttlSeconds: useConfig().IDEMPOTENCY_TTL_SECONDS,
-    execute: tx => createOrder(tx, { tenantId: tenant.id, idempotencyKey: key, requestId: event.context.requestId }, order),
+    plan: db => planOrder(db, { tenantId: tenant.id, idempotencyKey: key, requestId: event.context.requestId }, order),
     afterCommit: () => wakeWorkers(useDatabaseHandle()),
   })
+  return reply.body
 })

@@ -1,12 +1,15 @@
 /**
- * A bounded in-process map whose entries expire: the least recently used entries go first when it
- * is full. The bound is a total weight: one per entry by default, or what `weigh` says (e.g. bytes,
- * so that a few large values cannot hold more memory than many small ones). Only for facts that stay
- * true until their expiry (see the callers), never as a source of truth: each instance has its own,
- * and losing it only costs a database read.
+ * A bounded in-process map whose entries expire. The bound is a total weight: one per entry by
+ * default, or what `weigh` says (e.g. bytes, so that a few large values cannot hold more memory
+ * than many small ones). When full, entries leave in insertion order, except that an entry read
+ * since it was last passed over gets a second chance (the CLOCK approximation of least recently
+ * used): a read only sets a flag, because moving a Map entry on every read (delete + set) costs
+ * V8 far more than the read itself on a hot key. Only for facts that stay true until their expiry
+ * (see the callers), never as a source of truth: each instance has its own, and losing it only
+ * costs a database read.
  */
 export class ExpiringMap<V> {
-  private readonly entries = new Map<string, { value: V, expiresAt: number, weight: number }>()
+  private readonly entries = new Map<string, { value: V, expiresAt: number, weight: number, read: boolean }>()
   private totalWeight = 0
 
   constructor(private readonly maxWeight: number, private readonly weigh: (value: V) => number = () => 1) {}
@@ -14,13 +17,11 @@ export class ExpiringMap<V> {
   get(key: string, now = Date.now()): V | undefined {
     const entry = this.entries.get(key)
     if (!entry) return undefined
-    this.entries.delete(key)
     if (entry.expiresAt <= now) {
-      this.totalWeight -= entry.weight
+      this.delete(key)
       return undefined
     }
-    // Re-inserted last: Map iteration order is the recency order.
-    this.entries.set(key, entry)
+    entry.read = true
     return entry.value
   }
 
@@ -28,12 +29,8 @@ export class ExpiringMap<V> {
     this.delete(key)
     const weight = this.weigh(value)
     if (weight > this.maxWeight) return
-    for (const [oldest, entry] of this.entries) {
-      if (this.totalWeight + weight <= this.maxWeight) break
-      this.entries.delete(oldest)
-      this.totalWeight -= entry.weight
-    }
-    this.entries.set(key, { value, expiresAt, weight })
+    while (this.totalWeight + weight > this.maxWeight) this.evictOne()
+    this.entries.set(key, { value, expiresAt, weight, read: false })
     this.totalWeight += weight
   }
 
@@ -51,5 +48,19 @@ export class ExpiringMap<V> {
   /** The sum of the entries' weights (their count without `weigh`). */
   get weight(): number {
     return this.totalWeight
+  }
+
+  /** Drops the oldest entry not read since it was last passed over; read ones move to the back, unflagged. */
+  private evictOne(): void {
+    for (const [key, entry] of this.entries) {
+      this.entries.delete(key)
+      if (entry.read) {
+        entry.read = false
+        this.entries.set(key, entry)
+        continue
+      }
+      this.totalWeight -= entry.weight
+      return
+    }
   }
 }

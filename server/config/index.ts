@@ -31,7 +31,12 @@ const EnvSchema = z.object({
   FAULTS_ENABLED: flag(false),
   IDEMPOTENCY_TTL_SECONDS: intIn(60, 60 * 60 * 24 * 30, 60 * 60 * 24),
   WEBHOOK_IDEMPOTENCY_TTL_SECONDS: intIn(60, 60 * 60 * 24 * 365, 60 * 60 * 24 * 30),
+  /** Lease of a claimed record (leased operations), renewed every third of it while the owner runs. */
   IDEMPOTENCY_LEASE_MS: intIn(200, 10 * 60 * 1000, 30_000),
+  /** TTL of the processing lock on (scope, key), renewed every third of it while the owner runs. */
+  IDEMPOTENCY_LOCK_TTL_MS: intIn(100, 60_000, 5000),
+  /** This instance's cache of finished responses, bounded in bytes (replays without a database read). */
+  IDEMPOTENCY_REPLAY_CACHE_BYTES: intIn(0, 2 ** 31, 32 * 2 ** 20),
   WORKER_ENABLED: flag(true),
   WORKER_CONCURRENCY: intIn(1, 64, 4),
   /** Names this process in jobs.locked_by and logs; default `<hostname>:<pid>`. */

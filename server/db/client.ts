@@ -5,6 +5,7 @@ import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
 import * as schema from './schema'
+import type { BoundStatement } from './statements'
 
 export type Database = PgDatabase<PgQueryResultHKT, typeof schema>
 
@@ -13,6 +14,12 @@ export interface DatabaseHandle {
   driver: 'postgres' | 'pglite'
   /** Round trip to the server: readiness checks. */
   ping(): Promise<void>
+  /**
+   * Runs the statements as one transaction with one commit. On postgres.js they travel as one
+   * statement (`with s0 as (…), s1 as (…) select 1`, prepared): one socket write, one round trip.
+   * Rejects with the first failure, everything rolled back.
+   */
+  transact(statements: BoundStatement[], options?: TransactOptions): Promise<void>
   /**
    * Cross-process notifications (LISTEN/NOTIFY) on a dedicated connection that reconnects by itself;
    * absent on PGlite, which is one process (its workers poll).
@@ -24,13 +31,26 @@ export interface DatabaseHandle {
   close(): Promise<void>
 }
 
+export interface TransactOptions {
+  /** Runs after the statements, before COMMIT (an explicit transaction, test faults only); throwing rolls back. */
+  beforeCommit?: () => Promise<void>
+}
+
 export interface OpenDatabaseOptions {
   /** postgres:// URL; without one the embedded PGlite in `pgliteDir` is used. */
   url?: string
   pgliteDir: string
   migrationsDir: string
   poolSize?: number
+  /** Postgres lock_timeout of the pool's connections (default LOCK_TIMEOUT_MS). */
+  lockTimeoutMs?: number
 }
+
+/**
+ * No statement waits on another transaction's lock for longer: an idempotent request that waits on
+ * a duplicate's uncommitted record (Redis gone) answers 409 instead of hanging (55P03 lock_not_available).
+ */
+export const LOCK_TIMEOUT_MS = 5000
 
 /** Advisory lock key held while migrating. Any constant works: every instance must agree on it. */
 export const MIGRATION_LOCK_ID = 4_207_731_001
@@ -42,11 +62,11 @@ export const MIGRATION_LOCK_ID = 4_207_731_001
 export async function openDatabase(options: OpenDatabaseOptions): Promise<DatabaseHandle> {
   const migrationsFolder = resolve(options.migrationsDir)
   return options.url
-    ? openPostgres(options.url, migrationsFolder, options.poolSize ?? 10)
+    ? openPostgres(options.url, migrationsFolder, options.poolSize ?? 10, options.lockTimeoutMs ?? LOCK_TIMEOUT_MS)
     : openPglite(resolve(options.pgliteDir), migrationsFolder)
 }
 
-async function openPostgres(url: string, migrationsFolder: string, poolSize: number): Promise<DatabaseHandle> {
+async function openPostgres(url: string, migrationsFolder: string, poolSize: number, lockTimeoutMs: number): Promise<DatabaseHandle> {
   const migrationConnection = postgres(url, { max: 1, onnotice: () => {}, connect_timeout: 10 })
   try {
     await migrationConnection`select pg_advisory_lock(${MIGRATION_LOCK_ID})`
@@ -69,12 +89,36 @@ async function openPostgres(url: string, migrationsFolder: string, poolSize: num
       application_name: 'idempotent-checkout',
       // A frozen owner must not hold an idempotency row lock forever: Postgres ends its transaction.
       idle_in_transaction_session_timeout: 60_000,
+      lock_timeout: lockTimeoutMs,
     },
   })
   return {
     db: drizzlePostgres(client, { schema }) as unknown as Database,
     driver: 'postgres',
     ping: async () => { await client`select 1` },
+    transact: async (statements, options = {}) => {
+      const statement = asOneStatement(statements)
+      if (!options.beforeCommit) {
+        await client.unsafe(statement.text, statement.params as never[], { prepare: true })
+        return
+      }
+      const connection = await client.reserve()
+      try {
+        await connection.unsafe('begin')
+        try {
+          await connection.unsafe(statement.text, statement.params as never[], { prepare: true })
+          await options.beforeCommit()
+        }
+        catch (error) {
+          await connection.unsafe('rollback').catch(() => {})
+          throw error
+        }
+        await connection.unsafe('commit')
+      }
+      finally {
+        connection.release()
+      }
+    },
     notifications: {
       listen: async (channel, onNotify) => {
         const subscription = await client.listen(channel, () => onNotify())
@@ -101,6 +145,41 @@ async function openPglite(dataDir: string, migrationsFolder: string): Promise<Da
     db: db as unknown as Database,
     driver: 'pglite',
     ping: async () => { await client.query('select 1') },
+    // One connection, in-process: no round trips to save, so the statements simply run in turn.
+    transact: async (statements, options = {}) => {
+      await client.transaction(async (tx) => {
+        for (const statement of statements) await tx.query(statement.text, statement.params)
+        await options.beforeCommit?.()
+      })
+    },
     close: () => client.close(),
   }
+}
+
+const MAX_COMPOSED_TEXTS = 100
+const composedTexts = new Map<string, string>()
+
+/**
+ * Several statements as one: each becomes a (data-modifying) CTE with its parameters renumbered
+ * after the previous ones'. One statement is one transaction and one commit, and postgres.js sends
+ * it in one write: the texts of a transaction sent as separate statements are split into several
+ * socket writes (it flushes every 1 KiB). The texts come from defineStatement, where every value is
+ * a parameter, so `$n` never appears inside a literal. A failure in any part fails the whole.
+ */
+function asOneStatement(statements: BoundStatement[]): BoundStatement {
+  const key = statements.map(statement => statement.text).join('\0')
+  let text = composedTexts.get(key)
+  if (!text) {
+    let offset = 0
+    const parts = statements.map((statement, index) => {
+      const shift = offset
+      offset += statement.params.length
+      return `s${index} as (${statement.text.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + shift}`)})`
+    })
+    // Postgres runs data-modifying CTEs that nothing reads last-listed first: listed in reverse, the
+    // statements run in the order given (callers must still not depend on it for correctness).
+    text = `with ${parts.reverse().join(', ')} select 1`
+    if (composedTexts.size < MAX_COMPOSED_TEXTS) composedTexts.set(key, text)
+  }
+  return { text, params: statements.flatMap(statement => statement.params) }
 }

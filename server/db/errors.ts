@@ -25,3 +25,24 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   }
   return false
 }
+
+/**
+ * The constraint a unique violation (23505) names, else undefined. postgres.js calls the field
+ * `constraint_name`, PGlite `constraint`.
+ */
+export function violatedUniqueConstraint(error: unknown): string | undefined {
+  for (const e of errorChain(error) as Generator<DriverErrorFields & { constraint_name?: unknown, constraint?: unknown }>) {
+    if (e.code !== '23505') continue
+    const name = e.constraint_name ?? e.constraint
+    return typeof name === 'string' ? name : ''
+  }
+  return undefined
+}
+
+/** lock_timeout ran out (55P03): the statement waited on another transaction for too long. */
+export function isLockTimeout(error: unknown): boolean {
+  for (const e of errorChain(error)) {
+    if (e.code === '55P03') return true
+  }
+  return false
+}

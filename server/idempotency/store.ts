@@ -1,13 +1,19 @@
 import { and, eq, getTableColumns, inArray, isNull, lt, or, sql } from 'drizzle-orm'
 import type { Database } from '../db/client'
 import { idempotencyRecords as records } from '../db/schema'
+import { type BoundStatement, defineStatement } from '../db/statements'
 
 /**
- * Postgres is the source of truth for idempotency. A record is claimed with a lease token; the
- * owner's business writes and its stored response commit in one transaction that first re-checks
- * (and row-locks) that token, so an owner whose lease was taken over can never store a result.
+ * Postgres is the source of truth for idempotency; the unique (scope, key) decides who executes.
+ * Atomic operations insert their record already finished, in the transaction of their business
+ * writes (`finishedRecordInsert`). Leased operations claim a record with a lease token; the owner's
+ * business writes and its stored response commit in one transaction that first re-checks (and
+ * row-locks) that token, so an owner whose lease was taken over can never store a result.
  * All time comparisons use the database clock, never an instance's.
  */
+
+/** The constraint an insert of an existing (scope, key) violates. */
+export const RECORD_KEY_CONSTRAINT = 'idempotency_records_scope_key_unique'
 
 export type IdempotencyRecord = typeof records.$inferSelect
 export type RecordView = IdempotencyRecord & {
@@ -61,6 +67,53 @@ export function canTakeOver(record: RecordView, fingerprint: string): boolean {
   return record.status === 'processing' && !record.leaseLive && record.fingerprint === fingerprint
 }
 
+export interface FinishedRecordInput {
+  scope: string
+  key: string
+  route: string
+  fingerprint: string
+  requestId: string
+  ttlSeconds: number
+  response: StoredResponse
+}
+
+const insertFinished = defineStatement(db => db.insert(records).values({
+  scope: sql.placeholder('scope'),
+  key: sql.placeholder('key'),
+  route: sql.placeholder('route'),
+  fingerprint: sql.placeholder('fingerprint'),
+  status: sql.placeholder('status'),
+  requestId: sql.placeholder('requestId'),
+  responseStatus: sql.placeholder('responseStatus'),
+  responseBody: sql.placeholder('responseBody'),
+  responseHeaders: sql.placeholder('responseHeaders'),
+  resourceType: sql.placeholder('resourceType'),
+  resourceId: sql.placeholder('resourceId'),
+  error: sql.placeholder('error'),
+  expiresAt: sql`now() + (${sql.placeholder('ttlSeconds')}::int * interval '1 second')`,
+}))
+
+/**
+ * The record of an atomic execution, inserted in its final state with the stored response. Sent
+ * first in the business transaction: an existing (scope, key) fails it with a unique violation
+ * (after waiting for that record's own transaction, if it is still open) before any business write.
+ */
+export function finishedRecordInsert(db: Database, input: FinishedRecordInput): BoundStatement {
+  const { status, responseStatus, responseBody, responseHeaders, resourceType, resourceId, error } = finalFields(input.response)
+  return insertFinished(db, {
+    scope: input.scope, key: input.key, route: input.route, fingerprint: input.fingerprint, requestId: input.requestId,
+    ttlSeconds: input.ttlSeconds, status, responseStatus, responseBody, responseHeaders, resourceType, resourceId, error,
+  })
+}
+
+/** canTakeOver, re-checked by the database at the moment of the write. */
+function stillTakeable(existing: RecordView, fingerprint: string) {
+  const leaseRanOut = or(isNull(records.leaseExpiresAt), lt(records.leaseExpiresAt, sql`now()`))
+  return existing.expired
+    ? and(sql`${records.expiresAt} <= now()`, or(sql`${records.status} <> 'processing'`, leaseRanOut))
+    : and(eq(records.status, 'processing'), leaseRanOut, eq(records.fingerprint, fingerprint))
+}
+
 export function createIdempotencyStore(db: Database) {
   const owned = (id: string, leaseToken: string) =>
     and(eq(records.id, id), eq(records.leaseToken, leaseToken), eq(records.status, 'processing'))
@@ -96,12 +149,8 @@ export function createIdempotencyStore(db: Database) {
      */
     async takeOver(existing: RecordView, input: ClaimInput): Promise<Claim | undefined> {
       const leaseToken = crypto.randomUUID()
-      const leaseRanOut = or(isNull(records.leaseExpiresAt), lt(records.leaseExpiresAt, sql`now()`))
-      const stillTakeable = existing.expired
-        ? and(sql`${records.expiresAt} <= now()`, or(sql`${records.status} <> 'processing'`, leaseRanOut))
-        : and(eq(records.status, 'processing'), leaseRanOut, eq(records.fingerprint, input.fingerprint))
       const lockable = db.select({ id: records.id }).from(records)
-        .where(and(eq(records.id, existing.id), stillTakeable))
+        .where(and(eq(records.id, existing.id), stillTakeable(existing, input.fingerprint)))
         .for('update', { skipLocked: true })
       const fresh = existing.expired
         ? {
@@ -133,7 +182,11 @@ export function createIdempotencyStore(db: Database) {
         // the first of them that Postgres runs; without the token the whole transaction rolls back.
         const fence = tx.select({ id: records.id }).from(records)
           .where(owned(claim.record.id, claim.leaseToken)).for('update').execute()
-        const response = await work(tx as Database).finally(() => fence.catch(() => {}))
+        const response = await work(tx as Database).catch(async (error: unknown) => {
+          // A failure of an owner that was fenced out is that, not the work's own failure.
+          const fenced = await fence.then(([holder]) => !holder, () => false)
+          throw fenced ? new LeaseLost() : error
+        })
         const [holder] = await fence
         if (!holder) throw new LeaseLost()
         await beforeCommit?.()
@@ -173,6 +226,14 @@ export function createIdempotencyStore(db: Database) {
       await db.update(records)
         .set({ leaseToken: null, leaseExpiresAt: sql`now()`, error: error.slice(0, 500), updatedAt: sql`now()` })
         .where(owned(claim.record.id, claim.leaseToken))
+    },
+
+    /**
+     * Deletes a record that may be executed anew (it expired, or it is an abandoned claim of the
+     * same request), if it still may: an atomic execution then inserts the key again.
+     */
+    async deleteStale(existing: RecordView, fingerprint: string): Promise<void> {
+      await db.delete(records).where(and(eq(records.id, existing.id), stillTakeable(existing, fingerprint)))
     },
 
     /**

@@ -55,6 +55,8 @@ export const metrics = {
   replays: defineCounter('idempotency_replays_total', 'Stored responses replayed, by route.', ['route']),
   fingerprintConflicts: defineCounter('idempotency_fingerprint_conflicts_total', 'Keys reused with a different request (422 idempotency-key-reused), by route.', ['route']),
   leaseTakeovers: defineCounter('idempotency_lease_takeovers_total', 'Claims taken over after the previous owner\'s lease ran out or was released.', ['scope']),
+  idempotencyDegraded: defineCounter('idempotency_degraded_total', 'Idempotent requests decided by the unique index alone: the processing lock (Redis) did not answer, by route.', ['route']),
+  replayCacheErrors: defineCounter('idempotency_replay_cache_errors_total', 'Reads or writes of the shared replay cache (Redis) that failed; the database answered instead.'),
   leaseLost: defineCounter('idempotency_lease_lost_total', 'Owners that found their lease taken over at commit time and stored nothing.', ['scope']),
 
   // Worker.

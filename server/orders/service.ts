@@ -1,14 +1,17 @@
-import { and, eq } from 'drizzle-orm'
+import { and, eq, sql } from 'drizzle-orm'
 import type { Database } from '../db/client'
 import { newId } from '../db/ids'
 import { orders } from '../db/schema'
-import type { IdempotentResult } from '../idempotency/handler'
-import { enqueueJob } from '../jobs/enqueue'
+import { defineStatement } from '../db/statements'
+import type { AtomicPlan } from '../idempotency/core'
+import { jobInsert } from '../jobs/enqueue'
 import { metrics } from '../observability/metrics'
 import { problem } from '../problems'
 import type { CreateOrderInput } from './schema'
 
 type OrderRow = typeof orders.$inferSelect
+
+const CART_CONSTRAINT = 'orders_tenant_cart_unique'
 
 export function serializeOrder(order: OrderRow) {
   return {
@@ -25,54 +28,71 @@ export function serializeOrder(order: OrderRow) {
   }
 }
 
+const insertOrder = defineStatement(db => db.insert(orders).values({
+  id: sql.placeholder('id'),
+  tenantId: sql.placeholder('tenantId'),
+  cartId: sql.placeholder('cartId'),
+  currency: sql.placeholder('currency'),
+  amount: sql.placeholder('amount'),
+  paymentMethod: sql.placeholder('paymentMethod'),
+  items: sql.placeholder('items'),
+  customer: sql.placeholder('customer'),
+  idempotencyKey: sql.placeholder('idempotencyKey'),
+  requestId: sql.placeholder('requestId'),
+  createdAt: sql.placeholder('createdAt'),
+  updatedAt: sql.placeholder('createdAt'),
+}))
+
 /**
- * Creates the order and its payment.create_intent job inside the idempotency transaction. One order
- * per (tenant, cart) is a database constraint; another key for an ordered cart is a deterministic 409
- * that the layer stores and replays.
+ * The order and its payment.create_intent job, for the idempotency record's transaction. The
+ * response is known before anything is sent (the id and creation time are chosen here), so the
+ * whole transaction goes out at once. One order per (tenant, cart) is a database constraint:
+ * another key for an ordered cart fails the transaction, and the answer — a deterministic 409 — is
+ * stored and replayed for that key.
  */
-export async function createOrder(
-  tx: Database,
+export function planOrder(
+  db: Database,
   context: { tenantId: string, idempotencyKey: string, requestId: string },
   input: CreateOrderInput,
-): Promise<IdempotentResult> {
-  const orderId = newId('ord')
-  // The job is sent with the order (one round trip): it only commits if the order does, and an
-  // ordered cart rolls both back.
-  const job = enqueueJob(tx, {
-    kind: 'payment.create_intent',
-    dedupeKey: orderId,
-    payload: { orderId },
-    resourceId: `order:${orderId}`,
-    idempotencyKey: context.idempotencyKey,
-    requestId: context.requestId,
-  })
-  job.catch(() => {})
-  const [order] = await tx.insert(orders).values({
-    id: orderId,
+): AtomicPlan {
+  const now = new Date()
+  const order: OrderRow = {
+    ...input,
+    id: newId('ord'),
     tenantId: context.tenantId,
-    cartId: input.cartId,
-    currency: input.currency,
-    amount: input.amount,
-    paymentMethod: input.paymentMethod,
-    items: input.items,
-    customer: input.customer,
+    status: 'pending_payment',
     idempotencyKey: context.idempotencyKey,
     requestId: context.requestId,
-  }).onConflictDoNothing({ target: [orders.tenantId, orders.cartId] }).returning()
-
-  if (!order) {
-    metrics.uniqueViolations.inc({ constraint: 'orders_tenant_cart_unique' })
-    const [existing] = await tx.select({ id: orders.id }).from(orders)
-      .where(and(eq(orders.tenantId, context.tenantId), eq(orders.cartId, input.cartId)))
-    throw problem('cart-already-ordered', `Cart "${input.cartId}" already has order ${existing?.id}. Fetch it with GET /api/orders/${existing?.id} instead of ordering again.`, { extensions: { orderId: existing?.id } })
+    paymentIntentId: null,
+    createdAt: now,
+    updatedAt: now,
   }
-  await job
   return {
-    status: 201,
-    body: serializeOrder(order),
-    headers: { Location: `/api/orders/${order.id}` },
-    resourceType: 'order',
-    resourceId: order.id,
+    statements: [
+      insertOrder(db, order),
+      jobInsert(db, {
+        kind: 'payment.create_intent',
+        dedupeKey: order.id,
+        payload: { orderId: order.id },
+        resourceId: `order:${order.id}`,
+        idempotencyKey: context.idempotencyKey,
+        requestId: context.requestId,
+      }),
+    ],
+    result: {
+      status: 201,
+      body: serializeOrder(order),
+      headers: { Location: `/api/orders/${order.id}` },
+      resourceType: 'order',
+      resourceId: order.id,
+    },
+    onUniqueViolation: async (constraint, db) => {
+      if (constraint !== CART_CONSTRAINT) return undefined
+      metrics.uniqueViolations.inc({ constraint })
+      const [existing] = await db.select({ id: orders.id }).from(orders)
+        .where(and(eq(orders.tenantId, context.tenantId), eq(orders.cartId, input.cartId)))
+      throw problem('cart-already-ordered', `Cart "${input.cartId}" already has order ${existing?.id}. Fetch it with GET /api/orders/${existing?.id} instead of ordering again.`, { extensions: { orderId: existing?.id } })
+    },
   }
 }
 

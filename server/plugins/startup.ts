@@ -8,6 +8,7 @@ import type { Worker } from '../jobs/runner'
 import { closeLocks, useLocks } from '../locks'
 import { log, setLogLevel } from '../observability/logger'
 import { flushRequestLog, recordRequest } from '../observability/request-log'
+import { closeRedis } from '../redis'
 
 /** How long the request log waits for the handler of a request whose client disconnected. */
 const ABANDONED_HANDLER_WAIT_MS = 60_000
@@ -76,6 +77,7 @@ export default defineNitroPlugin((nitroApp) => {
     await worker?.stop(config.JOB_SHUTDOWN_GRACE_MS)
     await flushRequestLog()
     await closeLocks()
+    closeRedis()
     await databaseReady().then(handle => handle.close(), () => {})
   })
 })

@@ -1,47 +1,60 @@
-import { and, eq } from 'drizzle-orm'
+import { and, eq, sql } from 'drizzle-orm'
 import type { Database } from '../db/client'
 import { newId } from '../db/ids'
-import { jobs, webhookEvents } from '../db/schema'
-import type { IdempotentResult } from '../idempotency/handler'
-import { enqueueJob } from '../jobs/enqueue'
+import { webhookEvents } from '../db/schema'
+import { defineStatement } from '../db/statements'
+import type { AtomicPlan } from '../idempotency/core'
+import { jobInsert } from '../jobs/enqueue'
 import type { VerifiedDelivery } from './receive'
+
+const EVENT_CONSTRAINT = 'webhook_events_provider_event_unique'
+
+const insertEvent = defineStatement(db => db.insert(webhookEvents).values({
+  id: sql.placeholder('id'),
+  provider: sql.placeholder('provider'),
+  eventId: sql.placeholder('eventId'),
+  type: sql.placeholder('type'),
+  orderId: sql.placeholder('orderId'),
+  paymentId: sql.placeholder('paymentId'),
+  amount: sql.placeholder('amount'),
+  currency: sql.placeholder('currency'),
+  rawBody: sql.placeholder('rawBody'),
+  signatureHeaders: sql.placeholder('signatureHeaders'),
+  requestId: sql.placeholder('requestId'),
+}))
 
 /**
  * Stores a verified event and its `webhook.apply` job in the idempotency record's transaction, and
  * answers at once: processing is the worker's. The unique (provider, event id) is the fence behind
- * the record, so an event redelivered after its record expired is still not applied twice.
+ * the record: an event redelivered after its record expired fails the transaction, and is answered
+ * as already stored, never applied twice.
  */
-export async function ingestWebhookEvent(tx: Database, provider: string, delivery: VerifiedDelivery, requestId: string): Promise<IdempotentResult> {
-  const { event } = delivery
-  const id = newId('whe')
-  // The job is sent with the event (one round trip); in the rare case that the event was stored
-  // before, the job is taken back below, in the same transaction.
-  const job = enqueueJob(tx, {
-    kind: 'webhook.apply',
-    dedupeKey: id,
-    payload: { webhookEventId: id, orderId: event.orderId },
-    resourceId: `order:${event.orderId}`,
-    idempotencyKey: event.eventId,
-    requestId,
-  })
-  job.catch(() => {})
-  const [stored] = await tx.insert(webhookEvents).values({
-    id,
-    provider,
-    eventId: event.eventId,
-    type: event.type,
-    orderId: event.orderId,
-    paymentId: event.paymentId,
-    amount: event.amount,
-    currency: event.currency,
-    rawBody: delivery.rawBody,
-    signatureHeaders: delivery.signatureHeaders,
-    requestId,
-  }).onConflictDoNothing({ target: [webhookEvents.provider, webhookEvents.eventId] }).returning({ id: webhookEvents.id })
-  const jobId = await job
-  if (stored) return { status: 200, body: { received: true, eventId: event.eventId }, resourceType: 'webhook_event', resourceId: stored.id }
-  if (jobId) await tx.delete(jobs).where(eq(jobs.id, jobId))
-  const [earlier] = await tx.select({ id: webhookEvents.id }).from(webhookEvents)
-    .where(and(eq(webhookEvents.provider, provider), eq(webhookEvents.eventId, event.eventId)))
-  return { status: 200, body: { received: true, eventId: event.eventId, alreadyStored: true }, resourceType: 'webhook_event', resourceId: earlier?.id }
+export function planWebhookIngest(provider: string, delivery: VerifiedDelivery, requestId: string) {
+  return (db: Database): AtomicPlan => {
+    const { event } = delivery
+    const id = newId('whe')
+    return {
+      statements: [
+        insertEvent(db, {
+          id, provider, ...event, paymentId: event.paymentId ?? null, amount: event.amount ?? null, currency: event.currency ?? null,
+          rawBody: delivery.rawBody, signatureHeaders: delivery.signatureHeaders, requestId,
+        }),
+        jobInsert(db, {
+          kind: 'webhook.apply',
+          dedupeKey: id,
+          payload: { webhookEventId: id, orderId: event.orderId },
+          resourceId: `order:${event.orderId}`,
+          idempotencyKey: event.eventId,
+          requestId,
+        }),
+      ],
+      result: { status: 200, body: { received: true, eventId: event.eventId }, resourceType: 'webhook_event', resourceId: id },
+      onUniqueViolation: async (constraint, db) => {
+        if (constraint !== EVENT_CONSTRAINT) return undefined
+        const [earlier] = await db.select({ id: webhookEvents.id }).from(webhookEvents)
+          .where(and(eq(webhookEvents.provider, provider), eq(webhookEvents.eventId, event.eventId)))
+        return { status: 200, body: { received: true, eventId: event.eventId, alreadyStored: true }, resourceType: 'webhook_event', resourceId: earlier?.id }
+      },
+    }
+  }
 }

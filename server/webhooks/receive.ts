@@ -1,10 +1,11 @@
 import { getHeader, type H3Event } from 'h3'
 import { useConfig } from '../config'
 import { readLimitedRawBody, strictUtf8 } from '../http/body'
+import type { IdempotentReply } from '../idempotency/handler'
 import { checkIdempotencyKey } from '../idempotency/key'
 import { log } from '../observability/logger'
 import { metrics } from '../observability/metrics'
-import { problem } from '../problems'
+import { problem, problemOf } from '../problems'
 import type { RegisteredProvider } from './registry'
 import type { PaymentEvent } from './types'
 
@@ -53,14 +54,18 @@ export async function readVerifiedDelivery(event: H3Event, provider: RegisteredP
   return { event: parsed.event, rawBody, signatureHeaders }
 }
 
-const resultOf: Record<string, string> = { miss: 'accepted', replay: 'duplicate', conflict: 'conflict', in_progress: 'in_progress' }
+const resultOf: Record<string, string> = { miss: 'accepted', replay: 'duplicate' }
+const resultOfProblem: Record<string, string> = { '/problems/idempotency-key-reused': 'conflict', '/problems/request-in-progress': 'in_progress' }
 
 /** Counts what the idempotency layer made of a verified delivery: accepted, duplicate, conflict… */
-export async function countWebhookResult<T>(event: H3Event, provider: string, handling: Promise<T>): Promise<T> {
+export async function countWebhookResult(provider: string, handling: Promise<IdempotentReply>): Promise<IdempotentReply> {
   try {
-    return await handling
+    const reply = await handling
+    metrics.webhookResults.inc({ provider, result: resultOf[reply.outcome] ?? 'error' })
+    return reply
   }
-  finally {
-    metrics.webhookResults.inc({ provider, result: resultOf[event.context.idempotencyOutcome ?? ''] ?? 'error' })
+  catch (error) {
+    metrics.webhookResults.inc({ provider, result: resultOfProblem[problemOf(error)?.body.type ?? ''] ?? 'error' })
+    throw error
   }
 }

@@ -14,7 +14,8 @@ import type { Locks } from '../../server/locks/types'
 import { createMockpayProvider } from '../../server/mockpay/provider'
 import { setLogLevel } from '../../server/observability/logger'
 import { applyPaymentStatus, type PaymentStatus, paymentStatusPrecedence } from '../../server/orders/payment-state'
-import { ingestWebhookEvent } from '../../server/webhooks/ingest'
+import { violatedUniqueConstraint } from '../../server/db/errors'
+import { planWebhookIngest } from '../../server/webhooks/ingest'
 import type { VerifiedDelivery } from '../../server/webhooks/receive'
 import { signStandardWebhook } from '../../server/webhooks/providers/standard'
 import { type PaymentEvent, requestedStatusOf } from '../../server/webhooks/types'
@@ -25,7 +26,8 @@ import { connectTestRedis, describeWithServices } from '../support/services'
 
 // Payment events from ingestion to effects, on both pairs the app runs on: Postgres with Redis
 // locks, and PGlite with in-process locks. Events are stored the way the webhook route stores them
-// (ingestWebhookEvent in the caller's transaction) and applied by the real worker; every
+// (planWebhookIngest's statements in one transaction, its answer when the event was stored before)
+// and applied by the real worker; every
 // expectation is about rows.
 
 const POLL_INTERVAL_MS = 50
@@ -308,7 +310,12 @@ function paymentEventsContract(driver: DatabaseDriver, openLockBackend: () => Pr
     async function ingest(event: PaymentEvent, stored: Map<string, StoredEvent>): Promise<void> {
       const delivery = standardDelivery(event)
       const requestId = nextRequestId()
-      const result = await db.transaction(tx => ingestWebhookEvent(tx, 'standard', delivery, requestId))
+      const plan = planWebhookIngest('standard', delivery, requestId)(db)
+      const result = await handle.transact(plan.statements).then(() => plan.result, async (error: unknown) => {
+        const constraint = violatedUniqueConstraint(error)
+        if (constraint === undefined) throw error
+        return (await plan.onUniqueViolation!(constraint, db))!
+      })
       wakeWorkers(handle)
       const earlier = stored.get(event.eventId)
       if (earlier) {

@@ -2,7 +2,7 @@ import { useConfig } from '../../config'
 import { useDatabaseHandle } from '../../db'
 import { runIdempotent } from '../../idempotency/handler'
 import { wakeWorkers } from '../../jobs/wake'
-import { ingestWebhookEvent } from '../../webhooks/ingest'
+import { planWebhookIngest } from '../../webhooks/ingest'
 import { countWebhookResult, readVerifiedDelivery } from '../../webhooks/receive'
 import { requireWebhookProvider } from '../../webhooks/registry'
 
@@ -12,14 +12,15 @@ const DUPLICATE_WAIT_MS = 5000
 export default defineEventHandler(async (event) => {
   const provider = requireWebhookProvider(getRouterParam(event, 'provider'))
   const delivery = await readVerifiedDelivery(event, provider)
-  return countWebhookResult(event, provider.name, runIdempotent(event, {
+  const reply = await countWebhookResult(provider.name, runIdempotent(event, {
     scope: `provider:${provider.name}`,
     route: `POST /api/webhooks/${provider.name}`,
     key: delivery.event.eventId,
     payload: delivery.event,
     ttlSeconds: useConfig().WEBHOOK_IDEMPOTENCY_TTL_SECONDS,
     defaultWaitMs: DUPLICATE_WAIT_MS,
-    execute: tx => ingestWebhookEvent(tx, provider.name, delivery, event.context.requestId),
+    plan: planWebhookIngest(provider.name, delivery, event.context.requestId),
     afterCommit: () => wakeWorkers(useDatabaseHandle()),
   }))
+  return reply.body
 })

@@ -1,0 +1,389 @@
+import { createHash } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { Database, DatabaseHandle } from '../db/client'
+import { isLockTimeout, violatedUniqueConstraint } from '../db/errors'
+import type { BoundStatement } from '../db/statements'
+import { LockBackendError, type Locks } from '../locks/types'
+import { problemOf } from '../problems'
+import { CACHE_EXPIRY_MARGIN_MS, type FinishedRecord, finishedFromView, type ReplayCache } from './replay-cache'
+import {
+  canTakeOver, type Claim, type ClaimInput, createIdempotencyStore, finishedRecordInsert, type IdempotencyStore,
+  RECORD_KEY_CONSTRAINT, type RecordView, type StoredResponse,
+} from './store'
+
+/**
+ * The idempotency lifecycle (SPEC §3), free of any transport: it takes the store, the locks and the
+ * operation, and returns what happened. `./handler.ts` adapts it to h3.
+ *
+ * atomic (every effect lives in the transaction): a processing lock on (scope, key), tagged with the
+ * fingerprint, keeps duplicates in flight off Postgres; the owner sends its record (already final,
+ * with the response), the business writes and COMMIT together — one commit, one round trip on
+ * postgres.js. The unique (scope, key) decides whenever the lock could not (Redis lost or flushed,
+ * the lock expired): a second execution waits on the first's uncommitted record and replays it.
+ *
+ * leased (the handler calls out before it commits): a claimed record with a fenced lease token.
+ */
+
+export type IdempotentResult = Omit<StoredResponse, 'error'>
+
+/** What an atomic operation will do, known before anything is sent. */
+export interface AtomicPlan {
+  /** The business writes, sent in the record's transaction. */
+  statements: BoundStatement[]
+  /** The response those writes produce. */
+  result: IdempotentResult
+  /**
+   * One of the plan's own constraints was violated (e.g. the cart was ordered under another key): the
+   * deterministic answer, read after the rollback and stored for the key. Throw a 4xx `problem()` to
+   * store a failure; answer undefined for a constraint the plan does not know (the request fails).
+   */
+  onUniqueViolation?: (constraint: string, db: Database) => Promise<IdempotentResult | undefined>
+}
+
+export interface AtomicOperation {
+  mode: 'atomic'
+  plan: (db: Database) => AtomicPlan
+  /** Runs in the transaction just before COMMIT (test faults); throwing rolls everything back. */
+  beforeCommit?: () => Promise<void>
+}
+
+export interface LeasedOperation {
+  mode: 'leased'
+  /**
+   * The business work, inside the transaction that stores its response. Throw a 4xx `problem()` for a
+   * deterministic failure: its writes roll back and the problem is stored and replayed.
+   */
+  execute: (tx: Database) => Promise<IdempotentResult>
+  beforeCommit?: () => Promise<void>
+}
+
+export type IdempotentOperation = AtomicOperation | LeasedOperation
+
+export interface IdempotentRequest {
+  /** Whose keys these are: `tenant:<id>`, `provider:<name>`. */
+  scope: string
+  /** `POST /api/orders`: part of the fingerprint, so a key reused on another route is a conflict. */
+  route: string
+  key: string
+  fingerprint: string
+  requestId: string
+  ttlSeconds: number
+  /** How long a duplicate of a request still in flight waits for its result before `in_progress`. */
+  waitMs: number
+}
+
+export interface IdempotencyDeps {
+  database: DatabaseHandle
+  locks: Locks
+  replays: ReplayCache
+  /** Processing lock (atomic): renewed every third of it while the owner runs. */
+  lockTtlMs: number
+  /** Lease of a claimed record (leased): renewed likewise. */
+  leaseMs: number
+}
+
+interface Notes {
+  /** The processing lock could not be used (Redis unreachable): the unique index alone decided. */
+  degraded?: boolean
+  /** A leased record abandoned by its owner was taken over. */
+  takeover?: boolean
+}
+
+export type IdempotentOutcome = Notes & (
+  | { kind: 'executed', response: StoredResponse }
+  | { kind: 'replayed', response: FinishedRecord['response'] }
+  /** Same key, another request; `firstRoute` when known. */
+  | { kind: 'conflict', firstRoute?: string }
+  /** lease_lost: a leased owner ran past its lease and another took over; nothing was stored. */
+  | { kind: 'in_progress', reason: 'running' | 'lease_lost' }
+)
+
+/** Atomic keys longer than this are hashed in the lock's name, to keep Redis keys short. */
+const MAX_LOCK_KEY_LENGTH = 200
+/** Each pass either decides or sees someone else's progress (a record deleted or reused meanwhile). */
+const MAX_PASSES = 3
+
+export function processingLockKey(scope: string, key: string): string {
+  const name = key.length > MAX_LOCK_KEY_LENGTH ? `sha256:${createHash('sha256').update(key).digest('hex')}` : key
+  return `idempotency:${scope}:${name}`
+}
+
+export async function runIdempotent(deps: IdempotencyDeps, request: IdempotentRequest, operation: IdempotentOperation): Promise<IdempotentOutcome> {
+  const waitUntil = Date.now() + request.waitMs
+  let degraded = false
+  for (let poll = 0; ; poll++) {
+    const outcome = operation.mode === 'atomic'
+      ? await attemptAtomic(deps, request, operation)
+      : await attemptLeased(deps, request, operation)
+    degraded ||= outcome.degraded === true
+    const remaining = waitUntil - Date.now()
+    if (outcome.kind !== 'in_progress' || outcome.reason !== 'running' || remaining <= 0) return { ...outcome, ...(degraded && { degraded }) }
+    // Prefer: wait — look again with a growing interval (25 ms … 200 ms) until the first one finished.
+    await sleep(Math.min(remaining, 25 * 2 ** Math.min(poll, 3)))
+  }
+}
+
+function answerFinished(record: FinishedRecord, fingerprint: string): IdempotentOutcome {
+  if (record.fingerprint !== fingerprint) return { kind: 'conflict', firstRoute: record.route }
+  return { kind: 'replayed', response: record.response }
+}
+
+// ---------------------------------------------------------------------------------------------
+// atomic
+// ---------------------------------------------------------------------------------------------
+
+async function attemptAtomic(deps: IdempotencyDeps, request: IdempotentRequest, operation: AtomicOperation): Promise<IdempotentOutcome> {
+  const remembered = deps.replays.local(request.scope, request.key)
+  if (remembered) return answerFinished(remembered, request.fingerprint)
+  const lockKey = processingLockKey(request.scope, request.key)
+  // The shared cache and the lock are asked at once: on one Redis connection they travel together.
+  const [cached, lock] = await Promise.all([
+    deps.replays.shared(request.scope, request.key),
+    deps.locks.acquireTagged(lockKey, deps.lockTtlMs, request.fingerprint).catch((error: unknown) => {
+      if (error instanceof LockBackendError) return undefined
+      throw error
+    }),
+  ])
+  if (cached) {
+    if (lock?.acquired) void deps.locks.release(lockKey, lock.token).catch(() => {})
+    return answerFinished(cached, request.fingerprint)
+  }
+  // Redis did not answer: the unique index alone decides.
+  if (!lock) return { ...await executeAtomically(deps, request, operation), degraded: true }
+  if (!lock.acquired) {
+    // Another request holds the key: a different body is refused at once, even while in flight.
+    if (lock.holderTag !== undefined && lock.holderTag !== request.fingerprint) return { kind: 'conflict' }
+    return await answerFromRecord(deps, request)
+  }
+  const { token } = lock
+  const renewal = setInterval(() => void deps.locks.extend(lockKey, token, deps.lockTtlMs).catch(() => {}), Math.max(50, Math.floor(deps.lockTtlMs / 3)))
+  renewal.unref()
+  try {
+    return await executeAtomically(deps, request, operation)
+  }
+  finally {
+    clearInterval(renewal)
+    // Off the response path (it travels with the cache write): a lock left behind only expires,
+    // and the caches answer before it.
+    void deps.locks.release(lockKey, token).catch(() => {})
+  }
+}
+
+/** The key is held by the same request elsewhere: replay it if it finished, else it is in progress. */
+async function answerFromRecord(deps: IdempotencyDeps, request: IdempotentRequest): Promise<IdempotentOutcome> {
+  const existing = await storeOf(deps).find(request.scope, request.key)
+  if (!existing || existing.expired || existing.status === 'processing') return { kind: 'in_progress', reason: 'running' }
+  return answerFinished(rememberFinished(deps, existing), request.fingerprint)
+}
+
+async function executeAtomically(deps: IdempotencyDeps, request: IdempotentRequest, operation: AtomicOperation, pass = 0): Promise<IdempotentOutcome> {
+  const { db } = deps.database
+  const plan = operation.plan(db)
+  const response = storedResponse(plan.result, request.key)
+  try {
+    await deps.database.transact([finishedRecordInsert(db, { ...request, response }), ...plan.statements], { beforeCommit: operation.beforeCommit })
+  }
+  catch (error) {
+    const constraint = violatedUniqueConstraint(error)
+    const again = () => executeAtomically(deps, request, operation, pass + 1)
+    if (constraint === RECORD_KEY_CONSTRAINT) return answerForTakenKey(deps, request, pass, again)
+    // A business constraint may fail before the record's does (a duplicate of a committed request
+    // writes the same rows): the key's own record answers first.
+    if (constraint !== undefined && await storeOf(deps).find(request.scope, request.key)) return answerForTakenKey(deps, request, pass, again)
+    if (constraint !== undefined && plan.onUniqueViolation) {
+      const answer = await deterministicAnswer(() => plan.onUniqueViolation!(constraint, db), request.key)
+      if (answer) return storeAnswer(deps, request, answer, pass)
+    }
+    if (isLockTimeout(error)) return { kind: 'in_progress', reason: 'running' }
+    throw error
+  }
+  rememberExecuted(deps, request, response)
+  return { kind: 'executed', response }
+}
+
+/** Stores a deterministic answer found after the business writes were refused: the record alone. */
+async function storeAnswer(deps: IdempotencyDeps, request: IdempotentRequest, response: StoredResponse, pass: number): Promise<IdempotentOutcome> {
+  try {
+    await deps.database.transact([finishedRecordInsert(deps.database.db, { ...request, response })])
+  }
+  catch (error) {
+    if (violatedUniqueConstraint(error) === RECORD_KEY_CONSTRAINT) return answerForTakenKey(deps, request, pass, () => storeAnswer(deps, request, response, pass + 1))
+    if (isLockTimeout(error)) return { kind: 'in_progress', reason: 'running' }
+    throw error
+  }
+  rememberExecuted(deps, request, response)
+  return { kind: 'executed', response }
+}
+
+/**
+ * The key's record exists (its transaction committed before ours; a duplicate waits on the unique
+ * index for that, up to the database's lock_timeout, then answers in progress): replay it, refuse another
+ * request, or — when it expired or was abandoned by a leased owner — delete it and execute anew.
+ */
+async function answerForTakenKey(
+  deps: IdempotencyDeps,
+  request: IdempotentRequest,
+  pass: number,
+  again: () => Promise<IdempotentOutcome>,
+): Promise<IdempotentOutcome> {
+  const store = storeOf(deps)
+  const existing = await store.find(request.scope, request.key)
+  const retry = pass + 1 < MAX_PASSES
+  if (!existing) return retry ? again() : { kind: 'in_progress', reason: 'running' }
+  if (canTakeOver(existing, request.fingerprint)) {
+    if (!retry) return { kind: 'in_progress', reason: 'running' }
+    await store.deleteStale(existing, request.fingerprint)
+    return { ...await again(), ...(!existing.expired && { takeover: true }) }
+  }
+  if (existing.fingerprint !== request.fingerprint) return { kind: 'conflict', firstRoute: existing.route }
+  if (existing.status === 'processing') return { kind: 'in_progress', reason: 'running' }
+  return answerFinished(rememberFinished(deps, existing), request.fingerprint)
+}
+
+// ---------------------------------------------------------------------------------------------
+// leased
+// ---------------------------------------------------------------------------------------------
+
+type LeasedDecision =
+  | { kind: 'answered', outcome: IdempotentOutcome }
+  | { kind: 'owner', claim: Claim, takeover: boolean }
+
+async function attemptLeased(deps: IdempotencyDeps, request: IdempotentRequest, operation: LeasedOperation): Promise<IdempotentOutcome> {
+  const cached = deps.replays.local(request.scope, request.key) ?? await deps.replays.shared(request.scope, request.key)
+  if (cached) return answerFinished(cached, request.fingerprint)
+  const input: ClaimInput = { ...request, leaseMs: deps.leaseMs }
+  const decision = await claimLeased(deps, input)
+  if (decision.kind === 'answered') return decision.outcome
+  const outcome = await executeLeased(deps, request, operation, decision.claim)
+  return decision.takeover ? { ...outcome, takeover: true } : outcome
+}
+
+/**
+ * Claim first: a new key costs one statement. The INSERT only waits on a row whose owner is between
+ * storing its result and COMMIT (the result is written last), so a duplicate of a request in flight
+ * is answered at once.
+ */
+async function claimLeased(deps: IdempotencyDeps, input: ClaimInput): Promise<LeasedDecision> {
+  const store = storeOf(deps)
+  let existing: RecordView | undefined
+  for (let pass = 0; pass < MAX_PASSES; pass++) {
+    if (!existing) {
+      const claim = await store.insert(input)
+      if (claim) return { kind: 'owner', claim, takeover: false }
+    }
+    else if (canTakeOver(existing, input.fingerprint)) {
+      const claim = await store.takeOver(existing, input)
+      if (claim) return { kind: 'owner', claim, takeover: !existing.expired }
+    }
+    else if (existing.fingerprint !== input.fingerprint) {
+      return { kind: 'answered', outcome: { kind: 'conflict', firstRoute: existing.route } }
+    }
+    else if (existing.status === 'processing') {
+      return { kind: 'answered', outcome: { kind: 'in_progress', reason: 'running' } }
+    }
+    else {
+      return { kind: 'answered', outcome: answerFinished(rememberFinished(deps, existing), input.fingerprint) }
+    }
+    existing = await store.find(input.scope, input.key)
+  }
+  return { kind: 'answered', outcome: { kind: 'in_progress', reason: 'running' } }
+}
+
+async function executeLeased(deps: IdempotencyDeps, request: IdempotentRequest, operation: LeasedOperation, claim: Claim): Promise<IdempotentOutcome> {
+  const store = storeOf(deps)
+  const renewal = setInterval(() => void store.renew(claim, deps.leaseMs).catch(() => {}), Math.max(50, Math.floor(deps.leaseMs / 3)))
+  renewal.unref()
+  try {
+    let committed
+    try {
+      committed = await store.commit(claim, async tx => storedResponse(await operation.execute(tx), request.key), operation.beforeCommit)
+    }
+    catch (error) {
+      const failure = storedProblem(error, request.key)
+      if (failure) {
+        if (!await store.storeFailure(claim, failure)) return { kind: 'in_progress', reason: 'lease_lost' }
+        rememberExecuted(deps, request, failure)
+        return { kind: 'executed', response: failure }
+      }
+      // Rolled back: end the lease now so the client's retry re-executes at once.
+      await store.release(claim, summarise(error)).catch(() => {})
+      throw error
+    }
+    if (committed.kind === 'lease-lost') return { kind: 'in_progress', reason: 'lease_lost' }
+    rememberExecuted(deps, request, committed.response)
+    return { kind: 'executed', response: committed.response }
+  }
+  finally {
+    clearInterval(renewal)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// shared by both modes
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Runs `answer`: a result, or a thrown 4xx problem, is a deterministic answer to store (undefined:
+ * none); anything else (a 5xx, the database gone) is rethrown and nothing is stored.
+ */
+async function deterministicAnswer(answer: () => Promise<IdempotentResult | undefined>, key: string): Promise<StoredResponse | undefined> {
+  try {
+    const result = await answer()
+    return result && storedResponse(result, key)
+  }
+  catch (error) {
+    const failure = storedProblem(error, key)
+    if (!failure) throw error
+    return failure
+  }
+}
+
+/** A thrown 4xx problem as the response to store and replay; undefined for anything else. */
+function storedProblem(error: unknown, key: string): StoredResponse | undefined {
+  const failure = problemOf(error)
+  if (!failure || failure.body.status >= 500) return undefined
+  return {
+    status: failure.body.status,
+    body: { ...failure.body, idempotency: { key, replayed: false } },
+    headers: { 'Content-Type': 'application/problem+json' },
+    error: failure.body.type.replace('/problems/', ''),
+  }
+}
+
+function storedResponse(result: IdempotentResult, key: string): StoredResponse {
+  return {
+    status: result.status,
+    body: { ...result.body, idempotency: { key, replayed: false } },
+    headers: result.headers,
+    resourceType: result.resourceType,
+    resourceId: result.resourceId,
+  }
+}
+
+function rememberExecuted(deps: IdempotencyDeps, request: IdempotentRequest, response: StoredResponse): void {
+  deps.replays.put({
+    scope: request.scope,
+    key: request.key,
+    route: request.route,
+    fingerprint: request.fingerprint,
+    response: { status: response.status, body: response.body, headers: response.headers ?? {} },
+    // The database's expiry is now + ttl by its own clock; the margin covers the skew.
+    cacheUntil: Date.now() + request.ttlSeconds * 1000 - CACHE_EXPIRY_MARGIN_MS,
+  })
+}
+
+function rememberFinished(deps: IdempotencyDeps, record: RecordView): FinishedRecord {
+  const finished = finishedFromView(record)
+  deps.replays.put(finished)
+  return finished
+}
+
+const stores = new WeakMap<Database, IdempotencyStore>()
+function storeOf(deps: IdempotencyDeps): IdempotencyStore {
+  const { db } = deps.database
+  let store = stores.get(db)
+  if (!store) stores.set(db, store = createIdempotencyStore(db))
+  return store
+}
+
+const summarise = (error: unknown) => (error instanceof Error ? `${error.name}: ${error.message}` : String(error))
