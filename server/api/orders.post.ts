@@ -16,7 +16,7 @@ export default defineEventHandler(async (event) => {
     key,
     payload: order,
     ttlSeconds: useConfig().IDEMPOTENCY_TTL_SECONDS,
-    plan: db => planOrder(db, { tenantId: tenant.id, idempotencyKey: key, requestId: event.context.requestId }, order),
+    plan: (db, now) => planOrder(db, now, { tenantId: tenant.id, idempotencyKey: key, requestId: event.context.requestId }, order),
     afterCommit: () => wakeWorkers(useDatabaseHandle()),
   })
   return reply.body

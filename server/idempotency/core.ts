@@ -42,7 +42,11 @@ export interface AtomicPlan {
 
 export interface AtomicOperation {
   mode: 'atomic'
-  plan: (db: Database) => AtomicPlan
+  /**
+   * `now` is the transaction's time: the record's and, written by the plan, the business rows'
+   * (chosen here, not by the database, because the response that carries it is built first).
+   */
+  plan: (db: Database, now: Date) => AtomicPlan
   /** Runs in the transaction just before COMMIT (test faults); throwing rolls everything back. */
   beforeCommit?: () => Promise<void>
 }
@@ -150,11 +154,7 @@ async function attemptAtomic(deps: IdempotencyDeps, request: IdempotentRequest, 
   }
   // Redis did not answer: the unique index alone decides.
   if (!lock) return { ...await executeAtomically(deps, request, operation), degraded: true }
-  if (!lock.acquired) {
-    // Another request holds the key: a different body is refused at once, even while in flight.
-    if (lock.holderTag !== undefined && lock.holderTag !== request.fingerprint) return { kind: 'conflict' }
-    return await answerFromRecord(deps, request)
-  }
+  if (!lock.acquired) return await answerWhileHeld(deps, request, lock.holderTag)
   const { token } = lock
   const renewal = setInterval(() => void deps.locks.extend(lockKey, token, deps.lockTtlMs).catch(() => {}), Math.max(50, Math.floor(deps.lockTtlMs / 3)))
   renewal.unref()
@@ -169,19 +169,25 @@ async function attemptAtomic(deps: IdempotencyDeps, request: IdempotentRequest, 
   }
 }
 
-/** The key is held by the same request elsewhere: replay it if it finished, else it is in progress. */
-async function answerFromRecord(deps: IdempotencyDeps, request: IdempotentRequest): Promise<IdempotentOutcome> {
+/**
+ * Another request holds the key. A finished record answers (the holder may be a late duplicate
+ * about to learn it lost); otherwise the holder runs first: another body is refused at once, even
+ * while in flight, and the same one is in progress.
+ */
+async function answerWhileHeld(deps: IdempotencyDeps, request: IdempotentRequest, holderTag: string | undefined): Promise<IdempotentOutcome> {
   const existing = await storeOf(deps).find(request.scope, request.key)
-  if (!existing || existing.expired || existing.status === 'processing') return { kind: 'in_progress', reason: 'running' }
-  return answerFinished(rememberFinished(deps, existing), request.fingerprint)
+  if (existing && !existing.expired && existing.status !== 'processing') return answerFinished(rememberFinished(deps, existing), request.fingerprint)
+  if (holderTag !== undefined && holderTag !== request.fingerprint) return { kind: 'conflict', firstRoute: existing?.route }
+  return { kind: 'in_progress', reason: 'running' }
 }
 
 async function executeAtomically(deps: IdempotencyDeps, request: IdempotentRequest, operation: AtomicOperation, pass = 0): Promise<IdempotentOutcome> {
   const { db } = deps.database
-  const plan = operation.plan(db)
+  const now = new Date()
+  const plan = operation.plan(db, now)
   const response = storedResponse(plan.result, request.key)
   try {
-    await deps.database.transact([finishedRecordInsert(db, { ...request, response }), ...plan.statements], { beforeCommit: operation.beforeCommit })
+    await deps.database.transact([finishedRecordInsert(db, { ...request, response, now }), ...plan.statements], { beforeCommit: operation.beforeCommit })
   }
   catch (error) {
     const constraint = violatedUniqueConstraint(error)
@@ -204,7 +210,7 @@ async function executeAtomically(deps: IdempotencyDeps, request: IdempotentReque
 /** Stores a deterministic answer found after the business writes were refused: the record alone. */
 async function storeAnswer(deps: IdempotencyDeps, request: IdempotentRequest, response: StoredResponse, pass: number): Promise<IdempotentOutcome> {
   try {
-    await deps.database.transact([finishedRecordInsert(deps.database.db, { ...request, response })])
+    await deps.database.transact([finishedRecordInsert(deps.database.db, { ...request, response, now: new Date() })])
   }
   catch (error) {
     if (violatedUniqueConstraint(error) === RECORD_KEY_CONSTRAINT) return answerForTakenKey(deps, request, pass, () => storeAnswer(deps, request, response, pass + 1))

@@ -45,7 +45,7 @@ interface RouteOperation {
 
 /** Every effect in the one transaction (atomic mode): the plan's statements and the response they make. */
 export interface AtomicRoute extends RouteOperation {
-  plan: (db: Database) => AtomicPlan
+  plan: (db: Database, now: Date) => AtomicPlan
 }
 
 /** The business work calls out before it commits (leased mode): a claimed record with a fenced lease. */

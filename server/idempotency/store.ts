@@ -75,6 +75,8 @@ export interface FinishedRecordInput {
   requestId: string
   ttlSeconds: number
   response: StoredResponse
+  /** created_at and updated_at: the time of the transaction's business rows. */
+  now: Date
 }
 
 const insertFinished = defineStatement(db => db.insert(records).values({
@@ -90,6 +92,8 @@ const insertFinished = defineStatement(db => db.insert(records).values({
   resourceType: sql.placeholder('resourceType'),
   resourceId: sql.placeholder('resourceId'),
   error: sql.placeholder('error'),
+  createdAt: sql.placeholder('now'),
+  updatedAt: sql.placeholder('now'),
   expiresAt: sql`now() + (${sql.placeholder('ttlSeconds')}::int * interval '1 second')`,
 }))
 
@@ -102,7 +106,7 @@ export function finishedRecordInsert(db: Database, input: FinishedRecordInput): 
   const { status, responseStatus, responseBody, responseHeaders, resourceType, resourceId, error } = finalFields(input.response)
   return insertFinished(db, {
     scope: input.scope, key: input.key, route: input.route, fingerprint: input.fingerprint, requestId: input.requestId,
-    ttlSeconds: input.ttlSeconds, status, responseStatus, responseBody, responseHeaders, resourceType, resourceId, error,
+    ttlSeconds: input.ttlSeconds, now: input.now, status, responseStatus, responseBody, responseHeaders, resourceType, resourceId, error,
   })
 }
 

@@ -52,10 +52,10 @@ const insertOrder = defineStatement(db => db.insert(orders).values({
  */
 export function planOrder(
   db: Database,
+  now: Date,
   context: { tenantId: string, idempotencyKey: string, requestId: string },
   input: CreateOrderInput,
 ): AtomicPlan {
-  const now = new Date()
   const order: OrderRow = {
     ...input,
     id: newId('ord'),

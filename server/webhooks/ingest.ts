@@ -21,6 +21,7 @@ const insertEvent = defineStatement(db => db.insert(webhookEvents).values({
   rawBody: sql.placeholder('rawBody'),
   signatureHeaders: sql.placeholder('signatureHeaders'),
   requestId: sql.placeholder('requestId'),
+  receivedAt: sql.placeholder('receivedAt'),
 }))
 
 /**
@@ -30,14 +31,14 @@ const insertEvent = defineStatement(db => db.insert(webhookEvents).values({
  * as already stored, never applied twice.
  */
 export function planWebhookIngest(provider: string, delivery: VerifiedDelivery, requestId: string) {
-  return (db: Database): AtomicPlan => {
+  return (db: Database, now: Date): AtomicPlan => {
     const { event } = delivery
     const id = newId('whe')
     return {
       statements: [
         insertEvent(db, {
           id, provider, ...event, paymentId: event.paymentId ?? null, amount: event.amount ?? null, currency: event.currency ?? null,
-          rawBody: delivery.rawBody, signatureHeaders: delivery.signatureHeaders, requestId,
+          rawBody: delivery.rawBody, signatureHeaders: delivery.signatureHeaders, requestId, receivedAt: now,
         }),
         jobInsert(db, {
           kind: 'webhook.apply',

@@ -310,7 +310,7 @@ function paymentEventsContract(driver: DatabaseDriver, openLockBackend: () => Pr
     async function ingest(event: PaymentEvent, stored: Map<string, StoredEvent>): Promise<void> {
       const delivery = standardDelivery(event)
       const requestId = nextRequestId()
-      const plan = planWebhookIngest('standard', delivery, requestId)(db)
+      const plan = planWebhookIngest('standard', delivery, requestId)(db, new Date())
       const result = await handle.transact(plan.statements).then(() => plan.result, async (error: unknown) => {
         const constraint = violatedUniqueConstraint(error)
         if (constraint === undefined) throw error
