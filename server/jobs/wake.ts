@@ -8,7 +8,11 @@ import type { DatabaseHandle } from '../db/client'
  */
 
 export const JOBS_CHANNEL = 'jobs_ready'
-const NOTIFY_DEBOUNCE_MS = 20
+/**
+ * At most one NOTIFY (a commit of its own) per this many ms per instance: under load that is one
+ * per dozens of orders, and another process's worker still wakes within it.
+ */
+const NOTIFY_DEBOUNCE_MS = 50
 
 const local = new EventEmitter()
 local.setMaxListeners(0)
