@@ -33,4 +33,25 @@ describe('ExpiringMap', () => {
     expect(map.get('a')).toBeUndefined()
     expect(map.get('b')).toBe('other')
   })
+
+  it('bounds the total weight, not the count: a large value pushes out several small ones, never a read one first', () => {
+    const map = new ExpiringMap<string>(10, value => value.length)
+    map.set('a', 'aaa', Infinity)
+    map.set('b', 'bbb', Infinity)
+    map.set('c', 'ccc', Infinity)
+    expect(map.weight).toBe(9)
+    expect(map.get('a')).toBe('aaa') // read: a gets a second chance
+    map.set('d', 'dddddd', Infinity) // needs 6: b and c go, a stays
+    expect([map.get('a'), map.get('b'), map.get('c'), map.get('d')]).toEqual(['aaa', undefined, undefined, 'dddddd'])
+    expect(map.weight).toBe(9)
+    map.set('e', 'x'.repeat(11), Infinity) // heavier than the whole bound: not stored, nothing evicted
+    expect([map.get('e'), map.size, map.weight]).toEqual([undefined, 2, 9])
+  })
+
+  it('forgets the weight of an expired entry when it is read', () => {
+    const map = new ExpiringMap<string>(10, value => value.length)
+    map.set('a', 'aaaa', 1_000)
+    expect(map.get('a', 1_000)).toBeUndefined()
+    expect([map.size, map.weight]).toEqual([0, 0])
+  })
 })
