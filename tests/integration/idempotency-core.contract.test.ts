@@ -21,7 +21,7 @@ import { createRedisLocks } from '../../server/locks/redis'
 import type { Locks } from '../../server/locks/types'
 import { problem } from '../../server/problems'
 import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../support/databases'
-import { startPausableProxy } from '../support/pausable-proxy'
+import { startTcpProxy } from '../support/tcp-proxy'
 import { pollUntil } from '../support/poll'
 import { startRedisServer } from '../support/redis-server'
 import { connectTestRedis, describeWithServices, freePort, postgresAdminUrl, redisUrl, uniqueRedisPrefix } from '../support/services'
@@ -835,7 +835,7 @@ function idempotencyCoreContract(pair: Pair) {
          * Its lease runs out; another instance takes the claim over and executes. Then the owner resumes.
          */
         async function ownerOvertaken(writes: { owner: TenantWrite, taker: TenantWrite }) {
-          const proxy = await startPausableProxy({ host: new URL(postgresAdminUrl).hostname, port: Number(new URL(postgresAdminUrl).port || 5432) })
+          const proxy = await startTcpProxy({ host: new URL(postgresAdminUrl).hostname, port: Number(new URL(postgresAdminUrl).port || 5432) })
           cleanUps.push(() => proxy.close())
           const owner = instance({ database: await anotherPool({ proxyPort: proxy.port }), leaseMs: SHORT_LEASE_MS })
           // Cleaned up in reverse: the held traffic goes on before the pool closes.

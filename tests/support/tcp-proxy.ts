@@ -7,16 +7,26 @@ export interface TcpProxy {
   cut(): Promise<void>
   /** Accepts connections again on the same port. */
   restore(): Promise<void>
+  /**
+   * From now on, what the clients send is held back (in order) instead of reaching the server:
+   * their queries wait as if the process had frozen, their connections stay open. Synchronous, so
+   * a test can call it between two statements a client issues. Answers already on their way back
+   * still arrive.
+   */
+  pause(): void
+  /** Sends what was held back, in order, and forwards again. */
+  resume(): void
   close(): Promise<void>
 }
 
 /**
  * A loopback TCP proxy in front of a shared service (Postgres), so a test can make the service
- * unreachable for one app without stopping it for everyone else.
+ * unreachable, or stall it, for one app without stopping it for everyone else.
  */
 export async function startTcpProxy(target: { host: string, port: number }): Promise<TcpProxy> {
   const port = await freePort()
   const sockets = new Set<net.Socket>()
+  let held: Array<() => void> | undefined
   const track = (socket: net.Socket) => {
     sockets.add(socket)
     socket.once('close', () => sockets.delete(socket))
@@ -26,7 +36,12 @@ export async function startTcpProxy(target: { host: string, port: number }): Pro
     const upstream = net.connect(target)
     track(client)
     track(upstream)
-    client.pipe(upstream).pipe(client)
+    client.on('data', (chunk: Buffer) => {
+      const send = () => { upstream.write(chunk) }
+      if (held) held.push(send)
+      else send()
+    })
+    upstream.pipe(client)
     client.once('close', () => upstream.destroy())
     upstream.once('close', () => client.destroy())
   })
@@ -41,7 +56,16 @@ export async function startTcpProxy(target: { host: string, port: number }): Pro
       await closed
     },
     restore: listen,
+    pause() {
+      held ??= []
+    },
+    resume() {
+      const sends = held ?? []
+      held = undefined
+      for (const send of sends) send()
+    },
     async close() {
+      held = undefined
       for (const socket of sockets) socket.destroy()
       if (server.listening) await stopListening()
     },
