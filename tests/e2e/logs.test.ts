@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '../support/app'
 import { createTenant, request } from '../support/http'
 import { expectProblem, newIdempotencyKey, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
+import { untilRequestInFlight } from '../support/in-flight'
 import { pollUntil } from '../support/poll'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
 import { deliver, newWebhookId, standardBody, standardDelivery } from '../support/webhooks'
@@ -93,10 +94,7 @@ describeWithServices('structured logs (SPEC §7)', ['postgres', 'redis'], () => 
       const key = newIdempotencyKey()
       const body = validOrderBody()
       const first = post(key, body, { 'x-fault': 'delay-before-commit=3000' })
-      await pollUntil(`the request with key ${key} holds its claim`, async () => {
-        const [record] = await sql<Array<{ status: string }>>`select status from idempotency_records where key = ${key}`
-        return record?.status === 'processing'
-      }, { intervalMs: 20 })
+      await untilRequestInFlight(sql, `the request with key ${key}`)
       const inFlight = await post(key, body)
       expectProblem(inFlight, 'request-in-progress')
       expect((await first).status).toBe(201)

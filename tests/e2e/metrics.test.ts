@@ -5,6 +5,7 @@ import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '..
 import { createTenant, request } from '../support/http'
 import { enqueueJobs, type JobsFixture, openJobsFixture, orderJob } from '../support/jobs'
 import { expectProblem, newIdempotencyKey, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
+import { untilRequestInFlight } from '../support/in-flight'
 import { pollUntil } from '../support/poll'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
 import { deliver, newWebhookId, standardBody, standardDelivery } from '../support/webhooks'
@@ -234,10 +235,7 @@ describeWithServices('GET /api/metrics (SPEC §7)', ['postgres', 'redis'], () =>
       const before = await scrape()
 
       const first = post(key, body, { 'x-fault': 'delay-before-commit=3000' })
-      await pollUntil(`the request with key ${key} holds its claim`, async () => {
-        const [record] = await fixture.sql<Array<{ status: string }>>`select status from idempotency_records where key = ${key}`
-        return record?.status === 'processing'
-      }, { intervalMs: 20 })
+      await untilRequestInFlight(fixture.sql, `the request with key ${key}`)
       expectProblem(await post(key, body), 'request-in-progress')
       expect((await first).status).toBe(201)
 

@@ -15,6 +15,7 @@ import {
   type TenantCredentials,
   validOrderBody,
 } from '../support/orders'
+import { untilRequestInFlight } from '../support/in-flight'
 import { pollUntil } from '../support/poll'
 import { describeWithServices } from '../support/services'
 
@@ -64,9 +65,8 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
       from idempotency_records where key = ${key}`
   }
 
-  /** Resolves once the first request holds its claim, so a duplicate is sure to find it in flight. */
-  const waitUntilProcessing = (key: string) =>
-    pollUntil(`the request with key ${key} holds its claim`, async () => (await recordsForKey(key))[0]?.status === 'processing', { intervalMs: 20 })
+  /** Resolves once the first request is inside its transaction, so a duplicate is sure to find it in flight. */
+  const waitUntilProcessing = (key: string) => untilRequestInFlight(stack.sql, `the request with key ${key}`)
 
 
   describe('first execution and replay', () => {
@@ -145,8 +145,8 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
       const reused = await post(key, validOrderBody())
 
       expectProblem(reused, 'idempotency-key-reused')
-      // Answered while the first still held its claim, not after it finished.
-      expect(await recordsForKey(key)).toEqual([expect.objectContaining({ status: 'processing' })])
+      // Answered while the first was still uncommitted, not after it finished.
+      expect(await recordsForKey(key)).toEqual([])
       expect((await firstPending).status).toBe(201)
       expect(await recordsForKey(key)).toHaveLength(1)
     })
@@ -247,14 +247,15 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
       expectProblem(failed, 'internal-error')
       expect(failed.headers.get('location')).toBeNull()
       expect(failed.headers.get('idempotent-replayed')).toBeNull()
-      expect((await countRows(stack.sql)).orders).toBe(before.orders)
-      expect(await recordsForKey(key)).toEqual([expect.objectContaining({ responseStatus: null })])
+      // Nothing committed at all: no order, no record, so the key is free.
+      expect(await countRows(stack.sql)).toEqual(before)
+      expect(await recordsForKey(key)).toEqual([])
 
       const retried = await post(key, body)
 
       expectCreatedOrder(retried, body, key, false)
       expect(await countRows(stack.sql)).toEqual({ ...before, orders: before.orders + 1, idempotencyRecords: before.idempotencyRecords + 1 })
-      expect(await recordsForKey(key)).toEqual([expect.objectContaining({ status: 'succeeded', attempts: 2, responseStatus: 201 })])
+      expect(await recordsForKey(key)).toEqual([expect.objectContaining({ status: 'succeeded', attempts: 1, responseStatus: 201 })])
     })
 
     it('treats a key whose record is past expires_at as new, even for a different cart', async () => {
