@@ -1,18 +1,21 @@
 import { randomUUID } from 'node:crypto'
+import { Redis } from 'ioredis'
+import postgres from 'postgres'
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest'
 import { type AppProcess, stopAll } from '../support/app'
 import { type Cluster, createCluster, postOrderUntilAnswered } from '../support/cluster'
 import { createTenant, type TestResponse } from '../support/http'
 import { openOrderRows, type OrderRows } from '../support/order-rows'
 import { expectProblem, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
+import { untilRequestInFlight } from '../support/in-flight'
 import { pollUntil } from '../support/poll'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
 
 // "The incident": the server committed (or died mid-flight), the client never heard, the client
 // retried — possibly on another instance. Two instances share one database and one Redis prefix;
-// a short lease lets an abandoned claim be taken over within the test.
+// a short processing-lock TTL lets the key of a dead owner come free within the test.
 
-const leaseMs = 1500
+const lockTtlMs = 3000
 
 describeWithServices('incidents across two instances', ['postgres', 'redis'], () => {
   let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined
@@ -21,11 +24,15 @@ describeWithServices('incidents across two instances', ['postgres', 'redis'], ()
   let instanceA: AppProcess
   let instanceB: AppProcess
   let tenant: TenantCredentials
+  let sql: postgres.Sql
+  let redis: Redis
 
   beforeAll(async () => {
     database = await createTestDatabase('incidents')
     rows = openOrderRows(database.url)
-    cluster = createCluster({ databaseUrl: database.url, redisUrl, label: 'incidents', env: { IDEMPOTENCY_LEASE_MS: String(leaseMs) } })
+    sql = postgres(database.url, { max: 1, onnotice: () => {} })
+    cluster = createCluster({ databaseUrl: database.url, redisUrl, label: 'incidents', env: { IDEMPOTENCY_LOCK_TTL_MS: String(lockTtlMs) } })
+    redis = new Redis(redisUrl)
     ;[instanceA, instanceB] = await Promise.all([cluster.startInstance('A'), cluster.startInstance('B')])
     tenant = await createTenant(instanceB.url, 'incidents')
   })
@@ -40,6 +47,8 @@ describeWithServices('incidents across two instances', ['postgres', 'redis'], ()
     instanceA?.kill('SIGCONT')
     await stopAll()
     await rows?.close()
+    await sql?.end()
+    redis?.disconnect()
     await database?.drop()
   })
 
@@ -47,6 +56,9 @@ describeWithServices('incidents across two instances', ['postgres', 'redis'], ()
     const body = validOrderBody()
     return { key: `incident-${randomUUID()}`, cartId: body.cartId, body }
   }
+
+  /** The processing lock an instance holds on the order's key while it executes it. */
+  const lockKeyOf = (order: ReturnType<typeof newOrder>) => `${cluster.redisKeyPrefix}idempotency:tenant:${tenant.tenantId}:${order.key}`
 
   const send = (baseUrl: string, order: ReturnType<typeof newOrder>, headers?: Record<string, string>, timeoutMs?: number) =>
     postOrder(baseUrl, { secretKey: tenant.secretKey, key: order.key, body: order.body, headers, timeoutMs })
@@ -102,55 +114,58 @@ describeWithServices('incidents across two instances', ['postgres', 'redis'], ()
     expect(await rows.record(tenant.tenantId, order.key)).toMatchObject({ status: 'succeeded', attempts: 1, resourceId: orderId })
   })
 
-  it('fail-before-commit: 500 with nothing written, the key is released and the retry executes once', async () => {
+  it('fail-before-commit: 500 with nothing written and the key free at once; the retry on B executes once', async () => {
     const order = newOrder()
     const failed = await send(instanceA.url, order, { 'x-fault': 'fail-before-commit' })
     expectProblem(failed, 'internal-error')
+    // One statement, rolled back: no order and no record, and A gave its processing lock back.
     expect(await rows.ordersForCart(tenant.tenantId, order.cartId)).toEqual([])
-    expect(await rows.record(tenant.tenantId, order.key)).toMatchObject({ status: 'processing', attempts: 1, leaseExpired: true, resourceId: null })
+    expect(await rows.record(tenant.tenantId, order.key)).toBeUndefined()
+    await pollUntil('A released its processing lock', async () => await redis.exists(lockKeyOf(order)) === 0)
 
     const retry = await retryUntilAnswered([instanceB.url], order)
     expect(retry.answers).toHaveLength(1)
     const orderId = await theOnlyOrderId(order.cartId)
     expectCreated(retry.final, orderId, false)
-    expect(await rows.record(tenant.tenantId, order.key)).toMatchObject({ status: 'succeeded', attempts: 2, resourceId: orderId })
+    expect(await rows.record(tenant.tenantId, order.key)).toMatchObject({ status: 'succeeded', attempts: 1, resourceId: orderId })
   })
 
-  it('SIGKILL inside the transaction: 409 while the lease lives, then the retry takes over and executes once', async () => {
+  it('SIGKILL inside the transaction: nothing committed; 409 while the dead owner\'s lock lives, then the retry executes once', async () => {
     const order = newOrder()
     const inFlight = send(instanceA.url, order, { 'x-fault': 'delay-before-commit=10000' }, 20_000)
       .then(() => 'answered', (error: Error) => error.message)
-    // A is inside its fenced transaction (it holds the record row lock) and will not commit for 10 s.
-    await pollUntil('A holds the record\'s row lock', () => rows.recordRowLocked(tenant.tenantId, order.key))
+    // A sent its statement (record, order, job) and holds it uncommitted for 10 s.
+    await untilRequestInFlight(sql, 'A\'s order')
     instanceA.kill('SIGKILL')
     expect(await inFlight).toMatch(/got no response/)
     expect(await instanceA.exited).toBeNull()
 
-    // Postgres rolled A's transaction back when its connection dropped; the claim itself is committed.
+    // Postgres rolled A's transaction back when its connection dropped: nothing of it remains.
     expect(await rows.ordersForCart(tenant.tenantId, order.cartId)).toEqual([])
-    expect(await rows.record(tenant.tenantId, order.key)).toMatchObject({ status: 'processing', attempts: 1, leaseExpired: false })
+    expect(await rows.record(tenant.tenantId, order.key)).toBeUndefined()
 
+    // A's processing lock outlives A until its TTL: a retry meanwhile is told to come back in 1 s.
+    expect(await redis.pttl(lockKeyOf(order))).toBeGreaterThan(0)
     const beforeExpiry = await send(instanceB.url, order)
     expectProblem(beforeExpiry, 'request-in-progress')
-    // The lease has at most 1.5 s left, rounded up to whole seconds.
-    expect(['1', '2']).toContain(beforeExpiry.headers.get('retry-after'))
+    expect(beforeExpiry.headers.get('retry-after')).toBe('1')
 
     const retry = await retryUntilAnswered([instanceB.url], order)
     const orderId = await theOnlyOrderId(order.cartId)
     expectCreated(retry.final, orderId, false)
-    expect(await rows.record(tenant.tenantId, order.key)).toMatchObject({ status: 'succeeded', attempts: 2, resourceId: orderId })
+    expect(await rows.record(tenant.tenantId, order.key)).toMatchObject({ status: 'succeeded', attempts: 1, resourceId: orderId })
   })
 
-  it('SIGSTOP inside the transaction: B cannot take over a row A still locks, and both end with one order', async () => {
+  it('SIGSTOP inside the transaction: A\'s lock expires, B waits on A\'s uncommitted record and answers 409; both end with one order', async () => {
     const order = newOrder()
     const answerOfA = send(instanceA.url, order, { 'x-fault': 'delay-before-commit=1000' }, 30_000)
-    await pollUntil('A holds the record\'s row lock', () => rows.recordRowLocked(tenant.tenantId, order.key))
+    await untilRequestInFlight(sql, 'A\'s order')
     instanceA.kill('SIGSTOP')
     try {
-      // Frozen, A renews nothing: its lease runs out, yet it still holds the record's row lock.
-      await pollUntil('the frozen owner\'s lease expired', async () => (await rows.record(tenant.tenantId, order.key))?.leaseExpired === true, { timeoutMs: leaseMs * 4 })
-      expect(await rows.recordRowLocked(tenant.tenantId, order.key)).toBe(true)
+      // Frozen, A renews nothing: its Redis lock expires, yet its uncommitted record still holds the key.
+      await pollUntil('the frozen owner\'s lock expired', async () => await redis.exists(lockKeyOf(order)) === 0, { timeoutMs: lockTtlMs * 4 })
 
+      // B takes the lock; its statement waits on A's record for the pool's lock_timeout, then gives up.
       const whileFrozen = await send(instanceB.url, order)
       expectProblem(whileFrozen, 'request-in-progress')
       expect(whileFrozen.headers.get('retry-after')).toBe('1')
@@ -166,7 +181,7 @@ describeWithServices('incidents across two instances', ['postgres', 'redis'], ()
     const fromB = await retryUntilAnswered([instanceB.url], order)
     expectCreated(fromB.final, orderId, true)
     expect(await theOnlyOrderId(order.cartId)).toBe(orderId)
-    // Nobody took the claim over: A's one execution is the result.
+    // A's one execution is the result.
     expect(await rows.record(tenant.tenantId, order.key)).toMatchObject({ status: 'succeeded', attempts: 1, resourceId: orderId })
   })
 })

@@ -23,7 +23,6 @@ export interface OrderRows {
   /** The request log of one key, oldest first: what each attempt did and what status went out. */
   requestLog: (key: string) => Promise<Array<{ outcome: string | null, status: number }>>
   /** Another transaction holds the record's row lock (e.g. its owner, inside delay-before-commit). */
-  recordRowLocked: (tenantId: string, key: string) => Promise<boolean>
   close: () => Promise<void>
 }
 
@@ -44,14 +43,6 @@ export function openOrderRows(databaseUrl: string): OrderRows {
       select ${recordColumns()} from idempotency_records where scope = ${`tenant:${tenantId}`} and key = ${key}`)[0],
     requestLog: key => sql<Array<{ outcome: string | null, status: number }>>`
       select outcome, status from request_log where idempotency_key = ${key} order by id`,
-    recordRowLocked: async (tenantId, key) => {
-      // SKIP LOCKED passes over a row another transaction holds: found, yet not lockable, means taken.
-      const lockable = await sql.begin(tx => tx`
-        select id from idempotency_records where scope = ${`tenant:${tenantId}`} and key = ${key} for update skip locked`)
-      const [row] = await sql<{ count: number }[]>`
-        select count(*)::int as count from idempotency_records where scope = ${`tenant:${tenantId}`} and key = ${key}`
-      return row?.count === 1 && lockable.length === 0
-    },
-    close: () => sql.end({ timeout: 5 }),
+      close: () => sql.end({ timeout: 5 }),
   }
 }
