@@ -77,7 +77,7 @@ describeWithServices('retry storm over three instances', ['postgres', 'redis'], 
       const cartOrders = allOrders.filter(order => order.cartId === cartId)
       expect(cartOrders, `orders for ${cartId}`).toHaveLength(1)
       const orderId = cartOrders[0]!.id
-      expect(await rows.record(tenantId, key)).toEqual({ key, status: 'succeeded', attempts: 1, resourceId: orderId, responseStatus: 201, leaseExpired: true })
+      expect(await rows.record(tenantId, key)).toEqual({ key, status: 'succeeded', attempts: 1, resourceId: orderId, responseStatus: 201, leased: false })
 
       // Whichever body won, all its clients hold its order and all the others were told the key is taken.
       const winners = clients.filter(client => client.result.final.status === 201)

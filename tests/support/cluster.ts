@@ -15,7 +15,7 @@ export interface ClusterOptions {
   redisUrl: string | null
   /** Names the cluster's Redis prefix and its instances (`<label>-<name>`). */
   label: string
-  /** Extra environment for every instance, e.g. a short IDEMPOTENCY_LEASE_MS. */
+  /** Extra environment for every instance, e.g. a short IDEMPOTENCY_LOCK_TTL_MS. */
   env?: Record<string, string>
 }
 

@@ -12,7 +12,8 @@ export interface IdempotencyRow {
   attempts: number
   resourceId: string | null
   responseStatus: number | null
-  leaseExpired: boolean
+  /** A lease token or expiry is set: a leased-mode claim. Atomic records are stored finished, without one. */
+  leased: boolean
 }
 
 export interface OrderRows {
@@ -22,7 +23,6 @@ export interface OrderRows {
   record: (tenantId: string, key: string) => Promise<IdempotencyRow | undefined>
   /** The request log of one key, oldest first: what each attempt did and what status went out. */
   requestLog: (key: string) => Promise<Array<{ outcome: string | null, status: number }>>
-  /** Another transaction holds the record's row lock (e.g. its owner, inside delay-before-commit). */
   close: () => Promise<void>
 }
 
@@ -30,7 +30,7 @@ export function openOrderRows(databaseUrl: string): OrderRows {
   const sql = postgres(databaseUrl, { max: 2, onnotice: () => {} })
   // A fresh fragment per query: postgres.js fragments are single-use query objects.
   const recordColumns = () => sql`key, status, attempts, resource_id as "resourceId", response_status as "responseStatus",
-    coalesce(lease_expires_at <= now(), true) as "leaseExpired"`
+    (lease_token is not null or lease_expires_at is not null) as leased`
   return {
     orders: tenantId => sql<OrderRow[]>`
       select id, cart_id as "cartId", idempotency_key as "idempotencyKey" from orders where tenant_id = ${tenantId}`,
@@ -43,6 +43,6 @@ export function openOrderRows(databaseUrl: string): OrderRows {
       select ${recordColumns()} from idempotency_records where scope = ${`tenant:${tenantId}`} and key = ${key}`)[0],
     requestLog: key => sql<Array<{ outcome: string | null, status: number }>>`
       select outcome, status from request_log where idempotency_key = ${key} order by id`,
-      close: () => sql.end({ timeout: 5 }),
+    close: () => sql.end({ timeout: 5 }),
   }
 }

@@ -126,7 +126,7 @@ export async function expectIdenticalStormExactlyOnce(storm: StormKey[], rows: O
     const orderId = cartOrders[0]!.id
     expect(cartOrders[0]!.idempotencyKey).toBe(key)
     expect(allRecords.filter(record => record.key === key), `record for ${key}`).toEqual([
-      { key, status: 'succeeded', attempts: 1, resourceId: orderId, responseStatus: 201, leaseExpired: true },
+      { key, status: 'succeeded', attempts: 1, resourceId: orderId, responseStatus: 201, leased: false },
     ])
     const finals = clients.map(client => client.result.final)
     expect(finals.map(final => final.status), `final statuses for ${key}`).toEqual(clients.map(() => 201))
