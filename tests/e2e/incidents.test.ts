@@ -2,12 +2,13 @@ import { randomUUID } from 'node:crypto'
 import { Redis } from 'ioredis'
 import postgres from 'postgres'
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest'
+import { LOCK_TIMEOUT_MS } from '../../server/db/client'
 import { type AppProcess, stopAll } from '../support/app'
 import { type Cluster, createCluster, postOrderUntilAnswered } from '../support/cluster'
 import { createTenant, type TestResponse } from '../support/http'
+import { openIdempotentTransactions, processingLockKey, untilRequestInFlight } from '../support/in-flight'
 import { openOrderRows, type OrderRows } from '../support/order-rows'
 import { expectProblem, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
-import { untilRequestInFlight } from '../support/in-flight'
 import { pollUntil } from '../support/poll'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
 
@@ -57,8 +58,9 @@ describeWithServices('incidents across two instances', ['postgres', 'redis'], ()
     return { key: `incident-${randomUUID()}`, cartId: body.cartId, body }
   }
 
-  /** The processing lock an instance holds on the order's key while it executes it. */
-  const lockKeyOf = (order: ReturnType<typeof newOrder>) => `${cluster.redisKeyPrefix}idempotency:tenant:${tenant.tenantId}:${order.key}`
+  /** The order's request as any instance runs it: its processing lock lives under the cluster's prefix. */
+  const requestOf = (order: ReturnType<typeof newOrder>) => ({ app: { redisKeyPrefix: cluster.redisKeyPrefix }, scope: `tenant:${tenant.tenantId}`, key: order.key })
+  const lockKeyOf = (order: ReturnType<typeof newOrder>) => processingLockKey(requestOf(order))
 
   const send = (baseUrl: string, order: ReturnType<typeof newOrder>, headers?: Record<string, string>, timeoutMs?: number) =>
     postOrder(baseUrl, { secretKey: tenant.secretKey, key: order.key, body: order.body, headers, timeoutMs })
@@ -114,74 +116,91 @@ describeWithServices('incidents across two instances', ['postgres', 'redis'], ()
     expect(await rows.record(tenant.tenantId, order.key)).toMatchObject({ status: 'succeeded', attempts: 1, resourceId: orderId })
   })
 
-  it('fail-before-commit: 500 with nothing written and the key free at once; the retry on B executes once', async () => {
+  it('fail-before-commit: the 500 commits nothing, no record either, and frees the key at once; the retry on B executes once', async () => {
     const order = newOrder()
     const failed = await send(instanceA.url, order, { 'x-fault': 'fail-before-commit' })
     expectProblem(failed, 'internal-error')
     // One statement, rolled back: no order and no record, and A gave its processing lock back.
+    expect(await openIdempotentTransactions(sql)).toBe(0)
     expect(await rows.ordersForCart(tenant.tenantId, order.cartId)).toEqual([])
     expect(await rows.record(tenant.tenantId, order.key)).toBeUndefined()
     await pollUntil('A released its processing lock', async () => await redis.exists(lockKeyOf(order)) === 0)
 
+    // Nothing to wait for or take over: the first retry executes.
     const retry = await retryUntilAnswered([instanceB.url], order)
     expect(retry.answers).toHaveLength(1)
     const orderId = await theOnlyOrderId(order.cartId)
     expectCreated(retry.final, orderId, false)
-    expect(await rows.record(tenant.tenantId, order.key)).toMatchObject({ status: 'succeeded', attempts: 1, resourceId: orderId })
+    expect(await rows.record(tenant.tenantId, order.key)).toEqual({ key: order.key, status: 'succeeded', attempts: 1, resourceId: orderId, responseStatus: 201, leased: false })
   })
 
-  it('SIGKILL inside the transaction: nothing committed; 409 while the dead owner\'s lock lives, then the retry executes once', async () => {
+  it('SIGKILL inside the transaction: Postgres rolls it all back; the dead owner\'s lock answers 409 (Retry-After: 1) until its TTL, then the retry executes once', async () => {
     const order = newOrder()
     const inFlight = send(instanceA.url, order, { 'x-fault': 'delay-before-commit=10000' }, 20_000)
       .then(() => 'answered', (error: Error) => error.message)
     // A sent its statement (record, order, job) and holds it uncommitted for 10 s.
-    await untilRequestInFlight(sql, 'A\'s order')
+    await untilRequestInFlight(sql, requestOf(order))
+    const lockOfA = await redis.get(lockKeyOf(order))
+    expect(lockOfA).toMatch(/^\S+ [0-9a-f]{64}$/)
     instanceA.kill('SIGKILL')
     expect(await inFlight).toMatch(/got no response/)
     expect(await instanceA.exited).toBeNull()
 
-    // Postgres rolled A's transaction back when its connection dropped: nothing of it remains.
+    // A's connection closed, Postgres ended its transaction: nothing of it was committed.
+    await pollUntil('Postgres ended the dead owner\'s transaction', async () => await openIdempotentTransactions(sql) === 0)
     expect(await rows.ordersForCart(tenant.tenantId, order.cartId)).toEqual([])
     expect(await rows.record(tenant.tenantId, order.key)).toBeUndefined()
 
     // A's processing lock outlives A until its TTL: a retry meanwhile is told to come back in 1 s.
-    expect(await redis.pttl(lockKeyOf(order))).toBeGreaterThan(0)
+    expect(await redis.get(lockKeyOf(order))).toBe(lockOfA)
     const beforeExpiry = await send(instanceB.url, order)
     expectProblem(beforeExpiry, 'request-in-progress')
     expect(beforeExpiry.headers.get('retry-after')).toBe('1')
+    expect(await rows.record(tenant.tenantId, order.key)).toBeUndefined()
 
+    // The client keeps retrying: 409s while the lock lives, then one execution once it expired.
     const retry = await retryUntilAnswered([instanceB.url], order)
+    for (const { response } of retry.answers.slice(0, -1)) {
+      expectProblem(response!, 'request-in-progress')
+      expect(response!.headers.get('retry-after')).toBe('1')
+    }
     const orderId = await theOnlyOrderId(order.cartId)
     expectCreated(retry.final, orderId, false)
-    expect(await rows.record(tenant.tenantId, order.key)).toMatchObject({ status: 'succeeded', attempts: 1, resourceId: orderId })
+    expect(await rows.record(tenant.tenantId, order.key)).toEqual({ key: order.key, status: 'succeeded', attempts: 1, resourceId: orderId, responseStatus: 201, leased: false })
   })
 
-  it('SIGSTOP inside the transaction: A\'s lock expires, B waits on A\'s uncommitted record and answers 409; both end with one order', async () => {
+  it('SIGSTOP inside the transaction: A\'s lock expires, yet its uncommitted record holds the key — B waits out the lock_timeout and answers 409; after SIGCONT A commits and B replays: one order', async () => {
     const order = newOrder()
     const answerOfA = send(instanceA.url, order, { 'x-fault': 'delay-before-commit=1000' }, 30_000)
-    await untilRequestInFlight(sql, 'A\'s order')
+    await untilRequestInFlight(sql, requestOf(order))
     instanceA.kill('SIGSTOP')
     try {
-      // Frozen, A renews nothing: its Redis lock expires, yet its uncommitted record still holds the key.
+      // Frozen, A renews nothing: its Redis lock expires, while its statement stays uncommitted.
       await pollUntil('the frozen owner\'s lock expired', async () => await redis.exists(lockKeyOf(order)) === 0, { timeoutMs: lockTtlMs * 4 })
+      expect(await openIdempotentTransactions(sql)).toBe(1)
 
-      // B takes the lock; its statement waits on A's record for the pool's lock_timeout, then gives up.
+      // B takes the lock; its statement waits on A's uncommitted record for the pool's lock_timeout, then gives up.
+      const sentAt = performance.now()
       const whileFrozen = await send(instanceB.url, order)
+      const waitedMs = performance.now() - sentAt
       expectProblem(whileFrozen, 'request-in-progress')
       expect(whileFrozen.headers.get('retry-after')).toBe('1')
+      expect(waitedMs).toBeGreaterThanOrEqual(LOCK_TIMEOUT_MS - 250)
       expect(await rows.ordersForCart(tenant.tenantId, order.cartId)).toEqual([])
+      expect(await rows.record(tenant.tenantId, order.key)).toBeUndefined()
+      expect(await openIdempotentTransactions(sql)).toBe(1)
     }
     finally {
       instanceA.kill('SIGCONT')
     }
 
+    // Thawed, A commits its one execution and answers; B's retry replays it.
     const fromA = await answerOfA
     const orderId = await theOnlyOrderId(order.cartId)
     expectCreated(fromA, orderId, false)
     const fromB = await retryUntilAnswered([instanceB.url], order)
     expectCreated(fromB.final, orderId, true)
     expect(await theOnlyOrderId(order.cartId)).toBe(orderId)
-    // A's one execution is the result.
-    expect(await rows.record(tenant.tenantId, order.key)).toMatchObject({ status: 'succeeded', attempts: 1, resourceId: orderId })
+    expect(await rows.record(tenant.tenantId, order.key)).toEqual({ key: order.key, status: 'succeeded', attempts: 1, resourceId: orderId, responseStatus: 201, leased: false })
   })
 })

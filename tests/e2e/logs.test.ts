@@ -4,8 +4,8 @@ import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '../support/app'
 import { createTenant, request } from '../support/http'
-import { expectProblem, newIdempotencyKey, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
 import { untilRequestInFlight } from '../support/in-flight'
+import { expectProblem, newIdempotencyKey, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
 import { deliver, newWebhookId, standardBody, standardDelivery } from '../support/webhooks'
@@ -94,7 +94,7 @@ describeWithServices('structured logs (SPEC §7)', ['postgres', 'redis'], () => 
       const key = newIdempotencyKey()
       const body = validOrderBody()
       const first = post(key, body, { 'x-fault': 'delay-before-commit=3000' })
-      await untilRequestInFlight(sql, `the request with key ${key}`)
+      await untilRequestInFlight(sql, { app, scope: `tenant:${tenant.tenantId}`, key })
       const inFlight = await post(key, body)
       expectProblem(inFlight, 'request-in-progress')
       expect((await first).status).toBe(201)

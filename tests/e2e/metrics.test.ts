@@ -3,9 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { newId } from '../../server/db/ids'
 import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '../support/app'
 import { createTenant, request } from '../support/http'
+import { untilRequestInFlight } from '../support/in-flight'
 import { enqueueJobs, type JobsFixture, openJobsFixture, orderJob } from '../support/jobs'
 import { expectProblem, newIdempotencyKey, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
-import { untilRequestInFlight } from '../support/in-flight'
 import { pollUntil } from '../support/poll'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
 import { deliver, newWebhookId, standardBody, standardDelivery } from '../support/webhooks'
@@ -235,7 +235,7 @@ describeWithServices('GET /api/metrics (SPEC §7)', ['postgres', 'redis'], () =>
       const before = await scrape()
 
       const first = post(key, body, { 'x-fault': 'delay-before-commit=3000' })
-      await untilRequestInFlight(fixture.sql, `the request with key ${key}`)
+      await untilRequestInFlight(fixture.sql, { app, scope: `tenant:${tenant.tenantId}`, key })
       expectProblem(await post(key, body), 'request-in-progress')
       expect((await first).status).toBe(201)
 

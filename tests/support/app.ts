@@ -45,6 +45,8 @@ export interface AppProcess extends ManagedProcess {
   /** http://127.0.0.1:PORT */
   url: string
   port: number
+  /** The REDIS_KEY_PREFIX its Redis keys (e.g. processing locks) live under; undefined without Redis. */
+  redisKeyPrefix: string | undefined
 }
 
 const readyTimeoutMs = 60_000
@@ -81,8 +83,9 @@ export function appEnv(options: Pick<StartAppOptions, 'databaseUrl' | 'redisUrl'
 export async function startApp(options: StartAppOptions = {}): Promise<AppProcess> {
   const label = options.label ?? 'app'
   const port = await freePort()
-  const child = spawnManaged({ label, args: [serverEntry], env: { ...appEnv(options), PORT: String(port) } })
-  const app: AppProcess = { ...child, url: `http://127.0.0.1:${port}`, port }
+  const env = appEnv(options)
+  const child = spawnManaged({ label, args: [serverEntry], env: { ...env, PORT: String(port) } })
+  const app: AppProcess = { ...child, url: `http://127.0.0.1:${port}`, port, redisKeyPrefix: env.REDIS_URL ? env.REDIS_KEY_PREFIX : undefined }
 
   const deadline = Date.now() + readyTimeoutMs
   while (Date.now() < deadline) {
