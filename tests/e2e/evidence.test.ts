@@ -168,6 +168,9 @@ describeWithServices('GET /api/ops/evidence (SPEC §7): one timeline per key, or
     const applied = position(entry => entry.kind === 'order_status')
     expect(claimed).toBeGreaterThanOrEqual(0)
     expect([first < claimed, claimed < created, created < replayed, replayed < applied]).toEqual([true, true, true, true])
+    // The record and the order are one transaction's rows, stamped with its one time: "claimed" comes
+    // first by rank, not by time.
+    expect(timeline[claimed]!.at).toBe(timeline[created]!.at)
     // Nothing else: every entry is one of the rows above.
     expect(timeline).toHaveLength(2 + 1 + 2 + 2 + 1 + 4 + 4 + 1 + 1 + 2 + 1 + 1)
   })
