@@ -480,6 +480,12 @@ describe('parse: stripe', () => {
     })
   })
 
+  it.each(['toString', 'constructor', '__proto__', 'hasOwnProperty'])('refuses the type "%s", a member of every object, like any other', (type) => {
+    const parsed = parseStripe(event('evt_proto', type, intent()))
+    expect(parsed.ok).toBe(false)
+    expect(!parsed.ok && parsed.reason).toMatch(/^event type ".+" is not handled/)
+  })
+
   it('refuses an event without metadata.orderId or an id', () => {
     const { metadata: _metadata, ...withoutMetadata } = intent()
     const noOrder = parseStripe(event('evt_no_order', 'payment_intent.succeeded', withoutMetadata))

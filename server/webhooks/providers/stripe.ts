@@ -8,11 +8,12 @@ import { checkTimestamp, explainIssues, hmacSha256, sameBytes } from './common'
  * counts. Unlike stripe-node, a timestamp too far in the future is refused too.
  */
 
-const typeOf: Record<string, PaymentEventType> = {
-  'payment_intent.succeeded': 'payment.succeeded',
-  'payment_intent.payment_failed': 'payment.failed',
-  'charge.refunded': 'payment.refunded',
-}
+// A Map, not an object literal: a type such as "toString" must not find Object.prototype's member.
+const typeOf = new Map<string, PaymentEventType>([
+  ['payment_intent.succeeded', 'payment.succeeded'],
+  ['payment_intent.payment_failed', 'payment.failed'],
+  ['charge.refunded', 'payment.refunded'],
+])
 
 const StripeEvent = z.object({
   id: z.string().regex(/^[\x21-\x7E]{1,255}$/),
@@ -50,8 +51,8 @@ export const stripeProvider: WebhookProvider = {
     const parsed = StripeEvent.safeParse(json)
     if (!parsed.success) return { ok: false, reason: explainIssues(parsed.error) }
     const { id, type, data: { object } } = parsed.data
-    const normalised = typeOf[type]
-    if (!normalised) return { ok: false, reason: `event type "${type}" is not handled; subscribe this endpoint to ${Object.keys(typeOf).join(', ')} only` }
+    const normalised = typeOf.get(type)
+    if (!normalised) return { ok: false, reason: `event type "${type}" is not handled; subscribe this endpoint to ${[...typeOf.keys()].join(', ')} only` }
     // A charge refers to its payment intent; an intent is the payment itself.
     const paymentId = object.payment_intent ?? object.id
     const amount = normalised === 'payment.succeeded' ? object.amount_received ?? object.amount : object.amount
