@@ -41,8 +41,10 @@ export function openOrderRows(databaseUrl: string): OrderRows {
       select ${recordColumns()} from idempotency_records where scope = ${`tenant:${tenantId}`}`,
     record: async (tenantId, key) => (await sql<IdempotencyRow[]>`
       select ${recordColumns()} from idempotency_records where scope = ${`tenant:${tenantId}`} and key = ${key}`)[0],
+    // By arrival, as the evidence timeline reads them: rows are written in batches per instance, and a
+    // dropped request's row only once its handler ended, possibly after its retry's.
     requestLog: key => sql<Array<{ outcome: string | null, status: number }>>`
-      select outcome, status from request_log where idempotency_key = ${key} order by id`,
+      select outcome, status from request_log where idempotency_key = ${key} order by created_at, id`,
     close: () => sql.end({ timeout: 5 }),
   }
 }
