@@ -112,7 +112,7 @@ describeWithServices('checkout page in Chromium: one order per checkout intent',
     let rows: Array<{ outcome: string | null, status: number }> = []
     await pollUntil(`${expected} request_log rows for key ${key}`, async () => {
       rows = await db()<Array<{ outcome: string | null, status: number }>>`
-        select outcome, status from request_log where scope = ${DEMO_SCOPE} and idempotency_key = ${key} order by id`
+        select outcome, status from request_log where scope = ${DEMO_SCOPE} and idempotency_key = ${key} order by created_at, id`
       return rows.length >= expected
     }, { timeoutMs: 10_000, intervalMs: 50 })
     return rows
