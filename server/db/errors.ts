@@ -41,8 +41,5 @@ export function violatedUniqueConstraint(error: unknown): string | undefined {
 
 /** lock_timeout ran out (55P03): the statement waited on another transaction for too long. */
 export function isLockTimeout(error: unknown): boolean {
-  for (const e of errorChain(error)) {
-    if (e.code === '55P03') return true
-  }
-  return false
+  return [...errorChain(error)].some(e => e.code === '55P03')
 }

@@ -191,17 +191,19 @@ async function executeAtomically(deps: IdempotencyDeps, request: IdempotentReque
   }
   catch (error) {
     const constraint = violatedUniqueConstraint(error)
-    const again = () => executeAtomically(deps, request, operation, pass + 1)
-    if (constraint === RECORD_KEY_CONSTRAINT) return answerForTakenKey(deps, request, pass, again)
-    // A business constraint may fail before the record's does (a duplicate of a committed request
-    // writes the same rows): the key's own record answers first.
-    if (constraint !== undefined && await storeOf(deps).find(request.scope, request.key)) return answerForTakenKey(deps, request, pass, again)
-    if (constraint !== undefined && plan.onUniqueViolation) {
-      const answer = await deterministicAnswer(() => plan.onUniqueViolation!(constraint, db), request.key)
-      if (answer) return storeAnswer(deps, request, answer, pass)
+    if (constraint === undefined) {
+      if (isLockTimeout(error)) return { kind: 'in_progress', reason: 'running' }
+      throw error
     }
-    if (isLockTimeout(error)) return { kind: 'in_progress', reason: 'running' }
-    throw error
+    // A business constraint may fail before the record's does (a duplicate of a committed request
+    // writes the same rows): the key's own record answers first, whichever constraint failed.
+    const existing = await storeOf(deps).find(request.scope, request.key)
+    if (constraint === RECORD_KEY_CONSTRAINT || existing) {
+      return answerForTakenKey(deps, request, existing, pass, () => executeAtomically(deps, request, operation, pass + 1))
+    }
+    const answer = plan.onUniqueViolation && await deterministicAnswer(() => plan.onUniqueViolation!(constraint, db), request.key)
+    if (!answer) throw error
+    return storeAnswer(deps, request, answer, pass)
   }
   rememberExecuted(deps, request, response)
   return { kind: 'executed', response }
@@ -213,7 +215,10 @@ async function storeAnswer(deps: IdempotencyDeps, request: IdempotentRequest, re
     await deps.database.transact([finishedRecordInsert(deps.database.db, { ...request, response, now: new Date() })])
   }
   catch (error) {
-    if (violatedUniqueConstraint(error) === RECORD_KEY_CONSTRAINT) return answerForTakenKey(deps, request, pass, () => storeAnswer(deps, request, response, pass + 1))
+    if (violatedUniqueConstraint(error) === RECORD_KEY_CONSTRAINT) {
+      const existing = await storeOf(deps).find(request.scope, request.key)
+      return answerForTakenKey(deps, request, existing, pass, () => storeAnswer(deps, request, response, pass + 1))
+    }
     if (isLockTimeout(error)) return { kind: 'in_progress', reason: 'running' }
     throw error
   }
@@ -229,16 +234,15 @@ async function storeAnswer(deps: IdempotencyDeps, request: IdempotentRequest, re
 async function answerForTakenKey(
   deps: IdempotencyDeps,
   request: IdempotentRequest,
+  existing: RecordView | undefined,
   pass: number,
   again: () => Promise<IdempotentOutcome>,
 ): Promise<IdempotentOutcome> {
-  const store = storeOf(deps)
-  const existing = await store.find(request.scope, request.key)
   const retry = pass + 1 < MAX_PASSES
   if (!existing) return retry ? again() : { kind: 'in_progress', reason: 'running' }
   if (canTakeOver(existing, request.fingerprint)) {
     if (!retry) return { kind: 'in_progress', reason: 'running' }
-    await store.deleteStale(existing, request.fingerprint)
+    await storeOf(deps).deleteStale(existing, request.fingerprint)
     return { ...await again(), ...(!existing.expired && { takeover: true }) }
   }
   if (existing.fingerprint !== request.fingerprint) return { kind: 'conflict', firstRoute: existing.route }

@@ -20,8 +20,6 @@ import { createReplayCache, type ReplayCache } from './replay-cache'
  * outcome into the response, headers, metrics and the request's log fields.
  */
 
-export type { IdempotentResult }
-
 /** signature_invalid: a webhook delivery rejected before the layer ran, logged under the event id it claimed. */
 export type IdempotencyOutcome = 'miss' | 'replay' | 'conflict' | 'in_progress' | 'missing_key' | 'invalid' | 'signature_invalid' | 'error'
 

@@ -260,11 +260,6 @@ export function createIdempotencyStore(db: Database) {
 
 export type IdempotencyStore = ReturnType<typeof createIdempotencyStore>
 
-/** The record as a finished claim left it, without reading it back. */
-export function finishedRecord(claim: Claim, response: StoredResponse): RecordView {
-  return { ...claim.record, ...finalFields(response), updatedAt: new Date(), leaseLive: false, expired: false, leaseRemainingMs: 0 }
-}
-
 function finalFields(response: StoredResponse) {
   return {
     status: response.status >= 400 ? 'failed' as const : 'succeeded' as const,

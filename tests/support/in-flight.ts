@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis'
 import type postgres from 'postgres'
 import type { AppProcess } from './app'
+import { processingLockKey as lockName } from '../../server/idempotency/core'
 import { pollUntil } from './poll'
 import { redisUrl } from './services'
 
@@ -25,7 +26,7 @@ export interface InFlightRequest {
 /** The Redis key of the request's processing lock, prefix included. */
 export function processingLockKey({ app, scope, key }: InFlightRequest): string {
   if (app.redisKeyPrefix === undefined) throw new Error('an instance without Redis holds its processing locks in memory')
-  return `${app.redisKeyPrefix}idempotency:${scope}:${key}`
+  return `${app.redisKeyPrefix}${lockName(scope, key)}`
 }
 
 /** How many sessions of the app on `sql`'s database hold an idempotent statement uncommitted. */
