@@ -80,6 +80,8 @@ const EnvSchema = z.object({
   SESSION_PASSWORD: z.string().min(32, 'must be at least 32 characters').optional(),
   /** One request_log row per API request (the evidence locker reads them); off only to measure their cost. */
   REQUEST_LOG_ENABLED: flag(true),
+  /** request_log rows (the evidence of who asked what) are deleted by the retention task after this many days. */
+  REQUEST_LOG_RETENTION_DAYS: intIn(1, 3650, 14),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
 })
 

@@ -23,8 +23,33 @@ export const apiKeys = pgTable('api_keys', {
   /** First characters of the key, to recognise it in listings. */
   keyPrefix: text('key_prefix').notNull(),
   createdAt: createdAt(),
+  /** Refreshed at most once per key-cache period per instance: authentication must not write per request. */
+  lastUsedAt: timestamp('last_used_at', { withTimezone: true }),
   revokedAt: timestamp('revoked_at', { withTimezone: true }),
-}, t => [unique('api_keys_key_hash_unique').on(t.keyHash)])
+}, t => [
+  unique('api_keys_key_hash_unique').on(t.keyHash),
+  index('api_keys_tenant_idx').on(t.tenantId),
+])
+
+/**
+ * What an operator did through the ops API (a tenant created, a key issued or revoked): kept as
+ * evidence next to the request that did it. Never holds a secret.
+ */
+export const operatorActions = pgTable('operator_actions', {
+  id: bigserial('id', { mode: 'number' }).primaryKey(),
+  /** tenant.created | api_key.created | api_key.revoked */
+  action: text('action').notNull(),
+  tenantId: text('tenant_id').notNull(),
+  /** The object acted on: the key id for key actions, the tenant id for tenant.created. */
+  subjectId: text('subject_id').notNull(),
+  requestId: text('request_id'),
+  detail: jsonb('detail').$type<Record<string, unknown>>().notNull().default({}),
+  createdAt: createdAt(),
+}, t => [
+  index('operator_actions_tenant_idx').on(t.tenantId),
+  index('operator_actions_subject_idx').on(t.subjectId),
+  index('operator_actions_request_id_idx').on(t.requestId),
+])
 
 export const idempotencyStatuses = ['processing', 'succeeded', 'failed'] as const
 export type IdempotencyStatus = typeof idempotencyStatuses[number]
@@ -93,7 +118,15 @@ export const orders = pgTable('orders', {
 /** One row per API request: what the evidence locker reads to tell a duplicate's story. */
 export const requestLog = pgTable('request_log', {
   id: bigserial('id', { mode: 'number' }).primaryKey(),
+  /** The server's own id for the request (`req_…`), never one a client chose. */
   requestId: text('request_id').notNull(),
+  /** The client's X-Request-Id, when it sent a valid one: its correlation id, not proof of anything. */
+  clientRequestId: text('client_request_id'),
+  /**
+   * How the request proved who sent it: tenant_key | checkout_session | ops_token | webhook_signature;
+   * null when it did not (the evidence shows such rows as unverified).
+   */
+  authenticatedBy: text('authenticated_by'),
   method: text('method').notNull(),
   path: text('path').notNull(),
   tenantId: text('tenant_id'),
@@ -111,6 +144,7 @@ export const requestLog = pgTable('request_log', {
   // Evidence by key without a scope, and by event id across providers (rejected signatures included).
   index('request_log_idempotency_key_idx').on(t.idempotencyKey),
   index('request_log_request_id_idx').on(t.requestId),
+  index('request_log_client_request_id_idx').on(t.clientRequestId),
   index('request_log_created_at_idx').on(t.createdAt),
 ])
 
