@@ -15,7 +15,7 @@ if (!name || name.length > 100) {
 const config = parseConfig(process.env, { dev: true })
 const handle = await openDatabase({ url: config.DATABASE_URL, pgliteDir: config.PGLITE_DIR, migrationsDir: config.MIGRATIONS_DIR })
 try {
-  const { tenant, secretKey } = await createTenant(handle.db, name)
+  const { tenant, secretKey } = await createTenant(handle.db, name, { requestId: null, detail: { via: 'cli' } })
   console.log(JSON.stringify({ tenant, secretKey }, null, 2))
   console.error('Keep the secret key now: only its hash is stored.')
 }

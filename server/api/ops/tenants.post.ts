@@ -8,7 +8,8 @@ const CreateTenantSchema = z.object({ name: z.string().trim().min(1).max(100) })
 export default defineEventHandler(async (event) => {
   requireOps(event)
   const { name } = await readValidatedJson(event, CreateTenantSchema)
-  const created = await createTenant(useDatabaseHandle().db, name)
+  const created = await createTenant(useDatabaseHandle().db, name, { requestId: event.context.requestId })
   setResponseStatus(event, 201)
+  setResponseHeader(event, 'Cache-Control', 'no-store')
   return created
 })

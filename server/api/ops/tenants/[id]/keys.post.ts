@@ -1,0 +1,18 @@
+import { z } from 'zod'
+import { useDatabaseHandle } from '../../../../db'
+import { readOptionalValidatedJson } from '../../../../http/body'
+import { issueApiKey, tenantIdParam } from '../../../../tenants/service'
+
+/** Nothing to choose about a new key: no body, or an empty object. */
+const IssueKeySchema = z.object({}).strict()
+
+/** Issues another secret key (shown once); the tenant's other keys keep working until revoked. */
+export default defineEventHandler(async (event) => {
+  requireOps(event)
+  const tenantId = tenantIdParam(getRouterParam(event, 'id'))
+  await readOptionalValidatedJson(event, IssueKeySchema)
+  const issued = await issueApiKey(useDatabaseHandle().db, tenantId, { requestId: event.context.requestId })
+  setResponseStatus(event, 201)
+  setResponseHeader(event, 'Cache-Control', 'no-store')
+  return issued
+})

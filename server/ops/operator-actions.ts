@@ -1,0 +1,31 @@
+import type { Database } from '../db/client'
+import { operatorActions } from '../db/schema'
+
+/** What operators can do to tenants and their keys; each is kept as evidence in `operator_actions`. */
+export type OperatorActionName = 'tenant.created' | 'api_key.created' | 'api_key.revoked'
+
+/** Where an operator action came from: the ops API request (its id), or the CLI (no request). */
+export interface OperatorOrigin {
+  requestId: string | null
+  /** Extra evidence about the origin, e.g. `{via: 'cli'}`; never a secret. */
+  detail?: Record<string, unknown>
+}
+
+export interface OperatorAction {
+  action: OperatorActionName
+  tenantId: string
+  /** The tenant id for tenant.created, the key id for key actions. */
+  subjectId: string
+  detail: Record<string, unknown>
+}
+
+/** Inserts the action's row; pass the transaction of the change so that both commit or neither does. */
+export async function recordOperatorAction(tx: Database, origin: OperatorOrigin, action: OperatorAction): Promise<void> {
+  await tx.insert(operatorActions).values({
+    action: action.action,
+    tenantId: action.tenantId,
+    subjectId: action.subjectId,
+    requestId: origin.requestId,
+    detail: { ...action.detail, ...origin.detail },
+  })
+}
