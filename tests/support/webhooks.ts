@@ -47,9 +47,10 @@ export function standardDelivery(webhookId: string, body: string, options: { at?
 
 export type StripeEventType = 'payment_intent.succeeded' | 'payment_intent.payment_failed' | 'charge.refunded'
 
-export function stripeBody(eventId: string, type: StripeEventType, orderId: string, amount: number, currency = 'usd'): string {
+/** A Stripe event; a charge.refunded refunds all of `amount` unless `amountRefunded` says less. */
+export function stripeBody(eventId: string, type: StripeEventType, orderId: string, amount: number, currency = 'usd', amountRefunded = amount): string {
   const object = type === 'charge.refunded'
-    ? { id: `ch_${eventId}`, object: 'charge', amount, amount_refunded: amount, currency, payment_intent: `pi_${orderId}`, metadata: { orderId } }
+    ? { id: `ch_${eventId}`, object: 'charge', amount, amount_refunded: amountRefunded, refunded: amountRefunded === amount, currency, payment_intent: `pi_${orderId}`, metadata: { orderId } }
     : { id: `pi_${orderId}`, object: 'payment_intent', amount, amount_received: type === 'payment_intent.succeeded' ? amount : 0, currency, metadata: { orderId } }
   return JSON.stringify({ id: eventId, object: 'event', type, created: nowSeconds(), data: { object } })
 }
@@ -75,9 +76,16 @@ export interface MidtransNotification {
   currency?: string
 }
 
-/** A Midtrans HTTP notification with its body-borne signature_key. */
+/** The status_code Midtrans sends a status with (the pairs server/webhooks/providers/midtrans.ts accepts). */
+export function midtransStatusCode(transactionStatus: string, fraudStatus?: string): string {
+  if (transactionStatus === 'pending' || (transactionStatus === 'capture' && fraudStatus === 'challenge')) return '201'
+  if (['deny', 'cancel', 'expire', 'failure'].includes(transactionStatus)) return '202'
+  return '200'
+}
+
+/** A Midtrans HTTP notification with its body-borne signature_key, under its status's status_code unless told. */
 export function midtransDelivery(n: MidtransNotification, options: { serverKey?: string } = {}): SignedDelivery {
-  const statusCode = n.statusCode ?? '200'
+  const statusCode = n.statusCode ?? midtransStatusCode(n.transactionStatus, n.fraudStatus)
   const body = JSON.stringify({
     transaction_time: '2026-11-29 10:00:00',
     transaction_status: n.transactionStatus,

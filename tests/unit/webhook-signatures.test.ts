@@ -472,6 +472,17 @@ describe('parse: stripe', () => {
     expect(parsed.ok && parsed.event.paymentId).toBe('ch_3Qcharge')
   })
 
+  it('gives charge.refunded the amount refunded so far (amount_refunded), not the amount charged', () => {
+    const partly = { id: 'ch_3Qcharge', object: 'charge', amount: 4200, amount_refunded: 1000, refunded: false, currency: 'eur', payment_intent: 'pi_3Qintent', metadata: { orderId: 'ord_stripe_1' } }
+    expect(parseStripe(event('evt_partly_refunded', 'charge.refunded', partly))).toEqual({
+      ok: true,
+      event: { eventId: 'evt_partly_refunded', type: 'payment.refunded', orderId: 'ord_stripe_1', paymentId: 'pi_3Qintent', amount: 1000, currency: 'EUR' },
+    })
+    const { amount_refunded: _refunded, ...withoutRefunded } = partly
+    const unknown = parseStripe(event('evt_refunded_unknown', 'charge.refunded', withoutRefunded))
+    expect(unknown.ok && unknown.event.amount).toBeUndefined()
+  })
+
   it('refuses another event type, naming it', () => {
     const parsed = parseStripe(event('evt_other', 'payment_intent.created', intent()))
     expect(parsed).toEqual({
@@ -502,57 +513,56 @@ describe('parse: midtrans', () => {
     const json = midtransNotification(fields)
     return midtransProvider.parse(json, delivery(JSON.stringify(json), {}, 0))
   }
-  const TXN = '9aed5972-5b6a-401e-894b-a32c91ed1a3a'
 
-  const cases: Array<[status: string, fraud: string | undefined, type: string]> = [
-    ['capture', undefined, 'payment.succeeded'],
-    ['capture', 'accept', 'payment.succeeded'],
-    ['capture', 'challenge', 'payment.updated'],
-    ['settlement', undefined, 'payment.succeeded'],
-    ['pending', undefined, 'payment.updated'],
-    ['authorize', undefined, 'payment.updated'],
-    ['partial_refund', undefined, 'payment.updated'],
-    ['partial_chargeback', undefined, 'payment.updated'],
-    ['deny', undefined, 'payment.failed'],
-    ['cancel', undefined, 'payment.failed'],
-    ['expire', undefined, 'payment.failed'],
-    ['failure', undefined, 'payment.failed'],
-    ['refund', undefined, 'payment.refunded'],
-    ['chargeback', undefined, 'payment.refunded'],
+  // Each status with the status_code Midtrans documents it under (see providers/midtrans.ts).
+  const cases: Array<[status: string, code: string, fraud: string | undefined, type: string]> = [
+    ['capture', '200', 'accept', 'payment.succeeded'],
+    ['capture', '201', 'challenge', 'payment.updated'],
+    ['settlement', '200', undefined, 'payment.succeeded'],
+    ['settlement', '200', 'accept', 'payment.succeeded'],
+    ['pending', '201', undefined, 'payment.updated'],
+    ['authorize', '200', undefined, 'payment.updated'],
+    ['refund', '200', undefined, 'payment.updated'],
+    ['partial_refund', '200', undefined, 'payment.updated'],
+    ['chargeback', '200', undefined, 'payment.updated'],
+    ['partial_chargeback', '200', undefined, 'payment.updated'],
+    ['cancel', '200', undefined, 'payment.updated'],
+    ['deny', '202', undefined, 'payment.failed'],
+    ['deny', '202', 'deny', 'payment.failed'],
+    ['cancel', '202', undefined, 'payment.failed'],
+    ['expire', '202', undefined, 'payment.failed'],
+    ['failure', '202', undefined, 'payment.failed'],
   ]
 
-  it.each(cases)('maps %s (fraud_status %s) to %s, keyed by transaction, status and fraud status', (status, fraud, type) => {
-    expect(parseMidtrans({ transaction_status: status, ...(fraud && { fraud_status: fraud }) })).toEqual({
+  it.each(cases)('maps %s under status_code %s (fraud_status %s) to %s, keyed by the signed fields and the status', (status, code, fraud, type) => {
+    expect(parseMidtrans({ transaction_status: status, status_code: code, ...(fraud && { fraud_status: fraud }) })).toEqual({
       ok: true,
-      event: {
-        eventId: fraud ? `${TXN}:${status}:${fraud}` : `${TXN}:${status}`,
-        type,
-        orderId: 'ord_midtrans_1',
-        paymentId: TXN,
-        amount: 150000,
-        currency: 'IDR',
-      },
+      event: { eventId: `ord_midtrans_1:${code}:150000.00:${status}`, type, orderId: 'ord_midtrans_1', amount: 150000, currency: 'IDR' },
     })
   })
 
-  it('gives a capture under review and the same capture accepted two event ids', () => {
-    const review = parseMidtrans({ transaction_status: 'capture', fraud_status: 'challenge' })
-    const accepted = parseMidtrans({ transaction_status: 'capture', fraud_status: 'accept' })
-    expect(review.ok && review.event.eventId).toBe(`${TXN}:capture:challenge`)
-    expect(accepted.ok && accepted.event.eventId).toBe(`${TXN}:capture:accept`)
+  it('gives a capture under review and the same capture accepted two event ids, by their status codes', () => {
+    const review = parseMidtrans({ transaction_status: 'capture', status_code: '201', fraud_status: 'challenge' })
+    const accepted = parseMidtrans({ transaction_status: 'capture', status_code: '200', fraud_status: 'accept' })
+    expect(review.ok && review.event.eventId).toBe('ord_midtrans_1:201:150000.00:capture')
+    expect(accepted.ok && accepted.event.eventId).toBe('ord_midtrans_1:200:150000.00:capture')
   })
 
-  it('rounds gross_amount to an integer and keeps a given currency', () => {
-    const amountOf = (gross_amount: string) => {
+  it('rounds gross_amount to an integer; the event id keeps gross_amount as signed', () => {
+    const parsedWith = (gross_amount: string) => {
       const parsed = parseMidtrans({ gross_amount })
-      return parsed.ok ? parsed.event.amount : parsed.reason
+      return parsed.ok ? [parsed.event.amount, parsed.event.eventId] : parsed.reason
     }
-    expect(amountOf('150000')).toBe(150000)
-    expect(amountOf('150000.00')).toBe(150000)
-    expect(amountOf('10000.50')).toBe(10001)
-    expect(amountOf('99.49')).toBe(99)
-    const usd = parseMidtrans({ currency: 'USD' })
-    expect(usd.ok && usd.event.currency).toBe('USD')
+    expect(parsedWith('150000')).toEqual([150000, 'ord_midtrans_1:200:150000:settlement'])
+    expect(parsedWith('150000.00')).toEqual([150000, 'ord_midtrans_1:200:150000.00:settlement'])
+    expect(parsedWith('10000.50')).toEqual([10001, 'ord_midtrans_1:200:10000.50:settlement'])
+    expect(parsedWith('99.49')).toEqual([99, 'ord_midtrans_1:200:99.49:settlement'])
+  })
+
+  it('keeps the longest event id within 255 visible ASCII characters', () => {
+    const parsed = parseMidtrans({ order_id: 'o'.repeat(64), gross_amount: '999999999999999.99', transaction_status: 'partial_chargeback' })
+    expect(parsed.ok).toBe(true)
+    expect(parsed.ok && parsed.event.eventId).toMatch(/^[\x21-\x7E]{1,255}$/)
   })
 
   it('refuses an unknown status, naming it', () => {

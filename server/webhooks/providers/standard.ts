@@ -44,6 +44,7 @@ export const standardProvider: WebhookProvider = {
     const parsed = StandardEvent.safeParse(json)
     if (!parsed.success) return { ok: false, reason: explainIssues(parsed.error) }
     const { type, data } = parsed.data
+    // For payment.refunded, data.amount is the amount refunded.
     const event: PaymentEvent = { eventId: delivery.header('webhook-id')!, type, orderId: data.orderId, paymentId: data.paymentId, amount: data.amount, currency: data.currency }
     return { ok: true, event }
   },

@@ -24,6 +24,7 @@ const StripeEvent = z.object({
       object: z.string().optional(),
       amount: z.number().int().nonnegative().optional(),
       amount_received: z.number().int().nonnegative().optional(),
+      amount_refunded: z.number().int().nonnegative().optional(),
       currency: z.string().regex(/^[a-zA-Z]{3}$/).optional(),
       payment_intent: z.string().max(255).nullish(),
       metadata: z.object({ orderId: z.string().min(1).max(64) }),
@@ -55,7 +56,11 @@ export const stripeProvider: WebhookProvider = {
     if (!normalised) return { ok: false, reason: `event type "${type}" is not handled; subscribe this endpoint to ${[...typeOf.keys()].join(', ')} only` }
     // A charge refers to its payment intent; an intent is the payment itself.
     const paymentId = object.payment_intent ?? object.id
-    const amount = normalised === 'payment.succeeded' ? object.amount_received ?? object.amount : object.amount
+    // A charge's `amount` is what was charged; `amount_refunded` is the total refunded so far, which
+    // is less after a partial refund (`refunded` is true only once all of it is).
+    const amount = normalised === 'payment.succeeded' ? object.amount_received ?? object.amount
+      : normalised === 'payment.refunded' ? object.amount_refunded
+        : object.amount
     const event: PaymentEvent = { eventId: id, type: normalised, orderId: object.metadata.orderId, paymentId, amount, currency: object.currency?.toUpperCase() }
     return { ok: true, event }
   },
