@@ -38,7 +38,7 @@ await worker.start()
 const runMaintenance = async () => {
   await rescueStaleJobs(handle.db, locks, config.JOB_HEARTBEAT_TIMEOUT_MS)
     .catch(error => log.warn('job rescue failed; next run retries', { error }))
-  await deleteExpiredRecords(handle.db, locks, config.JOB_RETENTION_DAYS)
+  await deleteExpiredRecords(handle.db, locks, config.JOB_RETENTION_DAYS, config.REQUEST_LOG_RETENTION_DAYS)
     .catch(error => log.warn('retention failed; next run retries', { error }))
 }
 const maintenance = setInterval(runMaintenance, config.JOB_MAINTENANCE_INTERVAL_MS)

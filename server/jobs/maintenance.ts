@@ -1,4 +1,6 @@
+import { inArray, lt, sql } from 'drizzle-orm'
 import type { Database } from '../db/client'
+import { requestLog } from '../db/schema'
 import { createIdempotencyStore } from '../idempotency/store'
 import { LockBackendError, type Locks } from '../locks/types'
 import { log } from '../observability/logger'
@@ -50,16 +52,31 @@ export function rescueStaleJobs(db: Database, locks: Locks, heartbeatTimeoutMs: 
   })
 }
 
-/** Deletes expired idempotency records and completed jobs older than the retention, in batches. */
-export function deleteExpiredRecords(db: Database, locks: Locks, jobRetentionDays: number): Promise<MaintenanceResult> {
+/**
+ * Deletes expired idempotency records, completed jobs older than their retention and request-log
+ * rows older than theirs, in batches.
+ */
+export function deleteExpiredRecords(db: Database, locks: Locks, jobRetentionDays: number, requestLogRetentionDays: number): Promise<MaintenanceResult> {
   return withTaskLock(locks, 'retention', async () => {
     const idempotencyRecords = await inBatches(() => createIdempotencyStore(db).deleteExpired(RETENTION_BATCH))
     const jobs = await inBatches(() => createJobStore(db).deleteCompleted(jobRetentionDays, RETENTION_BATCH))
+    const requestLogRows = await inBatches(() => deleteOldRequestLogRows(db, requestLogRetentionDays, RETENTION_BATCH))
     metrics.idempotencyRecordsDeleted.inc({}, idempotencyRecords)
     metrics.jobsDeleted.inc({}, jobs)
-    if (idempotencyRecords || jobs) log.info('retention deleted old rows', { idempotencyRecords, jobs })
-    return { idempotencyRecords, jobs }
+    metrics.requestLogRowsDeleted.inc({}, requestLogRows)
+    if (idempotencyRecords || jobs || requestLogRows) log.info('retention deleted old rows', { idempotencyRecords, jobs, requestLog: requestLogRows })
+    return { idempotencyRecords, jobs, requestLog: requestLogRows }
   })
+}
+
+/** One batch of rows older than `olderThanDays`, through the created_at index; rows another run holds are skipped. */
+async function deleteOldRequestLogRows(db: Database, olderThanDays: number, batch: number): Promise<number> {
+  const old = db.select({ id: requestLog.id }).from(requestLog)
+    .where(lt(requestLog.createdAt, sql`now() - (${olderThanDays}::int * interval '1 day')`))
+    .limit(batch)
+    .for('update', { skipLocked: true })
+  const rows = await db.delete(requestLog).where(inArray(requestLog.id, old)).returning({ id: requestLog.id })
+  return rows.length
 }
 
 async function inBatches(deleteBatch: () => Promise<number>): Promise<number> {

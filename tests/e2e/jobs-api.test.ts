@@ -389,7 +389,7 @@ describeWithServices('jobs over HTTP: the in-app worker on Postgres and Redis', 
 
     const cleanup = await opsPost(app.url, '/api/ops/tasks/retention:cleanup')
     expect(cleanup.status, cleanup.text).toBe(200)
-    expect(cleanup.json).toEqual({ result: { skipped: false, counts: { idempotencyRecords: 1, jobs: 1 } } })
+    expect(cleanup.json).toEqual({ result: { skipped: false, counts: { idempotencyRecords: 1, jobs: 1, requestLog: 0 } } })
 
     expect(await sql()`select key from idempotency_records where scope = 'tenant:retention'`).toEqual([{ key: `current-${label}` }])
     expect(await jobRow(sql(), oldCompleted!)).toBeUndefined()
@@ -397,7 +397,7 @@ describeWithServices('jobs over HTTP: the in-app worker on Postgres and Redis', 
     expect((await jobRow(sql(), oldDeadLetter!))?.status).toBe('dead_letter')
 
     const again = await opsPost(app.url, '/api/ops/tasks/retention:cleanup')
-    expect(again.json).toEqual({ result: { skipped: false, counts: { idempotencyRecords: 0, jobs: 0 } } })
+    expect(again.json).toEqual({ result: { skipped: false, counts: { idempotencyRecords: 0, jobs: 0, requestLog: 0 } } })
   })
 })
 

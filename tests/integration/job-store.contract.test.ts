@@ -634,11 +634,11 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
       for (const id of oldJobs) await ageCompletion(id, RETENTION_DAYS + 1)
       const recentJob = await completedJob()
 
-      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS)).toEqual({ skipped: false, counts: { idempotencyRecords: 3, jobs: 2 } })
+      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS, RETENTION_DAYS)).toEqual({ skipped: false, counts: { idempotencyRecords: 3, jobs: 2, requestLog: 0 } })
       expect(await remainingRecordIds()).toEqual([expiredButOwned, unexpired].sort())
       expect(await remainingJobIds()).toEqual([recentJob])
 
-      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS)).toEqual({ skipped: false, counts: { idempotencyRecords: 0, jobs: 0 } })
+      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS, RETENTION_DAYS)).toEqual({ skipped: false, counts: { idempotencyRecords: 0, jobs: 0, requestLog: 0 } })
     })
 
     it('retention skips while another instance holds its task lock', async () => {
@@ -646,11 +646,11 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
       const token = await locks.acquire('lock:task:retention', 60_000)
       expect(token).not.toBeNull()
 
-      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS)).toEqual({ skipped: true })
+      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS, RETENTION_DAYS)).toEqual({ skipped: true })
       expect(await remainingRecordIds()).toEqual([expired])
 
       expect(await locks.release('lock:task:retention', token!)).toBe(true)
-      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS)).toEqual({ skipped: false, counts: { idempotencyRecords: 1, jobs: 0 } })
+      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS, RETENTION_DAYS)).toEqual({ skipped: false, counts: { idempotencyRecords: 1, jobs: 0, requestLog: 0 } })
       expect(await remainingRecordIds()).toEqual([])
     })
 

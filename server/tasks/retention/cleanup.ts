@@ -4,9 +4,10 @@ import { deleteExpiredRecords } from '../../jobs/maintenance'
 import { useLocks } from '../../locks'
 
 export default defineTask({
-  meta: { name: 'retention:cleanup', description: 'Delete expired idempotency records and old completed jobs, in batches' },
+  meta: { name: 'retention:cleanup', description: 'Delete expired idempotency records, old completed jobs and old request-log rows, in batches' },
   async run() {
     const { db } = await databaseReady()
-    return { result: await deleteExpiredRecords(db, useLocks(), useConfig().JOB_RETENTION_DAYS) }
+    const config = useConfig()
+    return { result: await deleteExpiredRecords(db, useLocks(), config.JOB_RETENTION_DAYS, config.REQUEST_LOG_RETENTION_DAYS) }
   },
 })
