@@ -79,6 +79,10 @@ export const metrics = {
   webhookResults: defineCounter('webhook_deliveries_total', 'Webhook deliveries by provider and result (accepted, duplicate, signature_invalid, payload_invalid, conflict, in_progress, error).', ['provider', 'result']),
   uniqueViolations: defineCounter('unique_constraint_violations_total', 'Unique-constraint violations caught by the database fence, by constraint.', ['constraint']),
 
+  // The request log (the evidence of every request).
+  requestLogRowsDropped: defineCounter('request_log_rows_dropped_total', 'Request-log rows dropped unwritten: the queue held MAX_QUEUED_ROWS while the database could not take them (oldest first).'),
+  requestLogRowsDeleted: defineCounter('request_log_rows_deleted_total', 'Request-log rows older than REQUEST_LOG_RETENTION_DAYS deleted by retention.'),
+
   // HTTP (route: the matched route pattern, e.g. "/api/webhooks/:provider").
   httpDuration: defineHistogram('http_request_duration_seconds', 'API request duration from arrival to the response (or the client\'s disconnect, status 499), by method, route pattern and status.', ['method', 'route', 'status'], HTTP_BUCKETS),
 }
