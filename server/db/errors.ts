@@ -1,3 +1,5 @@
+import { DrizzleQueryError } from 'drizzle-orm'
+
 /** drizzle wraps driver errors: the SQLSTATE or socket error code sits on `.cause`. */
 
 interface DriverErrorFields { code?: unknown }
@@ -18,12 +20,64 @@ const unavailableCodes = new Set([
   '57P01', '57P02', '57P03', '53300',
 ])
 
+const isUnavailableCode = (code: unknown): code is string => typeof code === 'string' && (unavailableCodes.has(code) || code.startsWith('08'))
+
 /** True when the database could not be reached, as opposed to a query that was wrong. */
 export function isDatabaseUnavailable(error: unknown): boolean {
   for (const e of errorChain(error)) {
-    if (typeof e.code === 'string' && (unavailableCodes.has(e.code) || e.code.startsWith('08'))) return true
+    if (isUnavailableCode(e.code)) return true
   }
   return false
+}
+
+/** Condition names (PostgreSQL, Appendix A) of the SQLSTATEs this app meets or may meet. */
+const conditionNames: Record<string, string> = {
+  '08000': 'connection_exception', '08003': 'connection_does_not_exist', '08006': 'connection_failure', '08001': 'sqlclient_unable_to_establish_sqlconnection', '08P01': 'protocol_violation',
+  '22001': 'string_data_right_truncation', '22003': 'numeric_value_out_of_range', '22007': 'invalid_datetime_format', '22008': 'datetime_field_overflow',
+  '22012': 'division_by_zero', '22021': 'character_not_in_repertoire', '22023': 'invalid_parameter_value', '22P02': 'invalid_text_representation', '22P05': 'untranslatable_character',
+  '23502': 'not_null_violation', '23503': 'foreign_key_violation', '23505': 'unique_violation', '23514': 'check_violation', '23P01': 'exclusion_violation',
+  '25P02': 'in_failed_sql_transaction', '25P03': 'idle_in_transaction_session_timeout',
+  '40001': 'serialization_failure', '40P01': 'deadlock_detected',
+  '42601': 'syntax_error', '42501': 'insufficient_privilege', '42703': 'undefined_column', '42883': 'undefined_function', '42P01': 'undefined_table', '42804': 'datatype_mismatch',
+  '53100': 'disk_full', '53200': 'out_of_memory', '53300': 'too_many_connections', '54000': 'program_limit_exceeded',
+  '55P03': 'lock_not_available', '57014': 'query_canceled', '57P01': 'admin_shutdown', '57P02': 'crash_shutdown', '57P03': 'cannot_connect_now', '58030': 'io_error',
+  'XX000': 'internal_error', 'XX001': 'data_corrupted',
+}
+/** The class (first two characters) of any other SQLSTATE. */
+const classNames: Record<string, string> = {
+  '08': 'connection_exception', '0A': 'feature_not_supported', '21': 'cardinality_violation', '22': 'data_exception', '23': 'integrity_constraint_violation',
+  '25': 'invalid_transaction_state', '28': 'invalid_authorization_specification', '3D': 'invalid_catalog_name', '40': 'transaction_rollback',
+  '42': 'syntax_error_or_access_rule_violation', '53': 'insufficient_resources', '54': 'program_limit_exceeded', '55': 'object_not_in_prerequisite_state',
+  '57': 'operator_intervention', '58': 'system_error', 'F0': 'config_file_error', 'P0': 'plpgsql_error', 'XX': 'internal_error',
+}
+
+interface ServerErrorFields { code: string, severity: unknown, constraint_name?: unknown, constraint?: unknown }
+
+/** An error the server sent (postgres.js' PostgresError, PGlite's DatabaseError): a SQLSTATE and a severity. */
+const isServerError = (e: DriverErrorFields): e is ServerErrorFields =>
+  typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) && 'severity' in e
+
+/**
+ * A database failure as text fit for logs and stored error summaries: the SQLSTATE with its
+ * condition name and the constraint (`database error 23505 unique_violation on
+ * orders_tenant_cart_unique`), or the connection error's code. Never the driver's message, which
+ * quotes values (`invalid input syntax for type integer: "a@b.co"`), nor drizzle's `Failed query:
+ * <sql> params: <values>`, which carries customer emails and raw webhook bodies. Undefined when
+ * `error` is not a database failure.
+ */
+export function describeDatabaseError(error: unknown): string | undefined {
+  let failedQuery = false
+  for (const e of errorChain(error)) {
+    if (isServerError(e)) {
+      const name = conditionNames[e.code] ?? classNames[e.code.slice(0, 2)] ?? 'unknown_condition'
+      const constraint = e.constraint_name ?? e.constraint
+      return `database error ${e.code} ${name}${typeof constraint === 'string' && constraint ? ` on ${constraint}` : ''}`
+    }
+    if (isUnavailableCode(e.code)) return `database unavailable: ${e.code}`
+    failedQuery ||= e instanceof DrizzleQueryError
+  }
+  // A query that failed in the driver, without a server error (a value it could not encode, say): its message may quote the value.
+  return failedQuery ? 'database error without a SQLSTATE: the query failed in the driver' : undefined
 }
 
 /**

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Database, DatabaseHandle } from '../db/client'
-import { isLockTimeout, violatedUniqueConstraint } from '../db/errors'
+import { describeDatabaseError, isLockTimeout, violatedUniqueConstraint } from '../db/errors'
 import type { BoundStatement } from '../db/statements'
 import { LockBackendError, type Locks } from '../locks/types'
 import { problemOf } from '../problems'
@@ -396,4 +396,5 @@ function storeOf(deps: IdempotencyDeps): IdempotencyStore {
   return store
 }
 
-const summarise = (error: unknown) => (error instanceof Error ? `${error.name}: ${error.message}` : String(error))
+/** The record's error summary: a database failure by its SQLSTATE, never the request's values. */
+const summarise = (error: unknown) => describeDatabaseError(error) ?? (error instanceof Error ? `${error.name}: ${error.message}` : String(error))

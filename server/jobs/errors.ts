@@ -1,3 +1,5 @@
+import { describeDatabaseError } from '../db/errors'
+
 /**
  * How a job handler says what went wrong. Anything else thrown counts as retryable: an unknown
  * failure deserves another attempt, and max attempts bounds the cost.
@@ -58,6 +60,7 @@ export function classify(error: unknown): JobErrorClass {
   return error instanceof PermanentJobError ? 'permanent' : 'retryable'
 }
 
+/** What jobs.last_error and the error history keep: a database failure by its SQLSTATE, never the query's values. */
 export function describeError(error: unknown): string {
-  return error instanceof Error ? `${error.name}: ${error.message}` : String(error)
+  return describeDatabaseError(error) ?? (error instanceof Error ? `${error.name}: ${error.message}` : String(error))
 }

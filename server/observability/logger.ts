@@ -1,4 +1,5 @@
 import pino from 'pino'
+import { describeDatabaseError } from '../db/errors'
 
 /**
  * Structured JSON log lines on stdout, one object per line, for any log shipper:
@@ -23,15 +24,21 @@ const isLogLevel = (value: string | undefined): value is LogLevel => logLevels.i
 const SECRET_FIELDS = ['authorization', 'cookie', 'secretKey', 'secret', 'password', 'token', 'opsToken', 'serverKey']
 const redactPaths = SECRET_FIELDS.flatMap(field => [field, `*.${field}`])
 
-/** Errors as name, message, code and stack: pino's default turns an Error that is not `err` into `{}`. */
-function serializeError(value: unknown): unknown {
+/**
+ * Errors as name, message, code and stack: pino's default turns an Error that is not `err` into `{}`.
+ * A database failure's message (and the stack's copy of it) becomes its SQLSTATE and constraint:
+ * the driver's text quotes the query's values, customer emails and webhook bodies among them.
+ */
+export function serializeError(value: unknown): unknown {
   if (!(value instanceof Error)) return value
   const code = (value as { code?: unknown }).code
+  const database = describeDatabaseError(value)
+  const frames = value.stack?.split('\n').filter(line => /^\s+at /.test(line))
   return {
     name: value.name,
-    message: value.message,
+    message: database ?? value.message,
     ...(typeof code === 'string' || typeof code === 'number' ? { code } : {}),
-    stack: value.stack,
+    stack: database && frames ? [`${value.name}: ${database}`, ...frames].join('\n') : value.stack,
   }
 }
 
