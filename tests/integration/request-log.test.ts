@@ -1,0 +1,256 @@
+import { fileURLToPath } from 'node:url'
+import type { H3Event } from 'h3'
+import postgres from 'postgres'
+import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest'
+import { type Database, type DatabaseHandle, openDatabase } from '../../server/db/client'
+import { requestLog } from '../../server/db/schema'
+import { deleteExpiredRecords } from '../../server/jobs/maintenance'
+import { createMemoryLocks } from '../../server/locks/memory'
+import { setLogLevel } from '../../server/observability/logger'
+import { registry } from '../../server/observability/metrics'
+import { createRequestLogWriter, flushRequestLog, recordRequest, type RequestLogRow, type RequestLogWriterOptions } from '../../server/observability/request-log'
+import { openSuiteDatabase, type SuiteDatabase } from '../support/databases'
+import { pollUntil } from '../support/poll'
+import { createTestDatabase, describeWithServices } from '../support/services'
+import { proxyDatabase, type TcpProxy } from '../support/tcp-proxy'
+
+// The request log is the evidence of every request, and a database outage is when it matters most:
+// rows wait in a bounded queue and are retried until Postgres takes them, exactly once, one write at
+// a time; retention deletes the old ones in batches. On real Postgres behind a TCP proxy that can
+// cut or stall the app's connections while the test reads the database directly.
+
+const migrationsDir = fileURLToPath(new URL('../../drizzle', import.meta.url))
+
+/** Wraps the database's execute (the writer's only call) to see how many run at once and how they end. */
+function observed(db: Database) {
+  const stats = { active: 0, maxActive: 0, attempts: 0, failures: 0, failedAt: [] as number[] }
+  const wrapped = new Proxy(db, {
+    get(target, property, receiver) {
+      if (property !== 'execute') return Reflect.get(target, property, receiver)
+      return async (query: Parameters<Database['execute']>[0]) => {
+        stats.attempts++
+        stats.active++
+        stats.maxActive = Math.max(stats.maxActive, stats.active)
+        try {
+          return await target.execute(query)
+        }
+        catch (error) {
+          stats.failures++
+          stats.failedAt.push(performance.now())
+          throw error
+        }
+        finally {
+          stats.active--
+        }
+      }
+    },
+  })
+  return { db: wrapped, stats }
+}
+
+/** What recordRequest reads of an answered API request. */
+function answeredRequest(requestId: string): H3Event {
+  return {
+    path: '/api/orders',
+    method: 'POST',
+    context: { requestId, startedAt: performance.now(), authenticatedBy: 'tenant_key' },
+    node: { res: { statusCode: 201 } },
+  } as unknown as H3Event
+}
+
+const row = (requestId: string): RequestLogRow => ({
+  requestId, method: 'POST', path: '/api/orders', status: 201, durationMs: 1, instance: 'request-log-test', createdAt: new Date(),
+})
+
+const ids = (label: string, count: number, from = 0) => Array.from({ length: count }, (_, index) => `req_${label}_${String(from + index).padStart(5, '0')}`)
+
+async function counterValue(name: string): Promise<number> {
+  const metric = await registry.getSingleMetric(name)!.get()
+  return metric.values.reduce((sum, value) => sum + value.value, 0)
+}
+
+describeWithServices('request log writer on Postgres that goes away', ['postgres'], () => {
+  let dropDatabase: () => Promise<void>
+  let proxy: TcpProxy
+  let handle: DatabaseHandle
+  let direct: postgres.Sql
+
+  beforeAll(async () => {
+    // One line per recorded request otherwise.
+    setLogLevel('error')
+    const database = await createTestDatabase('request_log_writer')
+    dropDatabase = database.drop
+    const proxied = await proxyDatabase(database.url)
+    proxy = proxied.proxy
+    handle = await openDatabase({ url: proxied.url, pgliteDir: '', migrationsDir, poolSize: 4 })
+    direct = postgres(database.url, { max: 2, onnotice: () => {} })
+  }, 60_000)
+
+  afterAll(async () => {
+    await handle?.close()
+    await proxy?.close()
+    await direct?.end()
+    await dropDatabase?.()
+  })
+
+  beforeEach(async () => {
+    await direct`delete from request_log`
+  })
+
+  afterEach(async () => {
+    // Whatever a test left stalled or cut, the next one starts connected.
+    proxy.resume()
+    await proxy.restore().catch(() => {})
+  })
+
+  const written = async () => (await direct<Array<{ requestId: string }>>`select request_id as "requestId" from request_log order by id`).map(entry => entry.requestId)
+
+  const options = (overrides: Partial<RequestLogWriterOptions> = {}): RequestLogWriterOptions => ({
+    maxQueuedRows: 10_000, maxBatchRows: 100, flushEveryMs: 5, retryFirstMs: 50, retryMaxMs: 200, ...overrides,
+  })
+
+  it('recordRequest: one write at a time while Postgres stalls; rows whose write failed are kept, retried and land once, in order, when it returns', async () => {
+    const { db, stats } = observed(handle.db)
+    const requestIds = ids('outage', 600)
+    // Stalled: the first full batch (500 rows) is sent and hangs; the rest must wait for it.
+    proxy.pause()
+    for (const requestId of requestIds) recordRequest(answeredRequest(requestId), db, true)
+    await pollUntil('the first batch is being written', async () => stats.attempts >= 1)
+    await new Promise(resolve => setTimeout(resolve, 300))
+    expect(stats.maxActive).toBe(1)
+    // Gone: the stalled write fails (its statement never reached Postgres), then every retry fails.
+    await proxy.cut()
+    proxy.resume()
+    await pollUntil('two writes failed', async () => stats.failures >= 2, { timeoutMs: 10_000, intervalMs: 20 })
+    expect(await written()).toEqual([])
+
+    await proxy.restore()
+    await flushRequestLog()
+    expect(await written()).toEqual(requestIds)
+    expect(stats.maxActive).toBe(1)
+  })
+
+  it('backs off between failed writes (doubling up to its cap) and never runs two writes at once', async () => {
+    const { db, stats } = observed(handle.db)
+    const writer = createRequestLogWriter(options())
+    await proxy.cut()
+    const requestIds = ids('backoff', 450)
+    for (const requestId of requestIds) writer.enqueue(db, row(requestId))
+    await pollUntil('five writes failed', async () => stats.failures >= 5, { timeoutMs: 10_000, intervalMs: 10 })
+    const gaps = stats.failedAt.slice(1, 5).map((at, index) => at - stats.failedAt[index]!)
+    // 50, 100, 200, 200 ms after each failure (a connection refused answers within milliseconds).
+    expect(gaps.map((gap, index) => gap >= [50, 100, 200, 200][index]! - 5), JSON.stringify(gaps)).toEqual([true, true, true, true])
+    expect(writer.size()).toBe(450)
+
+    await proxy.restore()
+    expect(await writer.flush(10_000)).toBe(0)
+    expect(await written()).toEqual(requestIds)
+    expect(stats.maxActive).toBe(1)
+  })
+
+  it('a full queue drops its oldest rows, counted in request_log_rows_dropped_total, and writes the newest', async () => {
+    const { db, stats } = observed(handle.db)
+    const writer = createRequestLogWriter(options({ maxQueuedRows: 100, maxBatchRows: 10 }))
+    const droppedBefore = await counterValue('request_log_rows_dropped_total')
+    await proxy.cut()
+    const requestIds = ids('full', 150)
+    for (const requestId of requestIds) writer.enqueue(db, row(requestId))
+    await pollUntil('a write failed', async () => stats.failures >= 1, { timeoutMs: 10_000, intervalMs: 10 })
+    expect(writer.size()).toBe(100)
+    expect(await counterValue('request_log_rows_dropped_total') - droppedBefore).toBe(50)
+
+    await proxy.restore()
+    expect(await writer.flush(10_000)).toBe(0)
+    expect(await written()).toEqual(requestIds.slice(50))
+    expect(await counterValue('request_log_rows_dropped_total') - droppedBefore).toBe(50)
+  })
+
+  it('flush gives up after its time when Postgres is gone or stalled, and what it kept lands once afterwards', async () => {
+    const { db } = observed(handle.db)
+    const writer = createRequestLogWriter(options())
+    const requestIds = ids('shutdown', 5)
+
+    await proxy.cut()
+    for (const requestId of requestIds) writer.enqueue(db, row(requestId))
+    let started = performance.now()
+    expect(await writer.flush(300)).toBe(5)
+    expect(performance.now() - started).toBeGreaterThanOrEqual(295)
+    expect(performance.now() - started).toBeLessThan(1_000)
+
+    await proxy.restore()
+    proxy.pause()
+    started = performance.now()
+    expect(await writer.flush(300)).toBe(5)
+    expect(performance.now() - started).toBeLessThan(1_000)
+    expect(await written()).toEqual([])
+
+    // The stalled write goes through once Postgres answers again.
+    proxy.resume()
+    expect(await writer.flush(10_000)).toBe(0)
+    expect(await written()).toEqual(requestIds)
+  })
+
+  it('a write that committed but whose answer was lost is not written twice by its retry', async () => {
+    let lostAnswers = 1
+    const answerLost = new Proxy(handle.db, {
+      get(target, property, receiver) {
+        if (property !== 'execute') return Reflect.get(target, property, receiver)
+        return async (query: Parameters<Database['execute']>[0]) => {
+          const result = await target.execute(query)
+          if (lostAnswers-- > 0) throw new Error('connection closed after commit')
+          return result
+        }
+      },
+    })
+    const writer = createRequestLogWriter(options())
+    const requestIds = ids('lost', 30)
+    for (const requestId of requestIds) writer.enqueue(answerLost, row(requestId))
+    expect(await writer.flush(10_000)).toBe(0)
+    expect(lostAnswers).toBe(-1)
+    expect(await written()).toEqual(requestIds)
+  })
+})
+
+/** The retention task on both drivers the app runs on. */
+function retentionContract(driver: 'postgres' | 'pglite') {
+  let database: SuiteDatabase
+  let db: Database
+
+  beforeAll(async () => {
+    database = await openSuiteDatabase(driver, 'request_log_retention')
+    db = database.handle.db
+  }, 60_000)
+
+  afterAll(async () => {
+    await database?.close()
+  })
+
+  async function insertRows(count: number, ageDays: number, label: string): Promise<void> {
+    const createdAt = new Date(Date.now() - ageDays * 86_400_000)
+    for (let from = 0; from < count; from += 500) {
+      await db.insert(requestLog).values(ids(label, Math.min(500, count - from), from).map(requestId => ({ ...row(requestId), createdAt })))
+    }
+  }
+
+  it('deletes request-log rows older than REQUEST_LOG_RETENTION_DAYS in batches, counts them, and keeps the rest', async () => {
+    const locks = createMemoryLocks()
+    // More than two batches of 1000 past the 14-day retention; a day inside it and today are kept.
+    await insertRows(2_500, 15, 'old')
+    await insertRows(3, 13, 'recent')
+    await insertRows(2, 0, 'today')
+    const deletedBefore = await counterValue('request_log_rows_deleted_total')
+
+    expect(await deleteExpiredRecords(db, locks, 7, 14)).toEqual({ skipped: false, counts: { idempotencyRecords: 0, jobs: 0, requestLog: 2_500 } })
+    const kept = await db.select({ requestId: requestLog.requestId }).from(requestLog).orderBy(requestLog.id)
+    expect(kept.map(entry => entry.requestId)).toEqual([...ids('recent', 3), ...ids('today', 2)])
+    expect(await counterValue('request_log_rows_deleted_total') - deletedBefore).toBe(2_500)
+
+    expect(await deleteExpiredRecords(db, locks, 7, 14)).toEqual({ skipped: false, counts: { idempotencyRecords: 0, jobs: 0, requestLog: 0 } })
+    // A shorter retention reaches the 13-day-old rows.
+    expect(await deleteExpiredRecords(db, locks, 7, 12)).toEqual({ skipped: false, counts: { idempotencyRecords: 0, jobs: 0, requestLog: 3 } })
+    await locks.close()
+  })
+}
+
+describeWithServices('request log retention on Postgres', ['postgres'], () => retentionContract('postgres'))
+describeWithServices('request log retention on PGlite', [], () => retentionContract('pglite'))
