@@ -45,7 +45,7 @@ export default <NitroErrorHandler> function problemErrorHandler(error, event) {
   res.statusCode = body.status
   for (const [name, value] of Object.entries(headers)) res.setHeader(name, value)
   res.setHeader('Content-Type', 'application/problem+json')
-  res.setHeader('X-Request-Id', event.context.requestId ?? '')
+  res.setHeader('X-Request-Id', event.context.clientRequestId ?? event.context.requestId ?? '')
   res.removeHeader('Location')
   res.removeHeader('Idempotent-Replayed')
   res.end(JSON.stringify(body))

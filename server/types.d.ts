@@ -1,10 +1,15 @@
 import type { IdempotencyOutcome } from './idempotency/handler'
 import type { Tenant } from './tenants/service'
+import type { AuthenticationMethod } from './utils/auth'
 
 declare module 'h3' {
   interface H3EventContext {
-    /** The client's X-Request-Id when valid, else a generated one; echoed on every response. */
+    /** The server's own id for the request (`req_<uuid>`), never one a client chose: what every record stores. */
     requestId: string
+    /** The client's X-Request-Id when valid (1–128 visible ASCII): its correlation id, proof of nothing. */
+    clientRequestId?: string
+    /** How the request proved who sent it; unset when it did not (its evidence reads as unverified). */
+    authenticatedBy?: AuthenticationMethod
     startedAt: number
     /** From a valid W3C `traceparent` header: the caller's trace, logged with the request. */
     trace?: { traceId: string, parentId: string, sampled: boolean }

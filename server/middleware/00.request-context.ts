@@ -8,17 +8,23 @@ const TRACEPARENT_PATTERN = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a
 const ALL_ZEROS = /^0+$/
 
 /**
- * Cross-cutting context only: every response carries X-Request-Id (the client's when it is 1–128
- * visible ASCII characters, otherwise a generated one), a valid `traceparent` puts the caller's
- * trace id on the request's log line, and no /api request runs before the database is migrated
- * and ready.
+ * Cross-cutting context only. Every request gets the server's own id (`req_<uuid>`): records,
+ * orders, jobs and the request log store it, so no client can make its request pass for another's.
+ * A valid client X-Request-Id (1–128 visible ASCII) is kept apart as the client's correlation id.
+ * Every response carries X-Request-Id (the client's when valid, else the server's, SPEC §3) and
+ * X-Server-Request-Id (always the server's). A valid `traceparent` puts the caller's trace id on
+ * the request's log line, and no /api request runs before the database is migrated and ready.
  */
 export default defineEventHandler(async (event) => {
   const offered = getHeader(event, 'x-request-id')
-  event.context.requestId = offered && REQUEST_ID_PATTERN.test(offered) ? offered : `req_${randomUUID()}`
+  const requestId = `req_${randomUUID()}`
+  const clientRequestId = offered !== undefined && REQUEST_ID_PATTERN.test(offered) ? offered : undefined
+  event.context.requestId = requestId
+  event.context.clientRequestId = clientRequestId
   event.context.startedAt = performance.now()
   event.context.trace = parseTraceparent(getHeader(event, 'traceparent'))
-  setResponseHeader(event, 'X-Request-Id', event.context.requestId)
+  setResponseHeader(event, 'X-Request-Id', clientRequestId ?? requestId)
+  setResponseHeader(event, 'X-Server-Request-Id', requestId)
   if (!event.path.startsWith('/api/') || event.path === '/api/health') return
   try {
     await databaseReady()

@@ -6,6 +6,9 @@ import { problem } from '../problems'
 import { tenantOfCheckoutSession } from '../checkout/session'
 import { findTenantBySecretKey, type Tenant } from '../tenants/service'
 
+/** How a request proved who sent it, as the request log records it. */
+export type AuthenticationMethod = 'tenant_key' | 'checkout_session' | 'ops_token' | 'webhook_signature'
+
 function bearerToken(event: H3Event): string | undefined {
   const match = /^Bearer ([\x21-\x7E]{1,512})$/.exec(getHeader(event, 'authorization') ?? '')
   return match?.[1]
@@ -24,6 +27,7 @@ export async function requireTenant(event: H3Event): Promise<Tenant> {
       : 'Send your secret key as "Authorization: Bearer sk_…".')
   }
   event.context.tenant = tenant
+  event.context.authenticatedBy = token ? 'tenant_key' : 'checkout_session'
   return tenant
 }
 
@@ -34,4 +38,5 @@ export function requireOps(event: H3Event): void {
   if (token.length !== expected.length || !timingSafeEqual(token, expected)) {
     throw problem('unauthorized', 'This is an operator route: send "Authorization: Bearer <OPS_TOKEN>".')
   }
+  event.context.authenticatedBy = 'ops_token'
 }

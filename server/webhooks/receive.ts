@@ -34,6 +34,7 @@ export async function readVerifiedDelivery(event: H3Event, provider: RegisteredP
     event.context.idempotencyOutcome = 'signature_invalid'
     throw problem('webhook-signature-invalid', `Signature rejected: ${verification.reason}. Nothing was stored. Check that the endpoint's signing secret matches the provider's and that the sender's clock is within 300 s.`)
   }
+  event.context.authenticatedBy = 'webhook_signature'
   const invalid = (reason: string) => {
     metrics.webhookResults.inc({ provider: provider.name, result: 'payload_invalid' })
     return problem('payload-invalid', `The signature is valid but the event is not understood: ${reason}. Nothing was stored.`)

@@ -18,6 +18,7 @@ import { logLines } from '../support/worker'
 const fastJobs = { ...fastJobsEnv, LOG_LEVEL: 'info' }
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736'
+const serverRequestIdPattern = /^req_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 const traceparent = `00-${TRACE_ID}-00f067aa0ba902b7-01`
 /** Read by the server only through the Authorization header, which it must never log. */
 const unknownSecretKey = `sk_unknown_${randomUUID()}`
@@ -76,7 +77,7 @@ describeWithServices('structured logs (SPEC §7)', ['postgres', 'redis'], () => 
   })
 
   describe('a request line per idempotent request', () => {
-    it('first execution and replay: request id, tenant, route, key, fingerprint prefix, outcome, status, duration, trace id', async () => {
+    it('first execution and replay: request ids, tenant, route, key, fingerprint prefix, outcome, status, duration, trace id', async () => {
       const key = newIdempotencyKey()
       const body = validOrderBody()
       const first = await post(key, body, { 'x-request-id': `req-logs-${key}`, traceparent })
@@ -85,9 +86,12 @@ describeWithServices('structured logs (SPEC §7)', ['postgres', 'redis'], () => 
       expect(replay.status, replay.text).toBe(201)
 
       const fingerprintPrefix = (await fingerprintOf(key)).slice(0, 12)
-      const common = { scope: `tenant:${tenant.tenantId}`, idempotencyKey: key, operation: 'POST /api/orders', fingerprintPrefix, status: 201, traceId: TRACE_ID }
-      expect(await requestLine(`req-logs-${key}`)).toMatchObject(orderLine({ ...common, requestId: `req-logs-${key}`, outcome: 'miss' }))
-      expect(await requestLine(`req-logs-replay-${key}`)).toMatchObject(orderLine({ ...common, requestId: `req-logs-replay-${key}`, outcome: 'replay' }))
+      const common = { scope: `tenant:${tenant.tenantId}`, idempotencyKey: key, operation: 'POST /api/orders', fingerprintPrefix, status: 201, traceId: TRACE_ID, authenticatedBy: 'tenant_key' }
+      // Logged under the server's id, the client's beside it.
+      const [firstId, replayId] = [first, replay].map(response => response.headers.get('x-server-request-id')!)
+      expect([firstId, replayId]).toEqual([expect.stringMatching(serverRequestIdPattern), expect.stringMatching(serverRequestIdPattern)])
+      expect(await requestLine(firstId!)).toMatchObject(orderLine({ ...common, requestId: firstId, clientRequestId: `req-logs-${key}`, outcome: 'miss' }))
+      expect(await requestLine(replayId!)).toMatchObject(orderLine({ ...common, requestId: replayId, clientRequestId: `req-logs-replay-${key}`, outcome: 'replay' }))
     })
 
     it('conflict and in-flight duplicate: their outcomes and statuses, each under its own fingerprint', async () => {
@@ -146,6 +150,42 @@ describeWithServices('structured logs (SPEC §7)', ['postgres', 'redis'], () => 
   })
 
   describe('the request_log row', () => {
+    it('holds the server\'s request id, the client\'s X-Request-Id apart, and how the request authenticated', async () => {
+      type Row = { requestId: string, clientRequestId: string | null, authenticatedBy: string | null, status: number }
+      const rowOf = async (requestId: string): Promise<Row> => {
+        let rows: Row[] = []
+        await pollUntil(`the request_log row of ${requestId}`, async () => {
+          rows = await sql<Row[]>`select request_id as "requestId", client_request_id as "clientRequestId", authenticated_by as "authenticatedBy", status from request_log where request_id = ${requestId}`
+          return rows.length > 0
+        })
+        expect(rows).toHaveLength(1)
+        return rows[0]!
+      }
+      const clientId = `client-${randomUUID()}`
+      const created = await post(newIdempotencyKey(), validOrderBody(), { 'x-request-id': clientId })
+      const refused = await postOrder(app.url, { secretKey: unknownSecretKey, key: newIdempotencyKey(), body: validOrderBody(), headers: { 'x-request-id': clientId } })
+      const oversized = await post(newIdempotencyKey(), validOrderBody(), { 'x-request-id': 'r'.repeat(129) })
+      const opsCall = await request(app.url, '/api/ops/jobs?limit=1', { headers: { authorization: `Bearer ${testSecrets.opsToken}` } })
+      expect([created.status, refused.status, oversized.status, opsCall.status]).toEqual([201, 401, 201, 200])
+      // X-Request-Id echoes a valid client id (SPEC §3); X-Server-Request-Id is always the server's own.
+      expect([created, refused].map(response => response.headers.get('x-request-id'))).toEqual([clientId, clientId])
+      const [createdId, refusedId, oversizedId, opsId] = [created, refused, oversized, opsCall].map(response => response.headers.get('x-server-request-id')!)
+      for (const id of [createdId, refusedId, oversizedId, opsId]) expect(id).toMatch(serverRequestIdPattern)
+      expect(new Set([createdId, refusedId, oversizedId, opsId]).size).toBe(4)
+      expect(oversized.headers.get('x-request-id')).toBe(oversizedId)
+      expect(opsCall.headers.get('x-request-id')).toBe(opsId)
+
+      expect(await rowOf(createdId!)).toEqual({ requestId: createdId, clientRequestId: clientId, authenticatedBy: 'tenant_key', status: 201 })
+      expect(await rowOf(refusedId!)).toEqual({ requestId: refusedId, clientRequestId: clientId, authenticatedBy: null, status: 401 })
+      expect(await rowOf(oversizedId!)).toEqual({ requestId: oversizedId, clientRequestId: null, authenticatedBy: 'tenant_key', status: 201 })
+      expect(await rowOf(opsId!)).toEqual({ requestId: opsId, clientRequestId: null, authenticatedBy: 'ops_token', status: 200 })
+      // The order and its record carry the server's id, never the client's.
+      const [order] = await sql<Array<{ requestId: string }>>`select request_id as "requestId" from orders where id = ${created.json.id}`
+      expect(order!.requestId).toBe(createdId)
+      const [record] = await sql<Array<{ requestId: string }>>`select request_id as "requestId" from idempotency_records where resource_id = ${created.json.id}`
+      expect(record!.requestId).toBe(createdId)
+    })
+
     it('keeps a path exactly, whatever it holds: commas, braces, quotes, backslashes (rows travel as array literals)', async () => {
       const path = '/api/orders/ord_a,b{c}"d\\e\'f,NULL'
       const { port } = new URL(app.url)

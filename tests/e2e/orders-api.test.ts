@@ -323,21 +323,24 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
       const key = newIdempotencyKey()
       const body = validOrderBody()
       const first = await post(key, body, { 'x-request-id': `first-${key}` })
-      await post(key, body, { 'x-request-id': `replay-${key}` })
-      await post(key, validOrderBody(), { 'x-request-id': `conflict-${key}` })
+      const replay = await post(key, body, { 'x-request-id': `replay-${key}` })
+      const conflict = await post(key, validOrderBody(), { 'x-request-id': `conflict-${key}` })
       expect(first.status).toBe(201)
+      // The server's own ids: the client's X-Request-Id is kept beside them, never in their place.
+      const [firstId, replayId, conflictId] = [first, replay, conflict].map(response => response.headers.get('x-server-request-id'))
+      for (const id of [firstId, replayId, conflictId]) expect(id).toMatch(/^req_[0-9a-f-]{36}$/)
 
-      type LogRow = { requestId: string, method: string, path: string, tenantId: string, scope: string, outcome: string, status: number }
+      type LogRow = { requestId: string, clientRequestId: string, method: string, path: string, tenantId: string, scope: string, outcome: string, status: number }
       const logged = () => stack.sql<LogRow[]>`
-        select request_id as "requestId", method, path, tenant_id as "tenantId", scope, outcome, status
+        select request_id as "requestId", client_request_id as "clientRequestId", method, path, tenant_id as "tenantId", scope, outcome, status
         from request_log where idempotency_key = ${key} order by id`
       // Rows are written in batches after the responses went out.
       await pollUntil('three request_log rows exist', async () => (await logged()).length === 3)
       const common = { method: 'POST', path: '/api/orders', tenantId: tenant.tenantId, scope: `tenant:${tenant.tenantId}` }
       expect(await logged()).toEqual([
-        { ...common, requestId: `first-${key}`, outcome: 'miss', status: 201 },
-        { ...common, requestId: `replay-${key}`, outcome: 'replay', status: 201 },
-        { ...common, requestId: `conflict-${key}`, outcome: 'conflict', status: 422 },
+        { ...common, requestId: firstId, clientRequestId: `first-${key}`, outcome: 'miss', status: 201 },
+        { ...common, requestId: replayId, clientRequestId: `replay-${key}`, outcome: 'replay', status: 201 },
+        { ...common, requestId: conflictId, clientRequestId: `conflict-${key}`, outcome: 'conflict', status: 422 },
       ])
     })
   })
