@@ -1,12 +1,12 @@
 import { and, asc, eq, inArray, like, or, type SQL } from 'drizzle-orm'
 import type { Database } from '../db/client'
-import { idempotencyRecords, invoices, jobs, mailbox, orders, orderStatusHistory, requestLog, sideEffects, webhookEvents } from '../db/schema'
+import { idempotencyRecords, invoices, jobs, mailbox, operatorActions, orders, orderStatusHistory, requestLog, sideEffects, webhookEvents } from '../db/schema'
 import { problem } from '../problems'
 
 /**
  * The evidence locker (SPEC §7): everything the database remembers about one key, order, webhook
- * event or request, joined into one chronological timeline — what an operator reads to tell a
- * retried request from a real duplicate. Every lookup goes through an index and is capped, and the
+ * event, request or API key, joined into one chronological timeline — what an operator reads to
+ * tell a retried request from a real duplicate. Every lookup goes through an index and is capped, and the
  * timeline is capped too (`truncated` says so), so a hot key cannot make the answer unbounded.
  *
  * Lock events: acquisitions, busy put-backs and lost renewals are logged and counted (metrics), not
@@ -14,9 +14,15 @@ import { problem } from '../problems'
  * What the database does keep is shown: each failed or rescued attempt in the job's error history
  * (`rescued` means the worker's claim lapsed, its lock with it), the worker and fence of the current
  * claim, the completion, and the lock key (`lock:<resource>`) in each job's detail.
+ *
+ * What can be forged says so. A request entry is `verified: false` ("unverified" in its summary)
+ * when the request proved no identity (no tenant key, session, ops token or webhook signature):
+ * anyone could have sent it. Request ids in records are the server's own; a client's X-Request-Id
+ * is kept apart, and an entry found only through it is marked as the client's id, which anyone
+ * can send.
  */
 
-export const evidenceSubjects = ['key', 'orderId', 'eventId', 'requestId'] as const
+export const evidenceSubjects = ['key', 'orderId', 'eventId', 'requestId', 'keyId'] as const
 
 export interface EvidenceQuery {
   key?: string
@@ -24,10 +30,13 @@ export interface EvidenceQuery {
   scope?: string
   orderId?: string
   eventId?: string
+  /** The server's request id (`req_…`), or a client's X-Request-Id (its entries say so). */
   requestId?: string
+  /** An API key (`key_…`): the operator actions on it and the requests that made them. */
+  keyId?: string
 }
 
-export type EvidenceKind = 'request' | 'idempotency_record' | 'job' | 'job_attempt' | 'webhook_event' | 'order' | 'order_status' | 'side_effect' | 'email' | 'invoice'
+export type EvidenceKind = 'request' | 'idempotency_record' | 'job' | 'job_attempt' | 'webhook_event' | 'order' | 'order_status' | 'side_effect' | 'email' | 'invoice' | 'operator_action'
 
 export interface EvidenceIds {
   requestId?: string
@@ -37,6 +46,8 @@ export interface EvidenceIds {
   jobId?: string
   eventId?: string
   webhookEventId?: string
+  tenantId?: string
+  keyId?: string
 }
 
 export interface EvidenceEntry {
@@ -45,6 +56,8 @@ export interface EvidenceEntry {
   summary: string
   ids: EvidenceIds
   detail: Record<string, unknown>
+  /** Request entries only: false when the request proved no identity. */
+  verified?: boolean
 }
 
 export interface Evidence {
@@ -68,6 +81,7 @@ const rankOf = {
   claimed: 0,
   webhook_event: 1,
   order: 1,
+  operator_action: 1,
   order_status: 2,
   job: 3,
   stored: 4,
@@ -80,13 +94,13 @@ const rankOf = {
 
 type Sortable = EvidenceEntry & { rank: number, tiebreak: string, ms: number }
 
-/** 400 unless exactly one of key, orderId, eventId, requestId is given (scope only with key). */
+/** 400 unless exactly one of key, orderId, eventId, requestId, keyId is given (scope only with key). */
 export function requireOneSubject(query: EvidenceQuery): void {
   const given = evidenceSubjects.filter(name => query[name] !== undefined)
   const fail = (message: string, path = '(query)') =>
     problem('validation-failed', `${message} Fix the query and send it again.`, { extensions: { errors: [{ path, message }] } })
   if (given.length !== 1) {
-    throw fail(`Give exactly one of key, orderId, eventId or requestId (got ${given.length ? given.join(' and ') : 'none'}).`)
+    throw fail(`Give exactly one of key, orderId, eventId, requestId or keyId (got ${given.length ? given.join(' and ') : 'none'}).`)
   }
   if (query.scope !== undefined && query.key === undefined) throw fail('scope narrows a key: send it together with key.', 'scope')
 }
@@ -97,6 +111,10 @@ type OrderRow = typeof orders.$inferSelect
 type JobRow = typeof jobs.$inferSelect
 type WebhookEventRow = typeof webhookEvents.$inferSelect
 type HistoryRow = typeof orderStatusHistory.$inferSelect
+type OperatorActionRow = typeof operatorActions.$inferSelect
+
+/** Said of an entry reached only through a client's X-Request-Id. */
+const CLIENT_SUPPLIED = 'the client\'s id; anyone can send it'
 
 const iso = (value: Date | string) => new Date(value).toISOString()
 /** Serial ids padded, so the string tiebreak keeps their numeric order. */
@@ -129,22 +147,48 @@ export async function collectEvidence(db: Database, query: EvidenceQuery): Promi
     expanded.add(what)
     return true
   }
+  /** Set while adding what only a client's X-Request-Id led to: those entries say so. */
+  let reachedThroughClientId: string | undefined
   const add = (identity: string, rank: number, at: Date | string, entry: Omit<EvidenceEntry, 'at'>) => {
+    if (entries.has(identity)) return
     const ms = new Date(at).getTime()
-    if (!entries.has(identity)) entries.set(identity, { at: iso(at), ...entry, rank, tiebreak: identity, ms })
+    const marked = reachedThroughClientId === undefined
+      ? entry
+      : {
+          ...entry,
+          summary: `${entry.summary} Found through X-Request-Id "${reachedThroughClientId}": ${CLIENT_SUPPLIED}.`,
+          detail: { ...entry.detail, matchedBy: 'client_request_id' },
+        }
+    entries.set(identity, { at: iso(at), ...marked, rank, tiebreak: identity, ms })
   }
 
   function addRequests(rows: RequestRow[]) {
     for (const row of rows) {
       const answered = row.status === 499 ? 'the client disconnected before the answer (499)' : `answered ${row.status}`
+      const verified = row.authenticatedBy !== null
       add(`request:${serial(row.id)}`, rankOf.request, row.createdAt, {
         kind: 'request',
-        summary: `${row.method} ${row.path} ${answered}${row.outcome ? ` (${row.outcome})` : ''} after ${row.durationMs} ms on ${row.instance}.`,
+        summary: `${row.method} ${row.path} ${answered}${row.outcome ? ` (${row.outcome})` : ''} after ${row.durationMs} ms on ${row.instance}${verified ? '' : '; unverified: no key, session, ops token or signature proved who sent it'}.`,
         ids: idsOf({ requestId: row.requestId, key: row.idempotencyKey, scope: row.scope }),
+        verified,
         detail: {
-          requestId: row.requestId, method: row.method, path: row.path, tenantId: row.tenantId, scope: row.scope, key: row.idempotencyKey,
+          requestId: row.requestId, clientRequestId: row.clientRequestId, authenticatedBy: row.authenticatedBy,
+          method: row.method, path: row.path, tenantId: row.tenantId, scope: row.scope, key: row.idempotencyKey,
           outcome: row.outcome, status: row.status, durationMs: row.durationMs, instance: row.instance, loggedAt: iso(row.createdAt),
         },
+      })
+    }
+  }
+
+  function addOperatorActions(rows: OperatorActionRow[]) {
+    for (const row of rows) {
+      const keyId = row.action.startsWith('api_key.') ? row.subjectId : undefined
+      const prefix = typeof row.detail.keyPrefix === 'string' ? ` (${row.detail.keyPrefix})` : ''
+      add(`operator_action:${serial(row.id)}`, rankOf.operator_action, row.createdAt, {
+        kind: 'operator_action',
+        summary: `Operator action ${row.action} on ${row.subjectId}${prefix} of tenant ${row.tenantId} by ${row.requestId ? `request ${row.requestId}` : 'no request (the command line)'}.`,
+        ids: idsOf({ requestId: row.requestId, tenantId: row.tenantId, keyId }),
+        detail: { ...row, createdAt: iso(row.createdAt) },
       })
     }
   }
@@ -268,6 +312,8 @@ export async function collectEvidence(db: Database, query: EvidenceQuery): Promi
     db.select().from(idempotencyRecords).where(where).orderBy(asc(idempotencyRecords.createdAt)).limit(MAX_EXPANSIONS)
   const requestsWhere = (where: SQL | undefined) =>
     db.select().from(requestLog).where(where).orderBy(asc(requestLog.id)).limit(ROWS_PER_LOOKUP)
+  const actionsWhere = (where: SQL | undefined) =>
+    db.select().from(operatorActions).where(where).orderBy(asc(operatorActions.id)).limit(ROWS_PER_LOOKUP)
 
   /** The record(s) of a key, every request that carried it, and the resource its record points to. */
   async function expandKey(key: string, scope?: string): Promise<void> {
@@ -369,11 +415,31 @@ export async function collectEvidence(db: Database, query: EvidenceQuery): Promi
     addRecords(capped(records, MAX_EXPANSIONS))
   }
   else if (query.requestId !== undefined) {
-    const requests = capped(await requestsWhere(eq(requestLog.requestId, query.requestId)))
-    addRequests(requests)
-    for (const request of requests) {
-      if (request.idempotencyKey) await expandKey(request.idempotencyKey, request.scope ?? undefined)
+    // The server's id, and the client's X-Request-Id column: a client may have sent the very id of
+    // another request. What only the client's id leads to is added last, and marked.
+    const requestId = query.requestId
+    const requests = capped(await requestsWhere(or(eq(requestLog.requestId, requestId), eq(requestLog.clientRequestId, requestId))))
+    const expandRequests = async (rows: RequestRow[]) => {
+      addRequests(rows)
+      for (const request of rows) {
+        if (request.idempotencyKey) await expandKey(request.idempotencyKey, request.scope ?? undefined)
+      }
     }
+    addOperatorActions(capped(await actionsWhere(eq(operatorActions.requestId, requestId))))
+    await expandRequests(requests.filter(request => request.requestId === requestId))
+    const byClientId = requests.filter(request => request.requestId !== requestId)
+    if (byClientId.length) {
+      reachedThroughClientId = requestId
+      addOperatorActions(capped(await actionsWhere(inArray(operatorActions.requestId, byClientId.map(request => request.requestId)))))
+      await expandRequests(byClientId)
+      reachedThroughClientId = undefined
+    }
+  }
+  else if (query.keyId !== undefined) {
+    const actions = capped(await actionsWhere(eq(operatorActions.subjectId, query.keyId)))
+    addOperatorActions(actions)
+    const requestIds = [...new Set(actions.flatMap(action => (action.requestId ? [action.requestId] : [])))]
+    if (requestIds.length) addRequests(capped(await requestsWhere(inArray(requestLog.requestId, requestIds))))
   }
 
   const sorted = [...entries.values()].sort((a, b) => a.ms - b.ms || a.rank - b.rank || (a.tiebreak < b.tiebreak ? -1 : a.tiebreak > b.tiebreak ? 1 : 0))

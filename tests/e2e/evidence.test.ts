@@ -23,7 +23,12 @@ interface Entry {
   summary: string
   ids: Record<string, string>
   detail: Record<string, any>
+  verified?: boolean
 }
+
+const serverRequestIdPattern = /^req_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+/** What an entry reached only through a client's X-Request-Id says after its own summary. */
+const clientSupplied = (clientRequestId: string) => ` Found through X-Request-Id "${clientRequestId}": the client's id; anyone can send it.`
 
 const ofKind = (timeline: Entry[], kind: string) => timeline.filter(entry => entry.kind === kind)
 
@@ -82,23 +87,37 @@ describeWithServices('GET /api/ops/evidence (SPEC §7): one timeline per key, or
     }
   }
 
-  /** A paid order whose first POST was dropped after its commit and retried: the story of the key. */
-  let story: { key: string, orderId: string, firstRequestId: string, retryRequestId: string, eventId: string } | undefined
+  /** The server's id of the request the client sent with `clientRequestId`, from its request_log row. */
+  async function serverIdOf(clientRequestId: string): Promise<string> {
+    const rows = await sql()<Array<{ requestId: string }>>`select request_id as "requestId" from request_log where client_request_id = ${clientRequestId}`
+    expect(rows).toHaveLength(1)
+    expect(rows[0]!.requestId).toMatch(serverRequestIdPattern)
+    return rows[0]!.requestId
+  }
+
+  /**
+   * A paid order whose first POST was dropped after its commit and retried: the story of the key.
+   * Each attempt sent its own X-Request-Id; the records hold the server's ids.
+   */
+  let story: { key: string, orderId: string, firstClientId: string, retryClientId: string, firstRequestId: string, retryRequestId: string, eventId: string } | undefined
 
   async function droppedThenRetriedAndPaid() {
     if (story) return story
     const key = newIdempotencyKey()
     const body = validOrderBody({ customer: { email: `evidence-${randomUUID()}@example.com` } })
-    const firstRequestId = `req_first_${randomUUID()}`
-    const retryRequestId = `req_retry_${randomUUID()}`
+    const firstClientId = `req_first_${randomUUID()}`
+    const retryClientId = `req_retry_${randomUUID()}`
     const send = (requestId: string, headers: Record<string, string> = {}) =>
       postOrder(stack.app.url, { secretKey: stack.tenant.secretKey, key, body, headers: { 'x-request-id': requestId, ...headers } })
 
     // The server commits, then drops the connection: the client never hears the 201 and retries.
-    await expect(send(firstRequestId, { 'x-fault': 'drop-after-commit' })).rejects.toThrow(/got no response/)
-    const retry = await send(retryRequestId)
+    await expect(send(firstClientId, { 'x-fault': 'drop-after-commit' })).rejects.toThrow(/got no response/)
+    const retry = await send(retryClientId)
     expect(retry.status, retry.text).toBe(201)
     expect(retry.json.idempotency).toEqual({ key, replayed: true })
+    expect(retry.headers.get('x-request-id')).toBe(retryClientId)
+    const retryRequestId = retry.headers.get('x-server-request-id')!
+    expect(retryRequestId).toMatch(serverRequestIdPattern)
     const orderId: string = retry.json.id
     // Both attempts logged before the payment starts, so the timeline's order is the story's order.
     await settled(orderId, 1, [{ key, rows: 2 }])
@@ -106,12 +125,14 @@ describeWithServices('GET /api/ops/evidence (SPEC §7): one timeline per key, or
     expect((await pay(orderId, eventId)).status).toBe(200)
     // payment.create_intent, webhook.apply, order.send_confirmation, order.issue_invoice.
     await settled(orderId, 4, [{ key, rows: 2 }, { key: eventId, rows: 1 }])
-    story = { key, orderId, firstRequestId, retryRequestId, eventId }
+    const firstRequestId = await serverIdOf(firstClientId)
+    expect(await serverIdOf(retryClientId)).toBe(retryRequestId)
+    story = { key, orderId, firstClientId, retryClientId, firstRequestId, retryRequestId, eventId }
     return story
   }
 
   it('by key: both requests in order, one execution, its jobs with their attempts, the payment and its effects', async () => {
-    const { key, orderId, firstRequestId, retryRequestId, eventId } = await droppedThenRetriedAndPaid()
+    const { key, orderId, firstClientId, retryClientId, firstRequestId, retryRequestId, eventId } = await droppedThenRetriedAndPaid()
     const found = await evidence({ key, scope: scope() })
     expect(found.query).toEqual({ key, scope: scope() })
     expect(found.truncated).toBe(false)
@@ -126,6 +147,12 @@ describeWithServices('GET /api/ops/evidence (SPEC §7): one timeline per key, or
       { ids: { requestId: retryRequestId, key, scope: scope() }, outcome: 'replay', status: 201, method: 'POST', path: '/api/orders' },
     ])
     expect(requests.every(entry => typeof entry.detail.instance === 'string' && Number.isInteger(entry.detail.durationMs))).toBe(true)
+    // Each under the server's id, the client's own kept beside it; both proved their tenant by its key.
+    expect(requests.map(entry => [entry.verified, entry.detail.clientRequestId, entry.detail.authenticatedBy])).toEqual([
+      [true, firstClientId, 'tenant_key'],
+      [true, retryClientId, 'tenant_key'],
+    ])
+    expect(requests.some(entry => /unverified/.test(entry.summary))).toBe(false)
 
     // One execution: the record claimed by the first request and stored once, after one attempt.
     const orderRecord = ofKind(timeline, 'idempotency_record').filter(entry => entry.ids.scope === scope())
@@ -147,8 +174,8 @@ describeWithServices('GET /api/ops/evidence (SPEC §7): one timeline per key, or
     expect(apply.ids).toMatchObject({ orderId, eventId, key: eventId })
 
     // The payment: its delivery, its stored event, the status change and the effects, once each.
-    expect(ofKind(timeline, 'request').filter(entry => entry.ids.key === eventId).map(entry => [entry.detail.outcome, entry.detail.status, entry.ids.scope]))
-      .toEqual([['miss', 200, 'provider:standard']])
+    expect(ofKind(timeline, 'request').filter(entry => entry.ids.key === eventId).map(entry => [entry.detail.outcome, entry.detail.status, entry.ids.scope, entry.verified, entry.detail.authenticatedBy]))
+      .toEqual([['miss', 200, 'provider:standard', true, 'webhook_signature']])
     expect(ofKind(timeline, 'webhook_event').map(entry => entry.ids)).toEqual([
       { eventId, webhookEventId: apply.ids.webhookEventId, orderId, requestId: expect.any(String), key: eventId, scope: 'provider:standard' },
     ])
@@ -175,7 +202,7 @@ describeWithServices('GET /api/ops/evidence (SPEC §7): one timeline per key, or
     expect(timeline).toHaveLength(2 + 1 + 2 + 2 + 1 + 4 + 4 + 1 + 1 + 2 + 1 + 1)
   })
 
-  it('by key alone, by order id and by either request id: the same timeline', async () => {
+  it('by key alone, by order id and by either server request id: the same timeline', async () => {
     const { key, orderId, firstRequestId, retryRequestId } = await droppedThenRetriedAndPaid()
     const byKey = await evidence({ key, scope: scope() })
     const byKeyAlone = await evidence({ key })
@@ -188,6 +215,145 @@ describeWithServices('GET /api/ops/evidence (SPEC §7): one timeline per key, or
       expect(other.timeline).toEqual(byKey.timeline)
       expect(other.truncated).toBe(false)
     }
+  })
+
+  it('by a client\'s X-Request-Id: the same story, every entry marked as found through the client\'s id', async () => {
+    const { key, firstClientId } = await droppedThenRetriedAndPaid()
+    const byKey = await evidence({ key, scope: scope() })
+    const byClientId = await evidence({ requestId: firstClientId })
+    expect(byClientId.truncated).toBe(false)
+    expect(byClientId.timeline).toEqual(byKey.timeline.map(entry => ({
+      ...entry,
+      summary: `${entry.summary}${clientSupplied(firstClientId)}`,
+      detail: { ...entry.detail, matchedBy: 'client_request_id' },
+    })))
+  })
+
+  it('a client cannot pass its request for another: one that sends another request\'s server id is listed apart and marked', async () => {
+    const genuineKey = newIdempotencyKey()
+    const genuine = await postOrder(stack.app.url, { secretKey: stack.tenant.secretKey, key: genuineKey, body: validOrderBody() })
+    expect(genuine.status, genuine.text).toBe(201)
+    const genuineId = genuine.headers.get('x-server-request-id')!
+    expect(genuineId).toMatch(serverRequestIdPattern)
+    expect(genuine.headers.get('x-request-id')).toBe(genuineId)
+    // Another client claims the genuine request's id as its own X-Request-Id.
+    const impostorKey = newIdempotencyKey()
+    const impostor = await postOrder(stack.app.url, { secretKey: stack.tenant.secretKey, key: impostorKey, body: validOrderBody(), headers: { 'x-request-id': genuineId } })
+    expect(impostor.status, impostor.text).toBe(201)
+    expect(impostor.headers.get('x-request-id')).toBe(genuineId)
+    const impostorId = impostor.headers.get('x-server-request-id')!
+    expect(impostorId).toMatch(serverRequestIdPattern)
+    expect(impostorId).not.toBe(genuineId)
+    await settled(genuine.json.id, 1, [{ key: genuineKey, rows: 1 }])
+    await settled(impostor.json.id, 1, [{ key: impostorKey, rows: 1 }])
+    // The impostor's order holds its own server id, never the one it sent.
+    const [stored] = await sql()<[{ requestId: string }]>`select request_id as "requestId" from orders where id = ${impostor.json.id}`
+    expect(stored.requestId).toBe(impostorId)
+
+    const { timeline } = await evidence({ requestId: genuineId })
+    const marked = timeline.filter(entry => entry.detail.matchedBy === 'client_request_id')
+    const unmarked = timeline.filter(entry => entry.detail.matchedBy === undefined)
+    expect(unmarked.length + marked.length).toBe(timeline.length)
+    // The genuine request's story is the one its server id names, unmarked.
+    expect(unmarked).toEqual((await evidence({ orderId: genuine.json.id })).timeline)
+    expect(unmarked.every(entry => !entry.summary.includes('anyone can send it'))).toBe(true)
+    // The impostor's is listed too (it did send that id), each entry saying it came through the client's id.
+    const impostorStory = (await evidence({ orderId: impostor.json.id })).timeline
+    expect(marked).toEqual(impostorStory.map(entry => ({ ...entry, summary: `${entry.summary}${clientSupplied(genuineId)}`, detail: { ...entry.detail, matchedBy: 'client_request_id' } })))
+    expect(ofKind(marked, 'request').map(entry => [entry.ids.requestId, entry.detail.clientRequestId])).toEqual([[impostorId, genuineId]])
+  })
+
+  it('marks requests that proved no identity as unverified: a forged webhook and a 401 order request, not a signed webhook or an authenticated order', async () => {
+    const created = await postOrder(stack.app.url, { secretKey: stack.tenant.secretKey, key: newIdempotencyKey(), body: validOrderBody() })
+    expect(created.status, created.text).toBe(201)
+    const refused = await postOrder(stack.app.url, { secretKey: `sk_unknown_${randomUUID()}`, key: newIdempotencyKey(), body: validOrderBody() })
+    expectProblem(refused, 'unauthorized')
+    const eventId = newWebhookId()
+    const body = standardBody('payment.succeeded', { orderId: created.json.id, paymentId: `pay_${created.json.id}`, amount: 150_000, currency: 'IDR' })
+    const forged = await deliver(stack.app.url, standardDelivery(eventId, body, { secret: foreignStandardSecret }))
+    expectProblem(forged, 'webhook-signature-invalid')
+    const signed = await deliver(stack.app.url, standardDelivery(eventId, body))
+    expect(signed.status, signed.text).toBe(200)
+
+    const requestEntry = async (response: TestResponse): Promise<Entry> => {
+      const requestId = response.headers.get('x-server-request-id')!
+      expect(requestId).toMatch(serverRequestIdPattern)
+      let found: Entry[] = []
+      await pollUntil(`the request ${requestId} is logged`, async () => {
+        found = ofKind((await evidence({ requestId })).timeline, 'request').filter(entry => entry.ids.requestId === requestId)
+        return found.length > 0
+      })
+      expect(found).toHaveLength(1)
+      return found[0]!
+    }
+    const unverified = /; unverified: no key, session, ops token or signature proved who sent it\.$/
+    for (const response of [forged, refused]) {
+      const entry = await requestEntry(response)
+      expect([entry.verified, entry.detail.authenticatedBy, entry.detail.status]).toEqual([false, null, 401])
+      expect(entry.summary).toMatch(unverified)
+    }
+    for (const [response, authenticatedBy, status] of [[signed, 'webhook_signature', 200], [created, 'tenant_key', 201]] as const) {
+      const entry = await requestEntry(response)
+      expect([entry.verified, entry.detail.authenticatedBy, entry.detail.status]).toEqual([true, authenticatedBy, status])
+      expect(entry.summary).not.toMatch(/unverified/)
+    }
+  })
+
+  it('lists operator actions by request id and by key id, with the requests that made them', async () => {
+    // Ops requests whose server ids the actions carry (the rows are written here, as the key routes
+    // write them: in the request, just after it arrived).
+    const issuing = await ops('/api/ops/jobs?limit=1')
+    expect(issuing.status, issuing.text).toBe(200)
+    const issuingRequest = issuing.headers.get('x-server-request-id')!
+    const revoking = await ops('/api/ops/jobs?limit=2')
+    const revokingRequest = revoking.headers.get('x-server-request-id')!
+    expect([issuingRequest, revokingRequest].every(id => serverRequestIdPattern.test(id))).toBe(true)
+    await pollUntil('both ops requests are logged', async () => {
+      const [row] = await sql()<[{ n: number }]>`select count(*)::int as n from request_log where request_id in (${issuingRequest}, ${revokingRequest})`
+      return row.n === 2
+    })
+    const tenantId = stack.tenant.tenantId
+    const keyId = `key_${randomUUID()}`
+    const otherKeyId = `key_${randomUUID()}`
+    const act = (action: string, subject: string, requestId: string, keyPrefix: string, afterMs: number) => sql()`
+      insert into operator_actions (action, tenant_id, subject_id, request_id, detail, created_at)
+      select ${action}, ${tenantId}, ${subject}, ${requestId}, ${sql().json({ keyPrefix })}, created_at + make_interval(secs => ${afterMs / 1000})
+      from request_log where request_id = ${requestId}`
+    await act('api_key.created', keyId, issuingRequest, 'sk_abc', 1)
+    await act('api_key.revoked', keyId, revokingRequest, 'sk_abc', 1)
+    await act('api_key.created', otherKeyId, revokingRequest, 'sk_other', 2)
+
+    const shape = (timeline: Entry[]) => timeline.map(entry => entry.kind === 'operator_action'
+      ? { kind: entry.kind, ids: entry.ids, summary: entry.summary, detail: { action: entry.detail.action, subjectId: entry.detail.subjectId, detail: entry.detail.detail } }
+      : { kind: entry.kind, ids: entry.ids, verified: entry.verified, authenticatedBy: entry.detail.authenticatedBy, path: entry.detail.path })
+    const opsRequest = (requestId: string) => ({ kind: 'request', ids: { requestId }, verified: true, authenticatedBy: 'ops_token', path: '/api/ops/jobs' })
+    const action = (name: string, subject: string, requestId: string, keyPrefix: string) => ({
+      kind: 'operator_action',
+      ids: { requestId, tenantId, keyId: subject },
+      summary: `Operator action ${name} on ${subject} (${keyPrefix}) of tenant ${tenantId} by request ${requestId}.`,
+      detail: { action: name, subjectId: subject, detail: { keyPrefix } },
+    })
+
+    const byKey = await evidence({ keyId })
+    expect(byKey.query).toEqual({ keyId })
+    expect(byKey.truncated).toBe(false)
+    expectChronological(byKey.timeline)
+    expect(shape(byKey.timeline)).toEqual([
+      opsRequest(issuingRequest),
+      action('api_key.created', keyId, issuingRequest, 'sk_abc'),
+      opsRequest(revokingRequest),
+      action('api_key.revoked', keyId, revokingRequest, 'sk_abc'),
+    ])
+
+    const byRequest = await evidence({ requestId: revokingRequest })
+    expectChronological(byRequest.timeline)
+    expect(shape(byRequest.timeline)).toEqual([
+      opsRequest(revokingRequest),
+      action('api_key.revoked', keyId, revokingRequest, 'sk_abc'),
+      action('api_key.created', otherKeyId, revokingRequest, 'sk_other'),
+    ])
+    expect((await evidence({ keyId: `key_${randomUUID()}` })).timeline).toEqual([])
+    expectProblem(await ops(`/api/ops/evidence?keyId=${keyId}&requestId=${revokingRequest}`), 'validation-failed')
   })
 
   it('by event id: every delivery of the webhook-id, a forged one included, its record, apply job and status change', async () => {
@@ -213,11 +379,11 @@ describeWithServices('GET /api/ops/evidence (SPEC §7): one timeline per key, or
     expect(query).toEqual({ eventId })
     expect(truncated).toBe(false)
     expectChronological(timeline)
-    expect(ofKind(timeline, 'request').map(entry => [entry.detail.outcome, entry.detail.status, entry.ids.scope, entry.ids.key]))
+    expect(ofKind(timeline, 'request').map(entry => [entry.detail.outcome, entry.detail.status, entry.ids.scope, entry.ids.key, entry.verified]))
       .toEqual([
-        ['signature_invalid', 401, 'provider:standard', eventId],
-        ['miss', 200, 'provider:standard', eventId],
-        ['replay', 200, 'provider:standard', eventId],
+        ['signature_invalid', 401, 'provider:standard', eventId, false],
+        ['miss', 200, 'provider:standard', eventId, true],
+        ['replay', 200, 'provider:standard', eventId, true],
       ])
     const [stored, ...others] = ofKind(timeline, 'webhook_event')
     expect(others).toEqual([])
@@ -244,7 +410,7 @@ describeWithServices('GET /api/ops/evidence (SPEC §7): one timeline per key, or
     for (const query of ['', '?key=a&orderId=b', '?eventId=a&requestId=b']) {
       const refused = await ops(`/api/ops/evidence${query}`)
       expectProblem(refused, 'validation-failed')
-      expect(refused.json.detail).toMatch(/exactly one of key, orderId, eventId or requestId/)
+      expect(refused.json.detail).toMatch(/exactly one of key, orderId, eventId, requestId or keyId/)
     }
     const scopeAlone = await ops('/api/ops/evidence?scope=provider:standard')
     expectProblem(scopeAlone, 'validation-failed')

@@ -11,6 +11,7 @@ const EvidenceQuery = z.object({
   orderId: text(200),
   eventId: text(255),
   requestId: text(128),
+  keyId: text(200),
 }).strict()
 
 export default defineEventHandler(async (event) => {
