@@ -9,13 +9,13 @@ import { describeWithServices } from '../support/services'
 
 // SPEC §7, GET /api/ops/audit/duplicates against the built server on real Postgres: empty while
 // every order is its own intent; the incident's near-duplicate (one customer, one amount, two carts
-// minutes apart) reported; keys replayed too often reported; and, with a constraint dropped on
-// purpose in the test database, rows that break exactly-once reported. The tests run in order and
-// build on each other's rows.
+// minutes apart) and keys replayed too often listed as suspects, still healthy; and, with a
+// constraint dropped on purpose in the test database, rows that break exactly-once reported as
+// violations, unhealthy. The tests run in order and build on each other's rows.
 
 const opsHeaders = { authorization: `Bearer ${testSecrets.opsToken}` }
 
-const healthy = { healthy: true, window: { minutes: 10 }, businessDuplicates: [], exactlyOnceViolations: [], frequentReplays: [] }
+const healthy = { healthy: true, window: { minutes: 10 }, exactlyOnceViolations: [], suspects: { businessDuplicates: [], frequentReplays: [] } }
 
 describeWithServices('GET /api/ops/audit/duplicates (SPEC §7)', ['postgres', 'redis'], () => {
   let stack: OrdersStack
@@ -61,7 +61,7 @@ describeWithServices('GET /api/ops/audit/duplicates (SPEC §7)', ['postgres', 'r
     expect(await audit()).toEqual(healthy)
   })
 
-  it('reports the incident: one customer, one amount, two carts within the window; a wider gap only with a wider window', async () => {
+  it('lists the incident as a suspect, still healthy: one customer, one amount, two carts within the window; a wider gap only with a wider window', async () => {
     const email = `twice-${randomUUID()}@example.com`
     const first = await order(validOrderBody({ customer: { email } }))
     // A second cart, a second key, the same shopper (the address in other case) and amount.
@@ -77,17 +77,22 @@ describeWithServices('GET /api/ops/audit/duplicates (SPEC §7)', ['postgres', 'r
         { id: second.id, cartId: second.cartId, createdAt: await createdAt(second.id) },
       ],
     }
-    expect(await audit()).toEqual({ ...healthy, healthy: false, businessDuplicates: [reported] })
+    // A shopper may buy the same thing twice: a suspect for a human, not an exactly-once violation.
+    expect(await audit()).toEqual({ ...healthy, suspects: { businessDuplicates: [reported], frequentReplays: [] } })
 
     // Thirty minutes apart they are two purchases for a 10-minute window, a duplicate for a 60-minute one.
     await sql()`update orders set created_at = created_at - interval '30 minutes' where id = ${first.id}`
     expect(await audit()).toEqual(healthy)
     const wider = await audit('?windowMinutes=60')
     expect(wider.window).toEqual({ minutes: 60 })
-    expect(wider.businessDuplicates).toEqual([{ ...reported, orders: [{ ...reported.orders[0], createdAt: await createdAt(first.id) }, reported.orders[1]] }])
+    expect(wider).toEqual({
+      ...healthy,
+      window: { minutes: 60 },
+      suspects: { businessDuplicates: [{ ...reported, orders: [{ ...reported.orders[0], createdAt: await createdAt(first.id) }, reported.orders[1]] }], frequentReplays: [] },
+    })
   })
 
-  it('reports keys replayed at least replayThreshold times', async () => {
+  it('lists keys replayed at least replayThreshold times as suspects, still healthy', async () => {
     const body = validOrderBody({ customer: { email: `loop-${randomUUID()}@example.com` } })
     const looping = await order(body)
     for (let replay = 0; replay < 3; replay++) {
@@ -99,7 +104,7 @@ describeWithServices('GET /api/ops/audit/duplicates (SPEC §7)', ['postgres', 'r
       return row.n === 3
     })
     const scope = `tenant:${stack.tenant.tenantId}`
-    expect(await audit('?replayThreshold=3')).toEqual({ ...healthy, healthy: false, frequentReplays: [{ scope, key: looping.key, replays: 3 }] })
+    expect(await audit('?replayThreshold=3')).toEqual({ ...healthy, suspects: { businessDuplicates: [], frequentReplays: [{ scope, key: looping.key, replays: 3 }] } })
     expect(await audit('?replayThreshold=4')).toEqual(healthy)
     expect(await audit()).toEqual(healthy)
   })
@@ -127,8 +132,7 @@ describeWithServices('GET /api/ops/audit/duplicates (SPEC §7)', ['postgres', 'r
 
     const found = await audit()
     expect(found.healthy).toBe(false)
-    expect(found.businessDuplicates).toEqual([])
-    expect(found.frequentReplays).toEqual([])
+    expect(found.suspects).toEqual({ businessDuplicates: [], frequentReplays: [] })
     expect(found.exactlyOnceViolations).toEqual([
       { kind: 'side_effect', ids: { orderId: victim.id, effect: 'invoice' }, count: 2 },
       { kind: 'email', ids: { orderId: victim.id, subject }, count: 2 },
