@@ -59,11 +59,13 @@ export interface IdempotencyRecord {
 
 // One shape for the timeline, the server's: the console renders what the evidence route returns.
 export type { EvidenceEntry, EvidenceIds, EvidenceKind } from '../server/ops/evidence'
+// Likewise the duplicates audit: violations decide `healthy`, suspects are for a human to look at.
+export type { DuplicatesAudit } from '../server/ops/audit'
 
 export interface EvidenceResult { query: Record<string, string>, timeline: EvidenceEntry[], truncated: boolean }
 
 /** What an evidence search looks for: one of these, a key optionally within a scope. */
-export type EvidenceField = 'key' | 'orderId' | 'eventId' | 'requestId'
+export type EvidenceField = 'key' | 'orderId' | 'eventId' | 'requestId' | 'keyId'
 export interface EvidenceQuery { by: EvidenceField, value: string, scope?: string }
 
 export interface MailboxMessage { id: string, tenantId: string, orderId: string | null, to: string, subject: string, body: string, createdAt: string }
