@@ -18,7 +18,10 @@ export interface PaymentEvent {
   type: PaymentEventType
   orderId: string
   paymentId?: string
-  /** Minor units, when the provider says; a success whose amount or currency differs from the order's is ignored. */
+  /**
+   * Minor units, when the provider says: what was paid, or for a refund what was refunded. A success
+   * whose amount or currency differs from the order's is ignored, and so is a refund of less than it.
+   */
   amount?: number
   currency?: string
 }

@@ -452,13 +452,41 @@ describeWithServices('POST /api/webhooks/:provider (SPEC §5) with the in-app wo
       expect(await idempotencyRecordsFor(eventId)).toEqual([])
       expect(await orderStatus(order.id)).toBe('pending_payment')
     })
+
+    it('a partial refund (charge.refunded with amount_refunded < amount) leaves a paid order paid: ignored as partial_refund, no refund notice', async () => {
+      const order = await createOrder()
+      const paid = stripeEvent('payment_intent.succeeded', order)
+      expectReceived(await send(stripeDelivery(paid.body)), paid.eventId, false)
+      await settled(order.id)
+      expect(await orderStatus(order.id)).toBe('paid')
+
+      const refundId = `evt_${randomUUID().replaceAll('-', '')}`
+      const partlyRefunded = 50_000
+      const refundBody = stripeBody(refundId, 'charge.refunded', order.id, order.amount, order.currency.toLowerCase(), partlyRefunded)
+      expect(JSON.parse(refundBody).data.object).toMatchObject({ amount: order.amount, amount_refunded: partlyRefunded, refunded: false })
+      expectReceived(await send(stripeDelivery(refundBody)), refundId, false)
+      await settled(order.id)
+
+      expect(await orderStatus(order.id)).toBe('paid')
+      const events = await eventsOfOrder(order.id)
+      expect(events.map(event => [event.eventId, event.type, event.amount, event.status])).toEqual([
+        [paid.eventId, 'payment.succeeded', order.amount, 'applied'],
+        [refundId, 'payment.refunded', partlyRefunded, 'ignored'],
+      ])
+      expect(await historyOf(order.id)).toEqual([
+        { fromStatus: 'pending_payment', requestedStatus: 'paid', toStatus: 'paid', outcome: 'applied', reason: null, webhookEventId: events[0]!.id },
+        { fromStatus: 'paid', requestedStatus: 'refunded', toStatus: 'paid', outcome: 'ignored', reason: 'partial_refund', webhookEventId: events[1]!.id },
+      ])
+      await expectEffectsOnce(order.id, { confirmed: true, refunded: false })
+    })
   })
 
   describe('midtrans', () => {
     it('applies a valid settlement, refuses a forged signature_key with 401, and replays a duplicate notification', async () => {
       const order = await createOrder()
       const notification = { orderId: order.id, transactionId: randomUUID(), transactionStatus: 'settlement', grossAmount: `${order.amount}.00` }
-      const eventId = `${notification.transactionId}:settlement`
+      // The signed fields and the status they are bound to; never the unsigned transaction id.
+      const eventId = `${order.id}:200:${order.amount}.00:settlement`
       const before = await webhookRowCounts(sql())
 
       const forged = await send(midtransDelivery(notification, { serverKey: 'not-the-server-key' }))
@@ -487,10 +515,41 @@ describeWithServices('POST /api/webhooks/:provider (SPEC §5) with the in-app wo
       expect(await applyJobsOf(order.id)).toHaveLength(1)
       await expectEffectsOnce(order.id, { confirmed: true, refunded: false })
     })
+
+    it('refuses a signed pending notification replayed as settlement: 400 payload-invalid, nothing stored, the order stays pending_payment', async () => {
+      const order = await createOrder()
+      const pending = midtransDelivery({ orderId: order.id, transactionId: randomUUID(), transactionStatus: 'pending', grossAmount: `${order.amount}.00` })
+      expect(JSON.parse(pending.body)).toMatchObject({ status_code: '201', transaction_status: 'pending' })
+      // status_code and the signature stay as Midtrans sent them; only the unsigned status is rewritten.
+      const replayedAsSettlement = { ...pending, body: pending.body.replace('"transaction_status":"pending"', '"transaction_status":"settlement"') }
+      expect(JSON.parse(replayedAsSettlement.body)).toMatchObject({ status_code: '201', transaction_status: 'settlement', signature_key: JSON.parse(pending.body).signature_key })
+      const before = await webhookRowCounts(sql())
+
+      const refused = await send(replayedAsSettlement)
+
+      expectProblem(refused, 'payload-invalid')
+      expect(refused.json.detail).toContain('transaction_status "settlement" does not go with status_code "201" (settlement needs 200)')
+      expect(await webhookRowCounts(sql())).toEqual(before)
+      expect(await eventsOfOrder(order.id)).toEqual([])
+
+      // The genuine notification is accepted, and informs without moving the order.
+      const eventId = `${order.id}:201:${order.amount}.00:pending`
+      expectReceived(await send(pending), eventId, false)
+      await settled(order.id)
+      const read = await request(stack.app.url, `/api/orders/${order.id}`, { headers: { authorization: `Bearer ${stack.tenant.secretKey}` } })
+      expect(read.status, read.text).toBe(200)
+      expect(read.json).toMatchObject({ id: order.id, status: 'pending_payment' })
+      const events = await eventsOfOrder(order.id)
+      expect(events).toEqual([expect.objectContaining({ eventId, type: 'payment.updated', status: 'ignored', rawBody: pending.body })])
+      expect(await historyOf(order.id)).toEqual([
+        { fromStatus: 'pending_payment', requestedStatus: null, toStatus: 'pending_payment', outcome: 'ignored', reason: 'informational', webhookEventId: events[0]!.id },
+      ])
+      await expectEffectsOnce(order.id, { confirmed: false, refunded: false })
+    })
   })
 
   describe('applying events', () => {
-    it('out of order (refunded, then succeeded, then failed): ends refunded, each effect once, the late events ignored by precedence', async () => {
+    it('out of order (refunded, then succeeded, then failed): the refund waits for its payment, then the order ends refunded, each effect once', async () => {
       const order = await createOrder()
       const sent: string[] = []
       // One at a time, each applied before the next arrives, so the history has a known order.
@@ -504,16 +563,16 @@ describeWithServices('POST /api/webhooks/:provider (SPEC §5) with the in-app wo
       expect(await orderStatus(order.id)).toBe('refunded')
       const events = await eventsOfOrder(order.id)
       expect(events.map(event => [event.eventId, event.type, event.status])).toEqual([
-        [sent[0], 'payment.refunded', 'applied'],
-        [sent[1], 'payment.succeeded', 'ignored'],
+        [sent[0], 'payment.refunded', 'ignored'],
+        [sent[1], 'payment.succeeded', 'applied'],
         [sent[2], 'payment.failed', 'ignored'],
       ])
       expect(await historyOf(order.id)).toEqual([
-        { fromStatus: 'pending_payment', requestedStatus: 'refunded', toStatus: 'refunded', outcome: 'applied', reason: null, webhookEventId: events[0]!.id },
-        { fromStatus: 'refunded', requestedStatus: 'paid', toStatus: 'refunded', outcome: 'ignored', reason: 'lower_precedence', webhookEventId: events[1]!.id },
+        { fromStatus: 'pending_payment', requestedStatus: 'refunded', toStatus: 'pending_payment', outcome: 'ignored', reason: 'awaiting_payment', webhookEventId: events[0]!.id },
+        { fromStatus: 'pending_payment', requestedStatus: 'paid', toStatus: 'refunded', outcome: 'applied', reason: null, webhookEventId: events[1]!.id },
         { fromStatus: 'refunded', requestedStatus: 'payment_failed', toStatus: 'refunded', outcome: 'ignored', reason: 'lower_precedence', webhookEventId: events[2]!.id },
       ])
-      // A refund implies the payment: confirmation and invoice too, each once.
+      // The payment found the refund waiting: confirmation, invoice and refund notice, each once.
       await expectEffectsOnce(order.id, { confirmed: true, refunded: true })
       expect(await jobKindsOf(order.id)).toEqual([
         'order.issue_invoice', 'order.send_confirmation', 'order.send_refund_notice', 'payment.create_intent',

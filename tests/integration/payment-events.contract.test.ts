@@ -53,18 +53,51 @@ const STANDARD_TYPES: StandardType[] = ['payment.succeeded', 'payment.failed', '
 
 const rank = (status: string) => paymentStatusPrecedence.indexOf(status as PaymentStatus)
 const statusOf = (type: StandardType) => requestedStatusOf[type]!
-/** The model: the highest-precedence status any of the events asks for. */
-const highestStatus = (types: StandardType[]) =>
-  types.map(statusOf).reduce<PaymentStatus>((top, status) => rank(status) > rank(top) ? status : top, 'pending_payment')
+
+/** What a provider may say about an order, measured against the order's amount and currency. */
+const EVENT_KINDS = {
+  payment: { type: 'payment.succeeded', amount: ORDER_AMOUNT, currency: ORDER_CURRENCY },
+  underpayment: { type: 'payment.succeeded', amount: ORDER_AMOUNT - 50_000, currency: ORDER_CURRENCY },
+  failure: { type: 'payment.failed', amount: ORDER_AMOUNT, currency: ORDER_CURRENCY },
+  full_refund: { type: 'payment.refunded', amount: ORDER_AMOUNT, currency: ORDER_CURRENCY },
+  partial_refund: { type: 'payment.refunded', amount: ORDER_AMOUNT - 100_000, currency: ORDER_CURRENCY },
+  refund_in_another_currency: { type: 'payment.refunded', amount: ORDER_AMOUNT, currency: 'USD' },
+} as const satisfies Record<string, { type: StandardType, amount: number, currency: string }>
+type EventKind = keyof typeof EVENT_KINDS
+const EVENT_KIND_NAMES = Object.keys(EVENT_KINDS) as EventKind[]
+
+/**
+ * The model of an order's final status: only a matching payment pays it, and only a full refund
+ * of a paid order refunds it — whichever arrived first.
+ */
+function finalStatus(kinds: EventKind[]): PaymentStatus {
+  if (kinds.includes('payment')) return kinds.includes('full_refund') ? 'refunded' : 'paid'
+  return kinds.includes('failure') ? 'payment_failed' : 'pending_payment'
+}
+
+interface Step { to: PaymentStatus, outcome: 'applied' | 'ignored', reason: string | null }
+
+/** The model of one application: what an event does to an order in `current`, given whether a full refund already waits for its payment. */
+function expectedStep(kind: EventKind, current: PaymentStatus, refundAwaiting: boolean): Step {
+  const requested = statusOf(EVENT_KINDS[kind].type)
+  const ignored = (reason: string): Step => ({ to: current, outcome: 'ignored', reason })
+  if (requested === current) return ignored('same_status')
+  if (rank(requested) < rank(current)) return ignored('lower_precedence')
+  if (kind === 'underpayment' || kind === 'refund_in_another_currency') return ignored('amount_mismatch')
+  if (kind === 'partial_refund') return ignored('partial_refund')
+  if (kind === 'full_refund' && rank(current) < rank('paid')) return ignored('awaiting_payment')
+  if (kind === 'payment' && refundAwaiting) return { to: 'refunded', outcome: 'applied', reason: null }
+  return { to: requested, outcome: 'applied', reason: null }
+}
 
 /** A distinct provider event (its own event id) and how many times the provider delivers it. */
 interface EventSpec {
-  type: StandardType
+  kind: EventKind
   copies: number
 }
 
 const eventSpecs = (minLength: number) => fc.array(
-  fc.record({ type: fc.constantFrom(...STANDARD_TYPES), copies: fc.integer({ min: 1, max: 3 }) }),
+  fc.record({ kind: fc.constantFrom(...EVENT_KIND_NAMES), copies: fc.integer({ min: 1, max: 3 }) }),
   { minLength, maxLength: 4 },
 )
 
@@ -79,8 +112,17 @@ interface LockBackend {
   close(): Promise<void>
 }
 
-function paymentEvent(orderId: string, type: StandardType, overrides: Partial<PaymentEvent> = {}): PaymentEvent {
-  return { eventId: `msg_${randomUUID().replaceAll('-', '')}`, type, orderId, paymentId: `pay_${orderId}`, amount: ORDER_AMOUNT, currency: ORDER_CURRENCY, ...overrides }
+/** A new provider event (its own event id) of the given kind about the order. */
+function paymentEvent(orderId: string, kind: EventKind): PaymentEvent {
+  return { eventId: `msg_${randomUUID().replaceAll('-', '')}`, orderId, paymentId: `pay_${orderId}`, ...EVENT_KINDS[kind] }
+}
+
+/** The kind an event was made as: the kinds differ in type, amount or currency. */
+function kindOf(event: PaymentEvent): EventKind {
+  return EVENT_KIND_NAMES.find((kind) => {
+    const { type, amount, currency } = EVENT_KINDS[kind]
+    return event.type === type && event.amount === amount && event.currency === currency
+  })!
 }
 
 /** The verified delivery the standard route hands over: a redelivery is signed again at its own time. */
@@ -224,20 +266,78 @@ function paymentEventsContract(driver: DatabaseDriver, openLockBackend: () => Pr
       ])
     })
 
-    it('a refund straight from pending_payment implies the payment: confirmation, invoice and refund notice, one each', async () => {
+    it('a full refund before the matching payment waits as awaiting_payment; the payment then takes the order to refunded with all three effects', async () => {
       const orderId = await newOrder()
-      expect(await apply(orderId, 'refunded', { requestId: 'req_refund', webhookEventId: 'whe_refund', jobId: 'job_refund' }))
-        .toEqual({ from: 'pending_payment', to: 'refunded', changed: true })
+      const full = { amount: ORDER_AMOUNT, currency: ORDER_CURRENCY }
+      expect(await apply(orderId, 'refunded', { ...full, requestId: 'req_refund', webhookEventId: 'whe_refund', jobId: 'job_refund' }))
+        .toEqual({ from: 'pending_payment', to: 'pending_payment', changed: false, reason: 'awaiting_payment' })
+      expect(await apply(orderId, 'payment_failed', { requestId: 'req_failed' })).toEqual({ from: 'pending_payment', to: 'payment_failed', changed: true })
+      expect(await orderStatus(orderId)).toBe('payment_failed')
+      expect(await effectJobs(orderId)).toEqual([])
+
+      expect(await apply(orderId, 'paid', { ...full, requestId: 'req_paid', webhookEventId: 'whe_paid', jobId: 'job_paid' }))
+        .toEqual({ from: 'payment_failed', to: 'refunded', changed: true })
       expect(await orderStatus(orderId)).toBe('refunded')
       expect(await effectJobs(orderId)).toEqual([
-        effectJob(orderId, 'order.issue_invoice', 'req_refund'),
-        effectJob(orderId, 'order.send_confirmation', 'req_refund'),
-        effectJob(orderId, 'order.send_refund_notice', 'req_refund'),
+        effectJob(orderId, 'order.issue_invoice', 'req_paid'),
+        effectJob(orderId, 'order.send_confirmation', 'req_paid'),
+        effectJob(orderId, 'order.send_refund_notice', 'req_paid'),
       ])
-      expect(await historyOf(orderId)).toEqual([historyRow({
-        fromStatus: 'pending_payment', requestedStatus: 'refunded', toStatus: 'refunded', outcome: 'applied',
-        webhookEventId: 'whe_refund', jobId: 'job_refund', requestId: 'req_refund',
-      })])
+      expect(await historyOf(orderId)).toEqual([
+        historyRow({ fromStatus: 'pending_payment', requestedStatus: 'refunded', toStatus: 'pending_payment', outcome: 'ignored', reason: 'awaiting_payment', webhookEventId: 'whe_refund', jobId: 'job_refund', requestId: 'req_refund' }),
+        historyRow({ fromStatus: 'pending_payment', requestedStatus: 'payment_failed', toStatus: 'payment_failed', outcome: 'applied', requestId: 'req_failed' }),
+        historyRow({ fromStatus: 'payment_failed', requestedStatus: 'paid', toStatus: 'refunded', outcome: 'applied', webhookEventId: 'whe_paid', jobId: 'job_paid', requestId: 'req_paid' }),
+      ])
+    })
+
+    it('a partial refund after paid is ignored as partial_refund: the order stays paid, no refund notice; the full refund then refunds it', async () => {
+      const orderId = await newOrder()
+      expect(await apply(orderId, 'paid', { amount: ORDER_AMOUNT, currency: ORDER_CURRENCY, requestId: 'req_paid' })).toEqual({ from: 'pending_payment', to: 'paid', changed: true })
+      expect(await apply(orderId, 'refunded', { amount: ORDER_AMOUNT - 1, currency: ORDER_CURRENCY, requestId: 'req_partial' }))
+        .toEqual({ from: 'paid', to: 'paid', changed: false, reason: 'partial_refund' })
+      expect(await orderStatus(orderId)).toBe('paid')
+      expect(await effectJobs(orderId)).toEqual([effectJob(orderId, 'order.issue_invoice', 'req_paid'), effectJob(orderId, 'order.send_confirmation', 'req_paid')])
+
+      // Stripe's amount_refunded is cumulative: the refund that completes it says the whole amount.
+      expect(await apply(orderId, 'refunded', { amount: ORDER_AMOUNT, currency: ORDER_CURRENCY, requestId: 'req_full' })).toEqual({ from: 'paid', to: 'refunded', changed: true })
+      expect(await effectJobs(orderId)).toEqual([
+        effectJob(orderId, 'order.issue_invoice', 'req_paid'),
+        effectJob(orderId, 'order.send_confirmation', 'req_paid'),
+        effectJob(orderId, 'order.send_refund_notice', 'req_full'),
+      ])
+      expect((await historyOf(orderId)).map(row => [row.fromStatus, row.toStatus, row.outcome, row.reason])).toEqual([
+        ['pending_payment', 'paid', 'applied', null],
+        ['paid', 'paid', 'ignored', 'partial_refund'],
+        ['paid', 'refunded', 'applied', null],
+      ])
+    })
+
+    it('ignores a refund of more than the order amount, or in another currency, as amount_mismatch', async () => {
+      const orderId = await newOrder()
+      await apply(orderId, 'paid', { amount: ORDER_AMOUNT, currency: ORDER_CURRENCY })
+      const mismatch = { from: 'paid', to: 'paid', changed: false, reason: 'amount_mismatch' }
+      expect(await apply(orderId, 'refunded', { amount: ORDER_AMOUNT + 1, currency: ORDER_CURRENCY })).toEqual(mismatch)
+      expect(await apply(orderId, 'refunded', { amount: ORDER_AMOUNT, currency: 'USD' })).toEqual(mismatch)
+      expect(await apply(orderId, 'refunded', { amount: ORDER_AMOUNT - 1, currency: 'USD' })).toEqual(mismatch)
+      expect(await orderStatus(orderId)).toBe('paid')
+      expect((await effectJobs(orderId)).map(job => job.kind)).toEqual(['order.issue_invoice', 'order.send_confirmation'])
+      // A refund that names no amount is taken as full.
+      expect(await apply(orderId, 'refunded', { currency: ORDER_CURRENCY })).toEqual({ from: 'paid', to: 'refunded', changed: true })
+    })
+
+    it('an underpaid order fully refunded, in either order, stays pending_payment: no confirmation, invoice or refund notice', async () => {
+      const underpaid = { amount: ORDER_AMOUNT - 50_000, currency: ORDER_CURRENCY }
+      const fullRefund = { amount: ORDER_AMOUNT, currency: ORDER_CURRENCY }
+      const paidFirst = await newOrder()
+      expect(await apply(paidFirst, 'paid', underpaid)).toEqual({ from: 'pending_payment', to: 'pending_payment', changed: false, reason: 'amount_mismatch' })
+      expect(await apply(paidFirst, 'refunded', fullRefund)).toEqual({ from: 'pending_payment', to: 'pending_payment', changed: false, reason: 'awaiting_payment' })
+      const refundFirst = await newOrder()
+      expect(await apply(refundFirst, 'refunded', fullRefund)).toEqual({ from: 'pending_payment', to: 'pending_payment', changed: false, reason: 'awaiting_payment' })
+      expect(await apply(refundFirst, 'paid', underpaid)).toEqual({ from: 'pending_payment', to: 'pending_payment', changed: false, reason: 'amount_mismatch' })
+      for (const orderId of [paidFirst, refundFirst]) {
+        expect(await orderStatus(orderId)).toBe('pending_payment')
+        expect(await effectJobs(orderId)).toEqual([])
+      }
     })
 
     it('applying paid twice: the second is ignored as same_status and enqueues nothing more', async () => {
@@ -340,7 +440,7 @@ function paymentEventsContract(driver: DatabaseDriver, openLockBackend: () => Pr
     /** Checks the order against the model of its distinct events, and returns what any arrival order must reproduce. */
     async function expectMatchesModel(orderId: string, stored: Map<string, StoredEvent>) {
       const events = [...stored.values()]
-      const final = highestStatus(events.map(({ event }) => event.type as StandardType))
+      const final = finalStatus(events.map(({ event }) => kindOf(event)))
       const byStoredId = new Map(events.map(entry => [entry.storedId, entry]))
 
       expect(await orderStatus(orderId)).toBe(final)
@@ -354,7 +454,7 @@ function paymentEventsContract(driver: DatabaseDriver, openLockBackend: () => Pr
         const { event, firstDelivery, firstRequestId } = entry!
         expect(row).toMatchObject({
           provider: 'standard', eventId: event.eventId, type: event.type, orderId, paymentId: event.paymentId,
-          amount: ORDER_AMOUNT, currency: ORDER_CURRENCY, rawBody: firstDelivery.rawBody,
+          amount: event.amount, currency: event.currency, rawBody: firstDelivery.rawBody,
           signatureHeaders: firstDelivery.signatureHeaders, requestId: firstRequestId,
         })
         expect(['applied', 'ignored']).toContain(row.status)
@@ -378,26 +478,24 @@ function paymentEventsContract(driver: DatabaseDriver, openLockBackend: () => Pr
       ])
 
       // One history row per distinct event, written by its apply job. Rows are inserted under the
-      // order's row lock, so their ids give the order in which the events were applied: a chain.
+      // order's row lock, so their ids give the order in which the events were applied: a chain,
+      // each step as the model of one application says.
       const history = await historyOf(orderId)
       expect(history.map(row => row.webhookEventId).sort()).toEqual(events.map(entry => entry.storedId).sort())
-      let current = 'pending_payment'
+      let current: PaymentStatus = 'pending_payment'
+      let refundAwaiting = false
       for (const row of history) {
         const { event, firstRequestId } = byStoredId.get(row.webhookEventId!)!
-        const requested = statusOf(event.type as StandardType)
-        expect(row).toMatchObject({ fromStatus: current, requestedStatus: requested, jobId: applyJobOf.get(row.webhookEventId!), requestId: firstRequestId })
-        expect(rank(row.toStatus)).toBeGreaterThanOrEqual(rank(row.fromStatus))
-        if (rank(requested) > rank(current)) {
-          expect(row).toMatchObject({ toStatus: requested, outcome: 'applied', reason: null })
-        }
-        else {
-          expect(row).toMatchObject({ toStatus: current, outcome: 'ignored', reason: requested === current ? 'same_status' : 'lower_precedence' })
-        }
+        const step = expectedStep(kindOf(event), current, refundAwaiting)
+        expect(row).toMatchObject({
+          fromStatus: current, requestedStatus: statusOf(event.type as StandardType), toStatus: step.to, outcome: step.outcome, reason: step.reason,
+          jobId: applyJobOf.get(row.webhookEventId!), requestId: firstRequestId,
+        })
         expect(eventRows.find(eventRow => eventRow.id === row.webhookEventId)!.status).toBe(row.outcome)
-        current = row.toStatus
+        refundAwaiting ||= step.reason === 'awaiting_payment'
+        current = step.to
       }
-      const applied = history.filter(row => row.outcome === 'applied')
-      expect(applied.at(-1)!.toStatus).toBe(final)
+      expect(current).toBe(final)
 
       expect(await effectsOf(orderId)).toEqual(effects)
       return { status: final, effects, webhookEvents: eventRows.length, history: history.length, jobKinds: jobRows.map(job => job.kind).sort() }
@@ -406,12 +504,12 @@ function paymentEventsContract(driver: DatabaseDriver, openLockBackend: () => Pr
     /** Ingests `deliveries` of the order's events in the given arrival order (indices into `events`). */
     const deliveriesOf = (events: PaymentEvent[], arrival: number[]) => arrival.map(index => events[index]!)
 
-    it('any multiset of events, in any arrival order, ends at the highest status with each effect once iff its state was reached', async () => {
+    it('any multiset of events (payments matching or not, failures, full, partial and foreign refunds), in any arrival order, ends as the model says with each effect once iff its state was reached', async () => {
       await fc.assert(fc.asyncProperty(
         eventSpecs(1).chain(specs => fc.tuple(fc.constant(specs), arrivalOrder(specs))),
         async ([specs, arrival]) => {
           const orderId = await newOrder()
-          const events = specs.map(spec => paymentEvent(orderId, spec.type))
+          const events = specs.map(spec => paymentEvent(orderId, spec.kind))
           const stored = new Map<string, StoredEvent>()
           for (const event of deliveriesOf(events, arrival)) await ingest(event, stored)
           expect(stored.size).toBe(specs.length)
@@ -428,8 +526,8 @@ function paymentEventsContract(driver: DatabaseDriver, openLockBackend: () => Pr
         async ([specs, firstArrival, secondArrival]) => {
           fc.pre(firstArrival.join() !== secondArrival.join())
           const [orderA, orderB] = [await newOrder(), await newOrder()]
-          const eventsA = specs.map(spec => paymentEvent(orderA, spec.type))
-          const eventsB = specs.map(spec => paymentEvent(orderB, spec.type))
+          const eventsA = specs.map(spec => paymentEvent(orderA, spec.kind))
+          const eventsB = specs.map(spec => paymentEvent(orderB, spec.kind))
           const storedA = new Map<string, StoredEvent>()
           const storedB = new Map<string, StoredEvent>()
           // Interleaved, so the two orders' applies run side by side in the workers.
@@ -448,9 +546,28 @@ function paymentEventsContract(driver: DatabaseDriver, openLockBackend: () => Pr
       ), { numRuns: driver === 'postgres' ? 8 : 4 })
     }, 120_000)
 
+    // Each event applied before the next is delivered, so the arrival order is exactly as listed.
+    it.each<[string, EventKind[], PaymentStatus]>([
+      ['a partial refund after the payment: stays paid, no refund notice', ['payment', 'partial_refund'], 'paid'],
+      ['an underpayment, then a full refund: pending_payment, no effects', ['underpayment', 'full_refund'], 'pending_payment'],
+      ['a full refund, then an underpayment: pending_payment, no effects', ['full_refund', 'underpayment'], 'pending_payment'],
+      ['a full refund before the matching payment: refunded, all three effects', ['full_refund', 'payment'], 'refunded'],
+      ['a refund in another currency after the payment: stays paid', ['payment', 'refund_in_another_currency'], 'paid'],
+    ])('applied one by one, %s', async (_what, kinds, expected) => {
+      const orderId = await newOrder()
+      const stored = new Map<string, StoredEvent>()
+      for (const kind of kinds) {
+        await ingest(paymentEvent(orderId, kind), stored)
+        await drain([orderId])
+      }
+      const outcome = await expectMatchesModel(orderId, stored)
+      expect(outcome.status).toBe(expected)
+      expect(outcome.effects).toEqual(expectedEffects(expected))
+    })
+
     it('an event that overtakes its order fails retryably, and is applied by the first attempt after the order exists', async () => {
       const orderId = newId('ord')
-      const event = paymentEvent(orderId, 'payment.succeeded')
+      const event = paymentEvent(orderId, 'payment')
       const stored = new Map<string, StoredEvent>()
       await ingest(event, stored)
       const { storedId } = stored.get(event.eventId)!

@@ -43,7 +43,9 @@ export const orderIssueInvoice = orderEffectKind('order.issue_invoice', 'invoice
   await tx.insert(invoices).values({ id: newId('inv'), tenantId: order.tenantId, orderId: order.id, amount: order.amount, currency: order.currency })
 })
 
+// Only a refund of the order's whole amount makes it refunded (a partial one leaves it as it was),
+// so the notice can name that amount.
 export const orderSendRefundNotice = orderEmailKind('order.send_refund_notice', 'refund_notice', order => ({
   subject: `Order ${order.id} refunded`,
-  body: `We refunded ${formatAmount(order.amount, order.currency)} for order ${order.id}. It can take a few days to reach your account.`,
+  body: `We refunded the full amount of order ${order.id}, ${formatAmount(order.amount, order.currency)}. It can take a few days to reach your account.`,
 }))

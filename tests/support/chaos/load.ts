@@ -5,7 +5,7 @@ import { requestedStatusOf, type PaymentEventType } from '../../../server/webhoo
 import { isRetryable } from '../cluster'
 import { request, type TestResponse } from '../http'
 import { postOrder, validOrderBody } from '../orders'
-import { deliver, midtransDelivery, newWebhookId, type SignedDelivery, standardBody, standardDelivery, stripeBody, stripeDelivery, type StripeEventType } from '../webhooks'
+import { deliver, midtransDelivery, midtransStatusCode, newWebhookId, type SignedDelivery, standardBody, standardDelivery, stripeBody, stripeDelivery, type StripeEventType } from '../webhooks'
 import type { AnswerLog, RequestKind } from './answers'
 import { balancerHeader } from './balancer'
 import type { AcceptedEvent, OrderModel, PaymentPath, Provider } from './model'
@@ -233,8 +233,11 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     if (provider === 'midtrans') {
       const transactionStatus = requested ? ({ pending_payment: 'pending', payment_failed: 'deny', paid: 'settlement', refunded: 'refund' } as const)[requested] : 'pending'
       const transactionId = `tx-${order.id}`
-      const delivery = midtransDelivery({ orderId: order.id, transactionId, transactionStatus, grossAmount: `${order.amount}.00`, currency: 'IDR' })
-      return { provider, eventId: `${transactionId}:${transactionStatus}`, requested, delivery: () => delivery }
+      const grossAmount = `${order.amount}.00`
+      const delivery = midtransDelivery({ orderId: order.id, transactionId, transactionStatus, grossAmount, currency: 'IDR' })
+      // A Midtrans refund shares its signed fields with the settlement: informational, it asks for nothing.
+      const eventId = `${order.id}:${midtransStatusCode(transactionStatus)}:${grossAmount}:${transactionStatus}`
+      return { provider, eventId, requested: transactionStatus === 'refund' ? null : requested, delivery: () => delivery }
     }
     if (provider === 'stripe') {
       const eventId = `evt_${randomUUID().replaceAll('-', '')}`
