@@ -356,6 +356,31 @@ describeWithServices('GET /api/ops/evidence (SPEC §7): one timeline per key, or
     expectProblem(await ops(`/api/ops/evidence?keyId=${keyId}&requestId=${revokingRequest}`), 'validation-failed')
   })
 
+  it('by key id through the key routes: the key issued and revoked, each with the ops request that did it', async () => {
+    const tenantId = stack.tenant.tenantId
+    const issued = await request(stack.app.url, `/api/ops/tenants/${tenantId}/keys`, { method: 'POST', headers: opsHeaders, body: {} })
+    expect(issued.status, issued.text).toBe(201)
+    const keyId: string = issued.json.keyId
+    const revoked = await request(stack.app.url, `/api/ops/tenants/${tenantId}/keys/${keyId}`, { method: 'DELETE', headers: opsHeaders })
+    expect(revoked.status, revoked.text).toBe(204)
+    const [issuingRequest, revokingRequest] = [issued, revoked].map(response => response.headers.get('x-server-request-id')!)
+    await pollUntil('both key requests are logged', async () => {
+      const [row] = await sql()<[{ n: number }]>`select count(*)::int as n from request_log where request_id in (${issuingRequest}, ${revokingRequest})`
+      return row.n === 2
+    })
+
+    const { timeline } = await evidence({ keyId })
+    expectChronological(timeline)
+    expect(timeline.map(entry => [entry.kind, entry.ids.requestId, entry.kind === 'request' ? entry.detail.status : entry.detail.action, entry.verified])).toEqual([
+      ['request', issuingRequest, 201, true],
+      ['operator_action', issuingRequest, 'api_key.created', undefined],
+      ['request', revokingRequest, 204, true],
+      ['operator_action', revokingRequest, 'api_key.revoked', undefined],
+    ])
+    expect(ofKind(timeline, 'operator_action').every(entry => entry.ids.keyId === keyId && entry.ids.tenantId === tenantId)).toBe(true)
+    expect(JSON.stringify(timeline)).not.toContain(issued.json.secretKey)
+  })
+
   it('by event id: every delivery of the webhook-id, a forged one included, its record, apply job and status change', async () => {
     const created = await postOrder(stack.app.url, { secretKey: stack.tenant.secretKey, key: newIdempotencyKey(), body: validOrderBody() })
     expect(created.status, created.text).toBe(201)
