@@ -67,15 +67,19 @@ const isServerError = (e: DriverErrorFields): e is ServerErrorFields =>
  */
 export function describeDatabaseError(error: unknown): string | undefined {
   let failedQuery = false
+  let unavailableCode: string | undefined
   for (const e of errorChain(error)) {
     if (isServerError(e)) {
       const name = conditionNames[e.code] ?? classNames[e.code.slice(0, 2)] ?? 'unknown_condition'
       const constraint = e.constraint_name ?? e.constraint
       return `database error ${e.code} ${name}${typeof constraint === 'string' && constraint ? ` on ${constraint}` : ''}`
     }
-    if (isUnavailableCode(e.code)) return `database unavailable: ${e.code}`
-    failedQuery ||= e instanceof DrizzleQueryError
+    if (e instanceof DrizzleQueryError) failedQuery = true
+    else if (isUnavailableCode(e.code)) unavailableCode ??= e.code
   }
+  // A socket error is the database's only under a failed query (a webhook delivery's fetch has them too);
+  // postgres.js' own connection codes are always the database's.
+  if (unavailableCode && (failedQuery || unavailableCode.startsWith('CONNECT'))) return `database unavailable: ${unavailableCode}`
   // A query that failed in the driver, without a server error (a value it could not encode, say): its message may quote the value.
   return failedQuery ? 'database error without a SQLSTATE: the query failed in the driver' : undefined
 }

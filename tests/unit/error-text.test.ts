@@ -75,8 +75,13 @@ describe('describeDatabaseError', () => {
     expect(describeDatabaseError(wrapper)).toBe('database error 23505 unique_violation on orders_tenant_cart_unique')
   })
 
-  it('is undefined for anything else, a socket-like code without a severity included', () => {
+  it('is undefined for anything else: a socket-like code without a severity, a fetch that found nothing listening', () => {
     expect(describeDatabaseError(new Error('provider exploded'))).toBeUndefined()
+    // A webhook delivery's failure is not the database's, although its cause has a connection code.
+    const fetchFailed = new TypeError('fetch failed', { cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), { code: 'ECONNREFUSED' }) })
+    expect(describeDatabaseError(fetchFailed)).toBeUndefined()
+    expect(describeError(fetchFailed)).toBe('TypeError: fetch failed')
+    expect(describeDatabaseError(Object.assign(new Error('write CONNECTION_ENDED 127.0.0.1:5432'), { code: 'CONNECTION_ENDED' }))).toBe('database unavailable: CONNECTION_ENDED')
     expect(describeDatabaseError(Object.assign(new Error('x'), { code: 'EPERM' }))).toBeUndefined()
     expect(describeDatabaseError('a string')).toBeUndefined()
     expect(describeDatabaseError(undefined)).toBeUndefined()
