@@ -13,8 +13,31 @@ const intIn = (min: number, max: number, fallback: number) =>
   z.string().regex(/^\d+$/, 'must be a whole number').optional()
     .transform(v => (v === undefined ? fallback : Number(v)))
     .pipe(z.number().int().min(min).max(max))
+/** An opaque shared secret (a token, Stripe's endpoint secret, Midtrans' server key). */
 const secret = (prefix = '') => z.string().min(prefix.length + 16, `must be at least ${prefix.length + 16} characters`)
   .refine(v => v.startsWith(prefix), `must start with "${prefix}"`).optional()
+
+/** The fewest key bytes a `whsec_` signing secret may decode to. */
+export const MIN_SIGNING_KEY_BYTES = 24
+
+/**
+ * The HMAC key of a `whsec_` secret, or undefined unless the rest is canonical base64 (decoding and
+ * encoding again gives it back, padding optional) of at least MIN_SIGNING_KEY_BYTES. Node's decoder
+ * skips what is not base64, so `whsec_!!!!…` would otherwise become an empty key that anyone can sign with.
+ */
+export function signingKeyOf(value: string): Buffer | undefined {
+  if (!value.startsWith('whsec_')) return undefined
+  const encoded = value.slice('whsec_'.length)
+  const key = Buffer.from(encoded, 'base64')
+  const canonical = key.toString('base64')
+  if (encoded !== canonical && encoded !== canonical.replace(/=+$/, '')) return undefined
+  return key.length >= MIN_SIGNING_KEY_BYTES ? key : undefined
+}
+
+/** A Standard Webhooks signing secret: `whsec_` and the base64 of its key. */
+const signingSecret = () => z.string()
+  .refine(v => signingKeyOf(v) !== undefined, `must be "whsec_" followed by the canonical base64 of a key of at least ${MIN_SIGNING_KEY_BYTES} random bytes`)
+  .optional()
 
 const EnvSchema = z.object({
   // Read by Nitro itself; validated here so a bad value fails with a clear message.
@@ -25,7 +48,7 @@ const EnvSchema = z.object({
   PGLITE_DIR: z.string().min(1).default('.data/pglite'),
   MIGRATIONS_DIR: z.string().min(1).default('drizzle'),
   OPS_TOKEN: secret(),
-  WEBHOOK_STANDARD_SECRET: secret('whsec_'),
+  WEBHOOK_STANDARD_SECRET: signingSecret(),
   WEBHOOK_STRIPE_SECRET: secret(),
   MIDTRANS_SERVER_KEY: secret(),
   FAULTS_ENABLED: flag(false),
@@ -63,8 +86,13 @@ const EnvSchema = z.object({
    * in development, off otherwise.
    */
   MOCKPAY_ENABLED: z.enum(['true', 'false', '1', '0']).optional(),
-  /** Where mockpay delivers its signed `standard` webhooks; default this instance's own endpoint. */
+  /** Where mockpay delivers its signed webhooks; default this instance's own /api/webhooks/mockpay. */
   MOCKPAY_WEBHOOK_URL: z.url({ protocol: /^https?$/ }).optional(),
+  /**
+   * mockpay's own signing secret (`whsec_…`), never the real provider's: a simulator that anyone can
+   * drive must not be able to sign what /api/webhooks/standard accepts.
+   */
+  MOCKPAY_WEBHOOK_SECRET: signingSecret(),
   /** Chaos defaults for each payment event (a confirm request may override them): extra copies… */
   MOCKPAY_DUPLICATES: intIn(0, 10, 1),
   /** …a random delay of up to this much per delivery… */
@@ -86,25 +114,36 @@ const EnvSchema = z.object({
 })
 
 type Env = z.infer<typeof EnvSchema>
+/** Required in a deployment; generated (and printed) when embedded or in development. */
 const secretNames = ['OPS_TOKEN', 'WEBHOOK_STANDARD_SECRET', 'WEBHOOK_STRIPE_SECRET', 'MIDTRANS_SERVER_KEY'] as const
-type SecretName = typeof secretNames[number]
+type SecretName = typeof secretNames[number] | 'MOCKPAY_WEBHOOK_SECRET'
 
-export type AppConfig = Omit<Env, SecretName | 'MOCKPAY_ENABLED' | 'MOCKPAY_WEBHOOK_URL' | 'CHECKOUT_DEMO_ENABLED' | 'SESSION_PASSWORD'> & Record<SecretName, string> & {
+/** A setting that is on although it is unsafe in production, as start-up logs it and /api/ready shows it. */
+export interface ConfigWarning {
+  setting: 'FAULTS_ENABLED' | 'MOCKPAY_ENABLED' | 'CHECKOUT_DEMO_ENABLED'
+  detail: string
+}
+
+export type AppConfig = Omit<Env, SecretName | 'MOCKPAY_ENABLED' | 'MOCKPAY_WEBHOOK_URL' | 'CHECKOUT_DEMO_ENABLED' | 'SESSION_PASSWORD'> & Record<typeof secretNames[number], string> & {
   MOCKPAY_ENABLED: boolean
   CHECKOUT_DEMO_ENABLED: boolean
   SESSION_PASSWORD: string
   MOCKPAY_WEBHOOK_URL: string
+  /** Set whenever MOCKPAY_ENABLED; undefined otherwise (nothing signs or verifies mockpay deliveries then). */
+  MOCKPAY_WEBHOOK_SECRET: string | undefined
   /** No DATABASE_URL: PGlite in PGLITE_DIR, one process. */
   embedded: boolean
   /** Secrets that were generated because they were missing (dev/embedded only). */
   generatedSecrets: SecretName[]
+  /** Test and demo features switched on in a deployment (DATABASE_URL set, not in development). */
+  warnings: ConfigWarning[]
 }
 
 export class ConfigError extends Error {}
 
 function generateSecret(name: SecretName): string {
   const raw = randomBytes(24)
-  if (name === 'WEBHOOK_STANDARD_SECRET') return `whsec_${raw.toString('base64')}`
+  if (name === 'WEBHOOK_STANDARD_SECRET' || name === 'MOCKPAY_WEBHOOK_SECRET') return `whsec_${raw.toString('base64')}`
   if (name === 'OPS_TOKEN') return `ops_${raw.toString('base64url')}`
   return raw.toString('base64url')
 }
@@ -112,8 +151,22 @@ function generateSecret(name: SecretName): string {
 export interface ParseOptions {
   /** `nuxt dev`: missing secrets are generated. */
   dev?: boolean
-  /** A standalone worker verifies no signatures and serves no API: it needs no secrets. */
+  /** A standalone worker verifies no signatures and serves no API: it needs no secrets but mockpay's signing one. */
   secretsOptional?: boolean
+}
+
+function warningsOf(config: Pick<AppConfig, 'FAULTS_ENABLED' | 'MOCKPAY_ENABLED' | 'CHECKOUT_DEMO_ENABLED'>): ConfigWarning[] {
+  const warnings: ConfigWarning[] = []
+  if (config.FAULTS_ENABLED) {
+    warnings.push({ setting: 'FAULTS_ENABLED', detail: 'Any client can make a request crash the process, drop its connection or fail its commit with the X-Fault header. Tests only: unset it in production.' })
+  }
+  if (config.MOCKPAY_ENABLED) {
+    warnings.push({ setting: 'MOCKPAY_ENABLED', detail: 'The simulated payment provider is on: anyone can mark an order paid or refunded through /api/mockpay without paying, and orders ask mockpay for their payment intents. Demo and tests only: set MOCKPAY_ENABLED=false in production.' })
+  }
+  if (config.CHECKOUT_DEMO_ENABLED) {
+    warnings.push({ setting: 'CHECKOUT_DEMO_ENABLED', detail: 'The demo checkout is on: any visitor gets a session that places orders as the demo tenant without a secret key. Demo only: set CHECKOUT_DEMO_ENABLED=false in production.' })
+  }
+  return warnings
 }
 
 export function parseConfig(env: Record<string, string | undefined>, options: ParseOptions = {}): AppConfig {
@@ -126,28 +179,49 @@ export function parseConfig(env: Record<string, string | undefined>, options: Pa
   }
   const values = parsed.data
   const embedded = !values.DATABASE_URL
-  const mayGenerate = embedded || options.dev === true || options.secretsOptional === true
-  const missing = secretNames.filter(name => !values[name])
+  const local = embedded || options.dev === true
+  const mayGenerate = local || options.secretsOptional === true
+  const missing: SecretName[] = secretNames.filter(name => !values[name])
   if (missing.length && !mayGenerate) {
     throw new ConfigError(`Missing required secrets: ${missing.join(', ')}. Set them in the environment; `
       + 'they are generated only when the app runs embedded (no DATABASE_URL) or in development.')
   }
-  const secrets = Object.fromEntries(secretNames.map(name => [name, values[name] ?? generateSecret(name)])) as Record<SecretName, string>
-  const onByDefault = (value: string | undefined) => (value === undefined ? embedded || options.dev === true : ['true', '1'].includes(value))
+  const secrets = Object.fromEntries(secretNames.map(name => [name, values[name] ?? generateSecret(name)])) as Record<typeof secretNames[number], string>
+  const onByDefault = (value: string | undefined) => (value === undefined ? local : ['true', '1'].includes(value))
+  const mockpayEnabled = onByDefault(values.MOCKPAY_ENABLED)
+  let mockpaySecret: string | undefined
+  if (mockpayEnabled) {
+    mockpaySecret = values.MOCKPAY_WEBHOOK_SECRET
+    if (!mockpaySecret) {
+      // The standalone worker signs mockpay's deliveries too: a generated key would sign what no instance accepts.
+      if (!local) {
+        throw new ConfigError('Missing MOCKPAY_WEBHOOK_SECRET (whsec_ and the base64 of at least 24 random bytes): it is required when MOCKPAY_ENABLED=true '
+          + 'with DATABASE_URL, the same on every instance and worker, and different from WEBHOOK_STANDARD_SECRET.')
+      }
+      mockpaySecret = generateSecret('MOCKPAY_WEBHOOK_SECRET')
+      missing.push('MOCKPAY_WEBHOOK_SECRET')
+    }
+    // Both were validated above: each has a key.
+    if (signingKeyOf(mockpaySecret)!.equals(signingKeyOf(secrets.WEBHOOK_STANDARD_SECRET)!)) {
+      throw new ConfigError('MOCKPAY_WEBHOOK_SECRET must differ from WEBHOOK_STANDARD_SECRET: with the same key, anyone who drives mockpay could sign events for /api/webhooks/standard.')
+    }
+  }
   const checkoutDemoEnabled = onByDefault(values.CHECKOUT_DEMO_ENABLED)
   if (checkoutDemoEnabled && !values.SESSION_PASSWORD && !mayGenerate) {
     // Every instance must seal and open the same cookies.
     throw new ConfigError('Missing SESSION_PASSWORD (at least 32 characters): it is required when CHECKOUT_DEMO_ENABLED=true with DATABASE_URL.')
   }
+  const switches = { FAULTS_ENABLED: values.FAULTS_ENABLED, MOCKPAY_ENABLED: mockpayEnabled, CHECKOUT_DEMO_ENABLED: checkoutDemoEnabled }
   return {
     ...values,
     ...secrets,
-    MOCKPAY_ENABLED: onByDefault(values.MOCKPAY_ENABLED),
-    CHECKOUT_DEMO_ENABLED: checkoutDemoEnabled,
+    ...switches,
+    MOCKPAY_WEBHOOK_SECRET: mockpaySecret,
     SESSION_PASSWORD: values.SESSION_PASSWORD ?? randomBytes(32).toString('base64url'),
-    MOCKPAY_WEBHOOK_URL: values.MOCKPAY_WEBHOOK_URL ?? `http://127.0.0.1:${values.PORT}/api/webhooks/standard`,
+    MOCKPAY_WEBHOOK_URL: values.MOCKPAY_WEBHOOK_URL ?? `http://127.0.0.1:${values.PORT}/api/webhooks/mockpay`,
     embedded,
     generatedSecrets: missing,
+    warnings: local ? [] : warningsOf(switches),
   }
 }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { ConfigError, parseConfig } from '../../server/config/index'
+import { ConfigError, parseConfig, type ParseOptions, signingKeyOf } from '../../server/config/index'
 
 const SECRET_NAMES = ['OPS_TOKEN', 'WEBHOOK_STANDARD_SECRET', 'WEBHOOK_STRIPE_SECRET', 'MIDTRANS_SERVER_KEY'] as const
 type SecretName = typeof SECRET_NAMES[number]
@@ -8,7 +8,7 @@ const DATABASE_URL = 'postgres://root@127.0.0.1:5432/checkout'
 
 const providedSecrets: Record<SecretName, string> = {
   OPS_TOKEN: 'ops_provided_token_0123456789',
-  WEBHOOK_STANDARD_SECRET: 'whsec_cHJvdmlkZWQtc3RhbmRhcmQta2V5',
+  WEBHOOK_STANDARD_SECRET: `whsec_${Buffer.from('provided-standard-key-of-32-bytes').toString('base64')}`,
   WEBHOOK_STRIPE_SECRET: 'stripe_provided_secret_0123',
   MIDTRANS_SERVER_KEY: 'midtrans_provided_key_0123',
 }
@@ -17,7 +17,7 @@ const providedSecrets: Record<SecretName, string> = {
 const deploymentEnv = (): Record<string, string | undefined> => ({ DATABASE_URL, ...providedSecrets })
 
 /** The ConfigError parseConfig throws for `env`; fails the test when it does not throw one. */
-function configErrorFor(env: Record<string, string | undefined>, options?: { dev?: boolean }): ConfigError {
+function configErrorFor(env: Record<string, string | undefined>, options?: ParseOptions): ConfigError {
   try {
     parseConfig(env, options)
   }
@@ -37,11 +37,11 @@ const generatedSecretShapes: Record<SecretName, RegExp> = {
 }
 
 describe('parseConfig: secrets', () => {
-  it('runs embedded without DATABASE_URL and generates all four secrets in their shapes', () => {
+  it('runs embedded without DATABASE_URL and generates all four secrets (and mockpay\'s) in their shapes', () => {
     const config = parseConfig({})
     expect(config.embedded).toBe(true)
     expect(config.DATABASE_URL).toBeUndefined()
-    expect(config.generatedSecrets).toEqual([...SECRET_NAMES])
+    expect(config.generatedSecrets).toEqual([...SECRET_NAMES, 'MOCKPAY_WEBHOOK_SECRET'])
     for (const name of SECRET_NAMES) expect(config[name]).toMatch(generatedSecretShapes[name])
   })
 
@@ -57,7 +57,7 @@ describe('parseConfig: secrets', () => {
     const config = parseConfig({ OPS_TOKEN: providedSecrets.OPS_TOKEN, MIDTRANS_SERVER_KEY: providedSecrets.MIDTRANS_SERVER_KEY })
     expect(config.OPS_TOKEN).toBe(providedSecrets.OPS_TOKEN)
     expect(config.MIDTRANS_SERVER_KEY).toBe(providedSecrets.MIDTRANS_SERVER_KEY)
-    expect(config.generatedSecrets).toEqual(['WEBHOOK_STANDARD_SECRET', 'WEBHOOK_STRIPE_SECRET'])
+    expect(config.generatedSecrets).toEqual(['WEBHOOK_STANDARD_SECRET', 'WEBHOOK_STRIPE_SECRET', 'MOCKPAY_WEBHOOK_SECRET'])
     expect(config.WEBHOOK_STANDARD_SECRET).toMatch(generatedSecretShapes.WEBHOOK_STANDARD_SECRET)
   })
 
@@ -90,7 +90,7 @@ describe('parseConfig: secrets', () => {
   it('generates missing secrets in development even with DATABASE_URL', () => {
     const config = parseConfig({ DATABASE_URL }, { dev: true })
     expect(config.embedded).toBe(false)
-    expect(config.generatedSecrets).toEqual([...SECRET_NAMES])
+    expect(config.generatedSecrets).toEqual([...SECRET_NAMES, 'MOCKPAY_WEBHOOK_SECRET'])
     for (const name of SECRET_NAMES) expect(config[name]).toMatch(generatedSecretShapes[name])
   })
 })
@@ -170,6 +170,7 @@ describe('parseConfig: values', () => {
     ['DATABASE_URL', 'mysql://x'],
     ['REDIS_URL', 'http://x'],
     ['WEBHOOK_STANDARD_SECRET', 'c3RhbmRhcmQta2V5LXdpdGhvdXQtcHJlZml4'],
+    ['MOCKPAY_WEBHOOK_SECRET', 'c3RhbmRhcmQta2V5LXdpdGhvdXQtcHJlZml4'],
   ])('rejects %s=%j with a ConfigError naming the variable', (name, value) => {
     const error = configErrorFor({ ...deploymentEnv(), [name]: value })
     expect(error.message).toMatch(new RegExp(`\\b${name}\\b`))
@@ -197,8 +198,63 @@ describe('parseConfig: values', () => {
   })
 })
 
+describe('parseConfig: signing secrets are keys', () => {
+  const whsec = (bytes: Buffer) => `whsec_${bytes.toString('base64')}`
+  const key24 = Buffer.from(Array.from({ length: 24 }, (_, i) => i * 7 + 3))
+  const key32 = Buffer.from(Array.from({ length: 32 }, (_, i) => 255 - i))
+  const signingSecrets = ['WEBHOOK_STANDARD_SECRET', 'MOCKPAY_WEBHOOK_SECRET'] as const
+  const base64Alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'
+  /** The base64 of `key` with a bit set that the decoder drops: the same key, spelt another way. */
+  const nonCanonical = (key: Buffer) => {
+    const canonical = key.toString('base64')
+    const last = canonical.replace(/=+$/, '').length - 1
+    return canonical.slice(0, last) + base64Alphabet[base64Alphabet.indexOf(canonical[last]!) | 1] + canonical.slice(last + 1)
+  }
+  /** A deployment with mockpay on, so that both signing secrets are read. */
+  const withMockpay = (): Record<string, string | undefined> => ({ ...deploymentEnv(), MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_SECRET: whsec(key32) })
+
+  it.each(signingSecrets.flatMap(name => [
+    [name, 'whsec_!!!!!!!!!!!!!!!!!!!!', 'not base64 at all: Node would decode it to an empty key'],
+    [name, `whsec_${'!'.repeat(40)}`, 'long enough for a length check, still no key'],
+    [name, whsec(Buffer.alloc(16, 1)), 'a 16-byte key'],
+    [name, whsec(Buffer.alloc(23, 1)), 'a 23-byte key'],
+    [name, `whsec_${key32.toString('base64url')}`, 'base64url, not base64'],
+    [name, `whsec_${key32.toString('base64')} `, 'a trailing space'],
+    [name, `whsec_${key24.toString('base64').slice(0, 10)}*${key24.toString('base64').slice(10)}`, 'a character base64 does not have'],
+    [name, `whsec_${nonCanonical(Buffer.alloc(25, 8))}`, 'non-canonical: the last character has bits the key does not'],
+    [name, `whsec_${key32.toString('base64')}=`, 'padding where none belongs'],
+    [name, key32.toString('base64'), 'no whsec_ prefix'],
+  ]))('rejects %s=%j (%s), naming the variable', (name, value) => {
+    const error = configErrorFor({ ...withMockpay(), [name]: value })
+    expect(error.message).toMatch(new RegExp(`\\b${name}: must be "whsec_" followed by the canonical base64 of a key of at least 24 random bytes`))
+    for (const other of signingSecrets.filter(n => n !== name)) expect(error.message).not.toContain(other)
+  })
+
+  it.each(signingSecrets.flatMap(name => [
+    [name, key24, whsec(key24)],
+    [name, key32, whsec(key32)],
+    // 25 bytes: base64 with two padding characters, accepted with or without them.
+    [name, Buffer.alloc(25, 9), whsec(Buffer.alloc(25, 9))],
+    [name, Buffer.alloc(25, 9), whsec(Buffer.alloc(25, 9)).replace(/=+$/, '')],
+  ] as const).map(([name, key, value]) => [name, key.length, value, key] as const))('accepts %s with a %i-byte key: %s', (name, _bytes, value, key) => {
+    const other = name === 'WEBHOOK_STANDARD_SECRET' ? { MOCKPAY_WEBHOOK_SECRET: whsec(Buffer.alloc(32, 0xAB)) } : {}
+    const config = parseConfig({ ...withMockpay(), ...other, [name]: value })
+    expect(config[name]).toBe(value)
+    expect(signingKeyOf(value)).toEqual(key)
+  })
+
+  it('keeps the opaque secrets (Stripe, Midtrans, OPS_TOKEN) as strings of at least 16 characters, not keys', () => {
+    const opaque = { OPS_TOKEN: '!'.repeat(16), WEBHOOK_STRIPE_SECRET: 'whsec_not-base64-at-all', MIDTRANS_SERVER_KEY: 'SB-Mid-server-abc-123' }
+    expect(parseConfig({ ...deploymentEnv(), ...opaque })).toMatchObject(opaque)
+    for (const name of Object.keys(opaque)) {
+      expect(configErrorFor({ ...deploymentEnv(), [name]: 'short' }).message).toMatch(new RegExp(`\\b${name}: must be at least`))
+    }
+  })
+})
+
 describe('parseConfig: mockpay and the demo checkout', () => {
   const sessionPassword = 'a-session-password-of-32-chars-!'
+  const mockpaySecret = `whsec_${Buffer.alloc(32, 0x5A).toString('base64')}`
 
   it('turns both on when embedded or in development, and off in a deployment', () => {
     const embedded = parseConfig({})
@@ -210,10 +266,10 @@ describe('parseConfig: mockpay and the demo checkout', () => {
     expect([deployed.MOCKPAY_ENABLED, deployed.CHECKOUT_DEMO_ENABLED]).toEqual([false, false])
   })
 
-  it('delivers mockpay webhooks to this instance unless told otherwise', () => {
-    expect(parseConfig({ PORT: '4100' }).MOCKPAY_WEBHOOK_URL).toBe('http://127.0.0.1:4100/api/webhooks/standard')
-    expect(parseConfig({ MOCKPAY_WEBHOOK_URL: 'https://hooks.example.com/api/webhooks/standard' }).MOCKPAY_WEBHOOK_URL)
-      .toBe('https://hooks.example.com/api/webhooks/standard')
+  it('delivers mockpay webhooks to this instance\'s mockpay endpoint unless told otherwise', () => {
+    expect(parseConfig({ PORT: '4100' }).MOCKPAY_WEBHOOK_URL).toBe('http://127.0.0.1:4100/api/webhooks/mockpay')
+    expect(parseConfig({ MOCKPAY_WEBHOOK_URL: 'https://hooks.example.com/api/webhooks/mockpay' }).MOCKPAY_WEBHOOK_URL)
+      .toBe('https://hooks.example.com/api/webhooks/mockpay')
     expect(configErrorFor({ MOCKPAY_WEBHOOK_URL: 'ftp://x' }).message).toMatch(/\bMOCKPAY_WEBHOOK_URL\b/)
     const chaos = parseConfig({})
     expect([chaos.MOCKPAY_DUPLICATES, chaos.MOCKPAY_MAX_DELAY_MS, chaos.MOCKPAY_REORDER]).toEqual([1, 300, true])
@@ -221,7 +277,7 @@ describe('parseConfig: mockpay and the demo checkout', () => {
 
   it('requires SESSION_PASSWORD for the demo checkout in a deployment, and keeps it verbatim', () => {
     expect(configErrorFor({ ...deploymentEnv(), CHECKOUT_DEMO_ENABLED: 'true' }).message).toMatch(/\bSESSION_PASSWORD\b/)
-    const config = parseConfig({ ...deploymentEnv(), CHECKOUT_DEMO_ENABLED: 'true', MOCKPAY_ENABLED: '1', SESSION_PASSWORD: sessionPassword })
+    const config = parseConfig({ ...deploymentEnv(), CHECKOUT_DEMO_ENABLED: 'true', MOCKPAY_ENABLED: '1', MOCKPAY_WEBHOOK_SECRET: mockpaySecret, SESSION_PASSWORD: sessionPassword })
     expect([config.CHECKOUT_DEMO_ENABLED, config.MOCKPAY_ENABLED, config.SESSION_PASSWORD]).toEqual([true, true, sessionPassword])
     expect(configErrorFor({ ...deploymentEnv(), SESSION_PASSWORD: 'too-short' }).message).toMatch(/\bSESSION_PASSWORD\b/)
   })
@@ -229,5 +285,64 @@ describe('parseConfig: mockpay and the demo checkout', () => {
   it('lets a deployment switch them off explicitly even when embedded', () => {
     const config = parseConfig({ MOCKPAY_ENABLED: 'false', CHECKOUT_DEMO_ENABLED: '0' })
     expect([config.MOCKPAY_ENABLED, config.CHECKOUT_DEMO_ENABLED]).toEqual([false, false])
+  })
+
+  it('has its own signing secret: required with MOCKPAY_ENABLED=true and DATABASE_URL, generated and printed when embedded or in development', () => {
+    const error = configErrorFor({ ...deploymentEnv(), MOCKPAY_ENABLED: 'true' })
+    expect(error.message).toMatch(/^Missing MOCKPAY_WEBHOOK_SECRET\b/)
+    expect(error.message).toContain('MOCKPAY_ENABLED=true')
+    // The standalone worker signs mockpay's deliveries: it needs the secret the instances verify with.
+    expect(configErrorFor({ DATABASE_URL, MOCKPAY_ENABLED: 'true' }, { secretsOptional: true }).message).toMatch(/^Missing MOCKPAY_WEBHOOK_SECRET\b/)
+    const deployed = parseConfig({ ...deploymentEnv(), MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_SECRET: mockpaySecret })
+    expect(deployed.MOCKPAY_WEBHOOK_SECRET).toBe(mockpaySecret)
+    expect(deployed.generatedSecrets).toEqual([])
+
+    const embedded = parseConfig({})
+    expect(embedded.MOCKPAY_WEBHOOK_SECRET).toMatch(/^whsec_[A-Za-z0-9+/]{32}$/)
+    expect(embedded.MOCKPAY_WEBHOOK_SECRET).not.toBe(embedded.WEBHOOK_STANDARD_SECRET)
+    expect(embedded.generatedSecrets).toEqual([...SECRET_NAMES, 'MOCKPAY_WEBHOOK_SECRET'])
+    const dev = parseConfig({ ...deploymentEnv(), SESSION_PASSWORD: sessionPassword }, { dev: true })
+    expect(dev.generatedSecrets).toEqual(['MOCKPAY_WEBHOOK_SECRET'])
+    expect(signingKeyOf(dev.MOCKPAY_WEBHOOK_SECRET!)).toHaveLength(24)
+  })
+
+  it('has no mockpay secret while mockpay is off, and never the Standard Webhooks key', () => {
+    expect(parseConfig(deploymentEnv()).MOCKPAY_WEBHOOK_SECRET).toBeUndefined()
+    expect(parseConfig({ ...deploymentEnv(), MOCKPAY_WEBHOOK_SECRET: mockpaySecret }).MOCKPAY_WEBHOOK_SECRET).toBeUndefined()
+    const sameKey = configErrorFor({ ...deploymentEnv(), MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_SECRET: providedSecrets.WEBHOOK_STANDARD_SECRET })
+    expect(sameKey.message).toMatch(/^MOCKPAY_WEBHOOK_SECRET must differ from WEBHOOK_STANDARD_SECRET/)
+    // The same key spelt without its padding is still the same key.
+    const unpadded = `whsec_${Buffer.alloc(25, 3).toString('base64').replace(/=+$/, '')}`
+    const padded = `whsec_${Buffer.alloc(25, 3).toString('base64')}`
+    expect(configErrorFor({ ...deploymentEnv(), WEBHOOK_STANDARD_SECRET: padded, MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_SECRET: unpadded }).message)
+      .toMatch(/must differ/)
+  })
+})
+
+describe('parseConfig: warnings about test and demo features in a deployment', () => {
+  const mockpaySecret = `whsec_${Buffer.alloc(32, 0x5A).toString('base64')}`
+
+  it('lists none by default, in a deployment or embedded', () => {
+    expect(parseConfig(deploymentEnv()).warnings).toEqual([])
+    // Embedded and dev turn mockpay and the demo on by themselves: a laptop, not production.
+    expect(parseConfig({ FAULTS_ENABLED: 'true' }).warnings).toEqual([])
+    expect(parseConfig({ ...deploymentEnv(), FAULTS_ENABLED: 'true' }, { dev: true }).warnings).toEqual([])
+  })
+
+  it('names each of FAULTS_ENABLED, MOCKPAY_ENABLED and CHECKOUT_DEMO_ENABLED switched on with DATABASE_URL, and why it is unsafe', () => {
+    const config = parseConfig({
+      ...deploymentEnv(),
+      FAULTS_ENABLED: 'true',
+      MOCKPAY_ENABLED: 'true',
+      MOCKPAY_WEBHOOK_SECRET: mockpaySecret,
+      CHECKOUT_DEMO_ENABLED: 'true',
+      SESSION_PASSWORD: 'a-session-password-of-32-chars-!',
+    })
+    expect(config.warnings).toEqual([
+      { setting: 'FAULTS_ENABLED', detail: expect.stringMatching(/crash the process.*X-Fault.*production/) },
+      { setting: 'MOCKPAY_ENABLED', detail: expect.stringMatching(/paid or refunded.*without paying.*production/) },
+      { setting: 'CHECKOUT_DEMO_ENABLED', detail: expect.stringMatching(/demo tenant without a secret key.*production/) },
+    ])
+    expect(parseConfig({ ...deploymentEnv(), MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_SECRET: mockpaySecret }).warnings.map(w => w.setting)).toEqual(['MOCKPAY_ENABLED'])
   })
 })
