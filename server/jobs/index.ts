@@ -2,7 +2,7 @@ import { hostname } from 'node:os'
 import type { AppConfig } from '../config'
 import type { DatabaseHandle } from '../db/client'
 import type { Locks } from '../locks/types'
-import { createMockpayProvider } from '../mockpay/provider'
+import { createMockpayProvider, paymentProviderConfigured } from '../mockpay/provider'
 import { createJobKinds } from './kinds'
 import { createWorker, type Worker } from './runner'
 
@@ -12,10 +12,10 @@ export function createConfiguredWorker(config: AppConfig, handle: DatabaseHandle
     db: handle.db,
     notifications: handle.notifications,
     locks,
-    kinds: createJobKinds({
-      payments: createMockpayProvider(handle.db),
-      mockpay: { url: config.MOCKPAY_WEBHOOK_URL, secret: config.WEBHOOK_STANDARD_SECRET },
-    }),
+    kinds: createJobKinds(paymentProviderConfigured(config) && config.MOCKPAY_WEBHOOK_SECRET
+      ? { payments: createMockpayProvider(handle.db), mockpay: { url: config.MOCKPAY_WEBHOOK_URL, secret: config.MOCKPAY_WEBHOOK_SECRET } }
+      // mockpay off: no provider to ask, and no deliveries to send.
+      : {}),
     workerId: config.WORKER_ID ?? `${hostname()}:${process.pid}`,
     concurrency: config.WORKER_CONCURRENCY,
     pollIntervalMs: config.JOB_POLL_INTERVAL_MS,

@@ -1,10 +1,19 @@
 import { sql } from 'drizzle-orm'
+import type { AppConfig } from '../config'
 import type { Database } from '../db/client'
 import { newId } from '../db/ids'
 import { paymentIntents } from '../db/schema'
 import type { PaymentProvider } from '../payments/types'
 
 export const MOCKPAY = 'mockpay'
+
+/**
+ * Whether orders ask a payment provider for an intent (payment.create_intent). mockpay is the only
+ * provider so far, and only while MOCKPAY_ENABLED: a job no worker can run must not be enqueued.
+ */
+export function paymentProviderConfigured(config: Pick<AppConfig, 'MOCKPAY_ENABLED'>): boolean {
+  return config.MOCKPAY_ENABLED
+}
 
 /**
  * The simulated provider's side of the payment.create_intent call. Like a real provider it honours

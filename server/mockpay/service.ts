@@ -10,7 +10,8 @@ import { problem } from '../problems'
 
 /**
  * The simulated provider's payment page: confirm or fail an intent, refund it. Each transition is
- * one event, delivered to the app as a signed `standard` webhook by `mockpay.deliver` jobs with the
+ * one event, delivered to /api/webhooks/mockpay (Standard Webhooks, signed with mockpay's own
+ * secret) by `mockpay.deliver` jobs with the
  * chaos a real provider shows: extra copies, random delays, and the intent's earlier events sent
  * again so they arrive out of order. Pressing the same button twice changes nothing.
  */

@@ -1,10 +1,12 @@
 import { and, eq, sql } from 'drizzle-orm'
+import { useConfig } from '../config'
 import type { Database } from '../db/client'
 import { newId } from '../db/ids'
 import { orders } from '../db/schema'
 import { defineStatement } from '../db/statements'
 import type { AtomicPlan } from '../idempotency/core'
 import { jobInsert } from '../jobs/enqueue'
+import { paymentProviderConfigured } from '../mockpay/provider'
 import { metrics } from '../observability/metrics'
 import { problem } from '../problems'
 import type { CreateOrderInput } from './schema'
@@ -44,9 +46,10 @@ const insertOrder = defineStatement(db => db.insert(orders).values({
 }))
 
 /**
- * The order and its payment.create_intent job, for the idempotency record's transaction. The
- * response is known before anything is sent (the id and creation time are chosen here), so the
- * whole transaction goes out at once. One order per (tenant, cart) is a database constraint:
+ * The order and its payment.create_intent job (when a payment provider is configured: else no
+ * worker could ever run it), for the idempotency record's transaction. The response is known
+ * before anything is sent (the id and creation time are chosen here), so the whole transaction
+ * goes out at once. One order per (tenant, cart) is a database constraint:
  * another key for an ordered cart fails the transaction, and the answer — a deterministic 409 — is
  * stored and replayed for that key.
  */
@@ -67,18 +70,20 @@ export function planOrder(
     createdAt: now,
     updatedAt: now,
   }
+  const statements = [insertOrder(db, order)]
+  // Either way the transaction is one fixed text, prepared once per connection.
+  if (paymentProviderConfigured(useConfig())) {
+    statements.push(jobInsert(db, {
+      kind: 'payment.create_intent',
+      dedupeKey: order.id,
+      payload: { orderId: order.id },
+      resourceId: `order:${order.id}`,
+      idempotencyKey: context.idempotencyKey,
+      requestId: context.requestId,
+    }))
+  }
   return {
-    statements: [
-      insertOrder(db, order),
-      jobInsert(db, {
-        kind: 'payment.create_intent',
-        dedupeKey: order.id,
-        payload: { orderId: order.id },
-        resourceId: `order:${order.id}`,
-        idempotencyKey: context.idempotencyKey,
-        requestId: context.requestId,
-      }),
-    ],
+    statements,
     result: {
       status: 201,
       body: serializeOrder(order),

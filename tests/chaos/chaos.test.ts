@@ -63,7 +63,7 @@ describe('chaos: never twice, never lost', () => {
         answers.record('mockpay delivery (worker)', 'balancer', answer.balancerReason ? 'balancer 502' : answer.status, answer.retryAfter)
       },
     })
-    const env = { ...timingEnv, MOCKPAY_WEBHOOK_URL: `${balancer.url}/api/webhooks/standard` }
+    const env = { ...timingEnv, MOCKPAY_WEBHOOK_URL: `${balancer.url}/api/webhooks/mockpay`, MOCKPAY_WEBHOOK_SECRET: testSecrets.mockpayWebhookSecret }
     fleet = await startFleet({
       databaseUrl: postgresServer.url,
       redisUrl: redisServer.url,
@@ -71,8 +71,8 @@ describe('chaos: never twice, never lost', () => {
       appCount,
       workerCount,
       appEnv: { ...env, FAULTS_ENABLED: 'true', WORKER_ENABLED: 'false' },
-      // Standalone workers deliver mockpay's webhooks, so they sign with the endpoint's secret.
-      workerEnv: { ...env, JOB_MAINTENANCE_INTERVAL_MS: '1000', WEBHOOK_STANDARD_SECRET: testSecrets.webhookStandardSecret },
+      // Standalone workers deliver mockpay's webhooks, signed with mockpay's secret (in `env`) that the instances verify with.
+      workerEnv: { ...env, JOB_MAINTENANCE_INTERVAL_MS: '1000' },
       clock,
     })
     sql = postgres(postgresServer.url, { max: 2, onnotice: () => {} })

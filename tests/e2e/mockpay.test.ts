@@ -1,17 +1,20 @@
 import { randomUUID } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
 import postgres from 'postgres'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { type AppProcess, fastJobsEnv, startApp, stopAll } from '../support/app'
+import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '../support/app'
 import { createTenant, request, type TestResponse } from '../support/http'
 import { effectsPerOrder } from '../support/jobs'
 import { expectProblem, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy'
+import { deliver, newWebhookId, type SignedDelivery, standardBody, standardDelivery } from '../support/webhooks'
 
 // The simulated provider (SPEC §5) against the built app on Postgres and Redis: the shopper's
-// buttons on /api/mockpay, signed `standard` webhooks delivered by mockpay.deliver jobs with
-// duplicates, delays and reordering, and the app taking each event exactly once.
+// buttons on /api/mockpay, Standard Webhooks deliveries signed with mockpay's own secret and sent to
+// /api/webhooks/mockpay by mockpay.deliver jobs with duplicates, delays and reordering, and the app
+// taking each event exactly once. The real provider's endpoint never accepts what mockpay signs.
 
 /** No copies, no delay: one delivery per new event (plus the earlier ones, reorder being on by default). */
 const calm = { duplicates: 0, maxDelayMs: 0 }
@@ -33,6 +36,13 @@ const orderPath = (orderId: string) => `/api/orders/${orderId}`
 
 function mockpayPost(baseUrl: string, intentId: string, action: 'confirm' | 'refund', body?: unknown): Promise<TestResponse> {
   return request(baseUrl, `/api/mockpay/intents/${intentId}/${action}`, { method: 'POST', body })
+}
+
+/** A Standard Webhooks delivery of one payment event, signed with `secret`, posted to `path`. */
+function signedEvent(path: string, secret: string, data: { orderId: string, paymentId: string }): { webhookId: string, delivery: SignedDelivery } {
+  const webhookId = newWebhookId()
+  const body = standardBody('payment.succeeded', { ...data, amount: 150_000, currency: 'IDR' }, new Date().toISOString())
+  return { webhookId, delivery: { ...standardDelivery(webhookId, body, { secret }), path } }
 }
 
 /** An order through POST /api/orders, and its intent once the worker's payment.create_intent stored it. */
@@ -107,7 +117,7 @@ async function outcomesOnce(sql: postgres.Sql, eventId: string, expectedRows: nu
   let rows: Array<{ outcome: string, status: number }> = []
   await pollUntil(`${expectedRows} request_log rows for event ${eventId}`, async () => {
     rows = await sql<Array<{ outcome: string, status: number }>>`
-      select outcome, status from request_log where scope = 'provider:standard' and idempotency_key = ${eventId}`
+      select outcome, status from request_log where scope = 'provider:mockpay' and idempotency_key = ${eventId}`
     return rows.length >= expectedRows
   }, { timeoutMs: 10_000, intervalMs: 50 })
   // Every delivery was answered 200: the provider got no reason to retry.
@@ -119,7 +129,7 @@ async function outcomesOnce(sql: postgres.Sql, eventId: string, expectedRows: nu
 
 function webhookEventsOf(sql: postgres.Sql, eventId: string) {
   return sql<Array<{ id: string, orderId: string, type: string, status: string }>>`
-    select id, order_id as "orderId", type, status from webhook_events where provider = 'standard' and event_id = ${eventId}`
+    select id, order_id as "orderId", type, status from webhook_events where provider = 'mockpay' and event_id = ${eventId}`
 }
 
 function historyOf(sql: postgres.Sql, orderId: string) {
@@ -276,6 +286,32 @@ describeWithServices('mockpay: the simulated provider on Postgres and Redis', ['
     expect(await outcomesOnce(db(), succeededId, 1)).toEqual({ miss: 1 })
   })
 
+  it('each endpoint verifies with its own secret: mockpay-signed to /api/webhooks/standard and standard-signed to /api/webhooks/mockpay are 401, nothing stored', async () => {
+    const { orderId, intentId } = await createOrderWithIntent(app.url, tenant)
+    const crossed = [
+      signedEvent('/api/webhooks/standard', testSecrets.mockpayWebhookSecret, { orderId, paymentId: intentId }),
+      signedEvent('/api/webhooks/mockpay', testSecrets.webhookStandardSecret, { orderId, paymentId: intentId }),
+    ]
+    for (const { webhookId, delivery } of crossed) {
+      const answer = await deliver(app.url, delivery)
+      expectProblem(answer, 'webhook-signature-invalid')
+      expect(answer.status).toBe(401)
+      expect(answer.json.detail).toMatch(/^Signature rejected: no v1 signature matches\./)
+      const stored = await db()<Array<{ provider: string }>>`select provider from webhook_events where event_id = ${webhookId}`
+      expect(stored).toEqual([])
+      const records = await db()<Array<{ scope: string }>>`select scope from idempotency_records where key = ${webhookId}`
+      expect(records).toEqual([])
+    }
+
+    // Each secret where it belongs: accepted once, stored under its endpoint's provider name.
+    const mockpaySigned = signedEvent('/api/webhooks/mockpay', testSecrets.mockpayWebhookSecret, { orderId, paymentId: intentId })
+    const accepted = await deliver(app.url, mockpaySigned.delivery)
+    expect(accepted.status, accepted.text).toBe(200)
+    expect(accepted.json).toEqual({ received: true, eventId: mockpaySigned.webhookId, idempotency: { key: mockpaySigned.webhookId, replayed: false } })
+    expect(await db()<Array<{ provider: string }>>`select provider from webhook_events where event_id = ${mockpaySigned.webhookId}`).toEqual([{ provider: 'mockpay' }])
+    await orderStatusOnce(app.url, tenant, orderId, 'paid')
+  })
+
   it('an unknown intent is 404, an invalid body 400; neither changes the intent or schedules a delivery', async () => {
     const { orderId, intentId } = await createOrderWithIntent(app.url, tenant)
 
@@ -302,20 +338,23 @@ describeWithServices('mockpay: a provider retries until the endpoint answers, an
   let proxy: TcpProxy | undefined
   /** Runs mockpay and the only worker; delivers through the proxy to `receiver`. */
   let provider: AppProcess
-  /** Mockpay off, no worker: only receives the webhooks. */
+  /** No worker: only receives the webhooks (at /api/webhooks/mockpay, which needs mockpay on). */
   let receiver: AppProcess
+  /** MOCKPAY_ENABLED=false, with a worker: no provider to ask for intents. */
+  let mockpayOff: AppProcess
   let tenant: TenantCredentials
 
   beforeAll(async () => {
     database = await createTestDatabase('mockpay_retries')
-    receiver = await startApp({ databaseUrl: database.url, redisUrl, label: 'mockpay-receiver', env: { MOCKPAY_ENABLED: 'false' } })
+    receiver = await startApp({ databaseUrl: database.url, redisUrl, label: 'mockpay-receiver' })
     proxy = await startTcpProxy({ host: '127.0.0.1', port: receiver.port })
     provider = await startApp({
       databaseUrl: database.url,
       redisUrl,
       label: 'mockpay-provider',
-      env: { ...fastJobsEnv, MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_URL: `http://127.0.0.1:${proxy.port}/api/webhooks/standard` },
+      env: { ...fastJobsEnv, MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_URL: `http://127.0.0.1:${proxy.port}/api/webhooks/mockpay` },
     })
+    mockpayOff = await startApp({ databaseUrl: database.url, redisUrl, label: 'mockpay-off', env: { ...fastJobsEnv, MOCKPAY_ENABLED: 'false' } })
     sql = postgres(database.url, { max: 2, onnotice: () => {} })
     tenant = await createTenant(provider.url, 'mockpay retries')
   })
@@ -371,11 +410,18 @@ describeWithServices('mockpay: a provider retries until the endpoint answers, an
     expect(await outcomesOnce(sql!, eventId, 1)).toEqual({ miss: 1 })
   })
 
-  it('with MOCKPAY_ENABLED=false the mockpay routes answer 404 not-found, even for an existing intent', async () => {
-    const { intentId } = await createOrderWithIntent(provider.url, tenant)
-    expectProblem(await mockpayPost(receiver.url, intentId, 'confirm', { outcome: 'succeed' }), 'not-found')
-    expectProblem(await mockpayPost(receiver.url, intentId, 'refund'), 'not-found')
-    expectProblem(await request(receiver.url, `/api/mockpay/intents/${intentId}`), 'not-found')
+  it('with MOCKPAY_ENABLED=false the mockpay routes and its webhook endpoint answer 404 not-found, even for an existing intent', async () => {
+    const { orderId, intentId } = await createOrderWithIntent(provider.url, tenant)
+    expectProblem(await mockpayPost(mockpayOff.url, intentId, 'confirm', { outcome: 'succeed' }), 'not-found')
+    expectProblem(await mockpayPost(mockpayOff.url, intentId, 'refund'), 'not-found')
+    expectProblem(await request(mockpayOff.url, `/api/mockpay/intents/${intentId}`), 'not-found')
+    // A delivery signed with mockpay's very secret: the endpoint is not there.
+    const { webhookId, delivery } = signedEvent('/api/webhooks/mockpay', testSecrets.mockpayWebhookSecret, { orderId, paymentId: intentId })
+    const webhook = await deliver(mockpayOff.url, delivery)
+    expectProblem(webhook, 'not-found')
+    expect(webhook.status).toBe(404)
+    expect(webhook.json.detail).toBe('No webhook provider "mockpay" here. Point the provider at /api/webhooks/{standard|stripe|midtrans}.')
+    expect(await sql!`select id from webhook_events where event_id = ${webhookId}`).toEqual([])
 
     const [row] = await sql!<Array<{ status: string, events: unknown[] }>>`select status, events from payment_intents where id = ${intentId}`
     expect(row).toEqual({ status: 'requires_payment', events: [] })
@@ -383,6 +429,21 @@ describeWithServices('mockpay: a provider retries until the endpoint answers, an
     const read = await request(provider.url, `/api/mockpay/intents/${intentId}`)
     expect(read.status, read.text).toBe(200)
     expect(read.json.status).toBe('requires_payment')
+  })
+
+  it('with MOCKPAY_ENABLED=false an order enqueues no payment.create_intent job (no provider could run it) and asks mockpay for nothing', async () => {
+    const created = await postOrder(mockpayOff.url, { secretKey: tenant.secretKey, key: `mockpay-off-${randomUUID()}`, body: validOrderBody() })
+    expect(created.status, created.text).toBe(201)
+    const orderId: string = created.json.id
+    // The job would have been one of the order's transaction's statements: none committed.
+    expect(await sql!`select kind from jobs where resource_id = ${`order:${orderId}`} or payload->>'orderId' = ${orderId}`).toEqual([])
+    // Both instances' workers poll every 50 ms: a job, had there been one, would have made an intent by now.
+    await sleep(1_500)
+    expect(await sql!`select id from payment_intents where order_id = ${orderId}`).toEqual([])
+    expect(await sql!`select kind from jobs where resource_id = ${`order:${orderId}`}`).toEqual([])
+    const fetched = await request(mockpayOff.url, orderPath(orderId), { headers: { authorization: `Bearer ${tenant.secretKey}` } })
+    expect(fetched.status, fetched.text).toBe(200)
+    expect(fetched.json).toMatchObject({ id: orderId, status: 'pending_payment', paymentIntentId: null })
   })
 })
 

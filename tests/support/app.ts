@@ -10,11 +10,15 @@ import { freePort, uniqueRedisPrefix } from './services'
 
 /** Fixed key bytes of the Standard Webhooks secret (`whsec_` + base64), so tests can sign payloads. */
 const webhookStandardKey = Buffer.from(Array.from({ length: 32 }, (_, i) => i + 1))
+/** mockpay's own signing key: never the Standard Webhooks one. */
+const mockpayWebhookKey = Buffer.from(Array.from({ length: 32 }, (_, i) => 200 - i))
 
 export const testSecrets = {
   opsToken: 'ops_test_token_0123456789abcdef',
   webhookStandardKey,
   webhookStandardSecret: `whsec_${webhookStandardKey.toString('base64')}`,
+  mockpayWebhookKey,
+  mockpayWebhookSecret: `whsec_${mockpayWebhookKey.toString('base64')}`,
   webhookStripeSecret: 'stripe_test_secret_0123456789',
   midtransServerKey: 'midtrans_test_server_key_0123',
   sessionPassword: 'session_test_password_0123456789abcdef',
@@ -53,8 +57,9 @@ const readyTimeoutMs = 60_000
 const readyPollMs = 100
 
 /**
- * The environment every test process of the app gets: fixed secrets, faults on, its own Redis
- * prefix, no worker unless asked (suites that count jobs start workers explicitly).
+ * The environment every test process of the app gets: fixed secrets, faults on, mockpay on (the
+ * payment provider orders ask for intents, with its own signing secret), its own Redis prefix, no
+ * worker unless asked (suites that count jobs start workers explicitly).
  */
 export function appEnv(options: Pick<StartAppOptions, 'databaseUrl' | 'redisUrl' | 'env' | 'label'>): Record<string, string | undefined> {
   const env: Record<string, string | undefined> = { ...process.env }
@@ -71,6 +76,8 @@ export function appEnv(options: Pick<StartAppOptions, 'databaseUrl' | 'redisUrl'
     MIDTRANS_SERVER_KEY: testSecrets.midtransServerKey,
     SESSION_PASSWORD: testSecrets.sessionPassword,
     FAULTS_ENABLED: 'true',
+    MOCKPAY_ENABLED: 'true',
+    MOCKPAY_WEBHOOK_SECRET: testSecrets.mockpayWebhookSecret,
     LOG_LEVEL: 'warn',
     WORKER_ENABLED: 'false',
   })

@@ -6,19 +6,20 @@ import { paymentCreateIntent } from './payment-create-intent'
 import { webhookApply } from './webhook-apply'
 
 export interface JobKindDependencies {
-  payments: PaymentProvider
-  /** Where and with which secret the simulated provider signs and sends its webhooks. */
-  mockpay: { url: string, secret: string }
+  /** Where payment.create_intent asks for intents; none configured: the kind is not run here. */
+  payments?: PaymentProvider
+  /** Where and with which secret the simulated provider signs and sends its webhooks; absent while mockpay is off. */
+  mockpay?: { url: string, secret: string }
 }
 
 /** Every job kind the worker runs. */
 export function createJobKinds(deps: JobKindDependencies): JobKind[] {
   return [
-    paymentCreateIntent(deps.payments),
+    ...(deps.payments ? [paymentCreateIntent(deps.payments)] : []),
     orderSendConfirmation,
     orderIssueInvoice,
     orderSendRefundNotice,
     webhookApply,
-    mockpayDeliver(deps.mockpay),
+    ...(deps.mockpay ? [mockpayDeliver(deps.mockpay)] : []),
   ]
 }

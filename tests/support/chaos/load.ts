@@ -225,7 +225,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
       return []
     }
     return (intent.json.events as Array<{ id: string, type: PaymentEventType }>)
-      .map(event => ({ provider: 'standard', eventId: event.id, requested: requestedStatusOf[event.type] }))
+      .map(event => ({ provider: 'mockpay', eventId: event.id, requested: requestedStatusOf[event.type] }))
   }
 
   /** One provider event, ready to be (re)delivered: a fresh signature and timestamp per delivery. */

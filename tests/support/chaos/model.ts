@@ -11,7 +11,8 @@ export type Provider = 'standard' | 'stripe' | 'midtrans'
 export type PaymentPath = 'mockpay' | Provider | 'unpaid'
 
 export interface AcceptedEvent {
-  provider: Provider
+  /** mockpay's events arrive at their own endpoint, stored under its name. */
+  provider: Provider | 'mockpay'
   /** The provider's event id: the dedupe key of the delivery (webhook_events.event_id). */
   eventId: string
   /** The status it asks for; null for an informational event (Midtrans `pending`). */
