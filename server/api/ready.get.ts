@@ -1,3 +1,4 @@
+import { useConfig } from '../config'
 import { useDatabaseHandle } from '../db'
 import { pingLocks, useLocks } from '../locks'
 
@@ -12,7 +13,8 @@ async function timed(check: () => Promise<boolean>): Promise<{ ok: boolean, late
 }
 
 // Readiness: Postgres (or PGlite) answers and the lock backend (Redis, when configured) answers,
-// each with its round-trip time; 503 + Retry-After when either does not.
+// each with its round-trip time; 503 + Retry-After when either does not. `warnings` lists the test
+// and demo features this deployment has switched on (never a reason to be unready).
 export default defineEventHandler(async (event) => {
   const handle = useDatabaseHandle()
   const [database, locks] = await Promise.all([
@@ -25,5 +27,6 @@ export default defineEventHandler(async (event) => {
   return {
     status: ready ? 'ready' : 'unavailable',
     checks: { database: { driver: handle.driver, ...database }, locks: { backend: useLocks().kind, ...locks } },
+    warnings: useConfig().warnings,
   }
 })

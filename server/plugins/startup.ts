@@ -32,6 +32,7 @@ export default defineNitroPlugin((nitroApp) => {
     const lines = config.generatedSecrets.map(name => `  ${name}=${config[name]}`)
     console.log(`Generated development secrets (set them in the environment to keep them stable):\n${lines.join('\n')}`)
   }
+  for (const warning of config.warnings) log.warn(`${warning.setting} is on: unsafe in production`, { ...warning })
 
   // Connect the lock backend now, so the first request does not find it still connecting.
   const locks = useLocks()

@@ -42,6 +42,8 @@ describe('embedded mode: PGlite and in-process locks', () => {
         database: { driver: 'pglite', ok: true, latencyMs: expect.any(Number) },
         locks: { backend: 'memory', ok: true, latencyMs: expect.any(Number) },
       },
+      // Embedded is a laptop, not a deployment: nothing to warn about.
+      warnings: [],
     })
   })
 

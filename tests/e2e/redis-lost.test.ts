@@ -93,6 +93,8 @@ describeWithServices('Redis lost and back', ['postgres'], () => {
             database: { driver: 'postgres', ok: true, latencyMs: expect.any(Number) },
             locks: { backend: 'redis', ok: false, latencyMs: expect.any(Number) },
           },
+          // The test environment (DATABASE_URL, FAULTS_ENABLED and MOCKPAY_ENABLED on) is one to warn about.
+          warnings: [{ setting: 'FAULTS_ENABLED', detail: expect.any(String) }, { setting: 'MOCKPAY_ENABLED', detail: expect.any(String) }],
         })
       }
     })
@@ -113,6 +115,7 @@ describeWithServices('Redis lost and back', ['postgres'], () => {
             database: { driver: 'postgres', ok: true, latencyMs: expect.any(Number) },
             locks: { backend: 'redis', ok: true, latencyMs: expect.any(Number) },
           },
+          warnings: [{ setting: 'FAULTS_ENABLED', detail: expect.any(String) }, { setting: 'MOCKPAY_ENABLED', detail: expect.any(String) }],
         })
       }
       await createAndReplayOrder(instances[1]!.url, 'redis-back')
