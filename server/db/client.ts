@@ -56,6 +56,24 @@ export const LOCK_TIMEOUT_MS = 5000
 export const MIGRATION_LOCK_ID = 4_207_731_001
 
 /**
+ * Set on postgres.js by patches/postgres+3.4.9.patch, next to its fix of writes deferred past a lost
+ * connection (unpatched, such a write throws from a timer and the process dies with Postgres).
+ */
+export const PATCHED_DRIVER_MARKER = Symbol.for('idempotent-checkout.postgres.deferred-write-fix')
+
+export class UnpatchedDriverError extends Error {}
+
+/**
+ * Refuses a postgres.js without the project's patch: `npm ci --ignore-scripts` skips patch-package
+ * (postinstall) silently, and the build then ships the unpatched driver.
+ */
+export function checkPatchedDriver(driver: unknown): void {
+  if ((driver as { [PATCHED_DRIVER_MARKER]?: unknown } | undefined)?.[PATCHED_DRIVER_MARKER] === true) return
+  throw new UnpatchedDriverError('postgres.js is missing the fix in patches/postgres+3.4.9.patch (without it a lost Postgres connection can crash the process). '
+    + 'Did `npm ci` run with --ignore-scripts? Run `npx patch-package`, rebuild, and start again.')
+}
+
+/**
  * Connects and applies the committed migrations before anything else may use the database.
  * Several instances starting at once serialise on a Postgres advisory lock.
  */
@@ -67,6 +85,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
 }
 
 async function openPostgres(url: string, migrationsFolder: string, poolSize: number, lockTimeoutMs: number): Promise<DatabaseHandle> {
+  checkPatchedDriver(postgres)
   const migrationConnection = postgres(url, { max: 1, onnotice: () => {}, connect_timeout: 10 })
   try {
     await migrationConnection`select pg_advisory_lock(${MIGRATION_LOCK_ID})`
