@@ -1,16 +1,21 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import postgres from 'postgres'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { MIGRATION_LOCK_ID } from '../../server/db/client'
-import { startApp, stopAll } from '../support/app'
+import { appEnv, startApp, stopAll } from '../support/app'
+import { serverEntry } from '../support/build-once'
 import { request } from '../support/http'
-import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
+import { spawnManaged } from '../support/processes'
+import { createTestDatabase, describeWithServices, freePort, redisUrl } from '../support/services'
+import { logLines } from '../support/worker'
 
-// Start-up is part of the contract: a bad configuration or a failed migration stops the process
-// with a message, several instances migrate one database safely, and dev secrets are printed.
+// Start-up is part of the contract: a bad configuration, a failed migration or an unpatched
+// database driver stops the process with a message, several instances migrate one database
+// safely, dev secrets are printed, and test or demo features switched on in a deployment are
+// warned about.
 
 const migrationJournal = JSON.parse(readFileSync(new URL('../../drizzle/meta/_journal.json', import.meta.url), 'utf8')) as { entries: unknown[] }
 
@@ -50,7 +55,7 @@ describeWithServices('start-up', ['postgres', 'redis'], () => {
       const [{ applied }] = await sql<[{ applied: number }]>`select count(*)::int as applied from drizzle.__drizzle_migrations`
       expect(applied).toBe(migrationJournal.entries.length)
       const tables = await sql<Array<{ name: string }>>`select table_name as name from information_schema.tables where table_schema = 'public' order by 1`
-      expect(tables.map(t => t.name).sort()).toEqual(['api_keys', 'idempotency_records', 'invoices', 'jobs', 'mailbox', 'order_status_history', 'orders', 'payment_intents', 'request_log', 'side_effects', 'tenants', 'webhook_events'])
+      expect(tables.map(t => t.name).sort()).toEqual(['api_keys', 'idempotency_records', 'invoices', 'jobs', 'mailbox', 'operator_actions', 'order_status_history', 'orders', 'payment_intents', 'request_log', 'side_effects', 'tenants', 'webhook_events'])
     }
     finally {
       await sql.end()
@@ -80,14 +85,81 @@ describeWithServices('start-up', ['postgres', 'redis'], () => {
     }
   })
 
+  it('refuses a signing secret that is no key (Node would decode whsec_!!!!… to an empty HMAC key), naming it', async () => {
+    const start = startApp({ databaseUrl: database.url, redisUrl, label: 'startup-empty-key', env: { WEBHOOK_STANDARD_SECRET: 'whsec_!!!!!!!!!!!!!!!!!!!!' } })
+    await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*Invalid configuration:\n {2}WEBHOOK_STANDARD_SECRET: must be "whsec_" followed by the canonical base64 of a key of at least 24 random bytes/)
+  })
+
+  it('refuses mockpay without its own secret in a deployment, naming MOCKPAY_WEBHOOK_SECRET', async () => {
+    const start = startApp({ databaseUrl: database.url, redisUrl, label: 'startup-mockpay-secret', env: { MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_SECRET: '' } })
+    await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*Missing MOCKPAY_WEBHOOK_SECRET/)
+  })
+
+  it('warns in the log and in /api/ready about each of FAULTS_ENABLED, MOCKPAY_ENABLED and CHECKOUT_DEMO_ENABLED on with DATABASE_URL', async () => {
+    const app = await startApp({ databaseUrl: database.url, redisUrl, label: 'startup-warnings', env: { FAULTS_ENABLED: 'true', MOCKPAY_ENABLED: 'true', CHECKOUT_DEMO_ENABLED: 'true' } })
+    const ready = await request(app.url, '/api/ready')
+    expect(ready.status, ready.text).toBe(200)
+    expect(ready.json.warnings).toEqual([
+      { setting: 'FAULTS_ENABLED', detail: expect.stringMatching(/X-Fault header\. Tests only: unset it in production\.$/) },
+      { setting: 'MOCKPAY_ENABLED', detail: expect.stringMatching(/paid or refunded .* without paying.*set MOCKPAY_ENABLED=false in production\.$/) },
+      { setting: 'CHECKOUT_DEMO_ENABLED', detail: expect.stringMatching(/as the demo tenant without a secret key\. Demo only: set CHECKOUT_DEMO_ENABLED=false in production\.$/) },
+    ])
+    // One warn line each, at start-up, with the same setting and detail.
+    const lines = ['FAULTS_ENABLED', 'MOCKPAY_ENABLED', 'CHECKOUT_DEMO_ENABLED'].flatMap(setting => logLines(app, `${setting} is on: unsafe in production`))
+    expect(lines.map(({ level, setting, detail }) => ({ level, setting, detail }))).toEqual(ready.json.warnings.map((warning: object) => ({ level: 'warn', ...warning })))
+  })
+
+  it('lists no warnings when none of them is on', async () => {
+    const app = await startApp({ databaseUrl: database.url, redisUrl, label: 'startup-no-warnings', env: { FAULTS_ENABLED: 'false', MOCKPAY_ENABLED: 'false', CHECKOUT_DEMO_ENABLED: 'false' } })
+    const ready = await request(app.url, '/api/ready')
+    expect(ready.status, ready.text).toBe(200)
+    expect(ready.json.warnings).toEqual([])
+    expect(app.output()).not.toMatch(/unsafe in production/)
+  })
+
+  it('starts on the patched postgres.js it was built with; a copy of the build without the patch\'s marker exits 1 saying what to run', async () => {
+    // The normal case: the build's driver carries the marker.
+    const app = await startApp({ databaseUrl: database.url, redisUrl, label: 'startup-patched-driver' })
+    expect((await request(app.url, '/api/ready')).status).toBe(200)
+    await app.stop()
+
+    // Wherever the build put the driver (bundled into a chunk or traced into .output/server/node_modules), take its marker out.
+    const copy = mkdtempSync(join(tmpdir(), 'ic-unpatched-build-'))
+    try {
+      const output = dirname(dirname(serverEntry))
+      cpSync(output, join(copy, '.output'), { recursive: true })
+      // The patch's statement that sets the marker (the app's own check names the same symbol: left alone).
+      const setsMarker = /Object\.defineProperty\(\w+, Symbol\.for\((["'])idempotent-checkout\.postgres\.deferred-write-fix\1\), \{ value: true \}\)/g
+      const patchedFiles = readdirSync(join(copy, '.output/server'), { recursive: true, encoding: 'utf8' })
+        .filter(file => /\.[cm]?js$/.test(file))
+        .map(file => join(copy, '.output/server', file))
+        .filter(path => new RegExp(setsMarker.source).test(readFileSync(path, 'utf8')))
+      expect(patchedFiles.length).toBeGreaterThan(0)
+      for (const path of patchedFiles) writeFileSync(path, readFileSync(path, 'utf8').replace(setsMarker, 'undefined'))
+      const port = await freePort()
+      const unpatched = spawnManaged({
+        label: 'startup-unpatched-driver',
+        args: [join(copy, '.output/server/index.mjs')],
+        env: { ...appEnv({ databaseUrl: database.url, redisUrl, label: 'startup-unpatched-driver' }), PORT: String(port) },
+      })
+      expect(await unpatched.exited).toBe(1)
+      expect(unpatched.output()).toContain('postgres.js is missing the fix in patches/postgres+3.4.9.patch')
+      expect(unpatched.output()).toContain('Did `npm ci` run with --ignore-scripts? Run `npx patch-package`, rebuild, and start again.')
+    }
+    finally {
+      rmSync(copy, { recursive: true, force: true })
+    }
+  })
+
   it('embedded: generates the missing secrets, prints them, and they work', async () => {
     const app = await startApp({
       redisUrl: null,
-      env: { PGLITE_DIR: pgliteDir, OPS_TOKEN: '', WEBHOOK_STANDARD_SECRET: '', WEBHOOK_STRIPE_SECRET: '', MIDTRANS_SERVER_KEY: '' },
+      env: { PGLITE_DIR: pgliteDir, OPS_TOKEN: '', WEBHOOK_STANDARD_SECRET: '', WEBHOOK_STRIPE_SECRET: '', MIDTRANS_SERVER_KEY: '', MOCKPAY_WEBHOOK_SECRET: '' },
     })
     const printed = /Generated development secrets[\s\S]*?OPS_TOKEN=(\S+)/.exec(app.output())
     expect(printed, app.output()).not.toBeNull()
     expect(app.output()).toMatch(/WEBHOOK_STANDARD_SECRET=whsec_\S{20,}/)
+    expect(app.output()).toMatch(/MOCKPAY_WEBHOOK_SECRET=whsec_\S{20,}/)
     const opsToken = printed![1]!
     const created = await request(app.url, '/api/ops/tenants', { method: 'POST', headers: { authorization: `Bearer ${opsToken}` }, body: { name: 'embedded' } })
     expect(created.status).toBe(201)
