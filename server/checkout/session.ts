@@ -1,4 +1,4 @@
-import { clearSession, getCookie, getRequestURL, getSession, type H3Event, unsealSession, updateSession } from 'h3'
+import { clearSession, getCookie, getSession, type H3Event, unsealSession, updateSession } from 'h3'
 import { useConfig } from '../config'
 import { problem } from '../problems'
 import type { Tenant } from '../tenants/service'
@@ -16,14 +16,18 @@ const SESSION_MAX_AGE_SECONDS = 60 * 60 * 24
 
 interface CheckoutSession { tenantId?: string }
 
-function sessionConfig(event: H3Event) {
+function sessionConfig() {
   return {
     name: SESSION_COOKIE,
     password: useConfig().SESSION_PASSWORD,
     maxAge: SESSION_MAX_AGE_SECONDS,
     // The cookie only: h3 would also take the sealed session from an `x-ic_checkout-session` header.
     sessionHeader: false as const,
-    cookie: { httpOnly: true, sameSite: 'strict' as const, secure: getRequestURL(event).protocol === 'https:', path: '/' },
+    // Secure outside `nuxt dev`, whatever the request's protocol looks like here: behind a proxy that
+    // terminates TLS and sends no X-Forwarded-Proto the request reads as http, and the cookie must
+    // still never travel in clear. Browsers keep Secure cookies from http://localhost and 127.0.0.1
+    // (secure contexts), so the embedded app works without TLS.
+    cookie: { httpOnly: true, sameSite: 'strict' as const, secure: !import.meta.dev, path: '/' },
   }
 }
 
@@ -39,7 +43,7 @@ export function requireCheckoutDemo(): void {
  * expires a fixed time after it was created), so an open page keeps working.
  */
 export async function startCheckoutSession(event: H3Event): Promise<void> {
-  const config = sessionConfig(event)
+  const config = sessionConfig()
   const current = await getSession<CheckoutSession>(event, config)
   if (current.data.tenantId === DEMO_TENANT.id && Date.now() - current.createdAt < SESSION_MAX_AGE_SECONDS * 500) return
   await clearSession(event, config)
@@ -54,7 +58,7 @@ export async function tenantOfCheckoutSession(event: H3Event): Promise<Tenant | 
   const sealed = getCookie(event, SESSION_COOKIE)
   if (!useConfig().CHECKOUT_DEMO_ENABLED || !sealed) return undefined
   try {
-    const session = await unsealSession(event, sessionConfig(event), sealed)
+    const session = await unsealSession(event, sessionConfig(), sealed)
     return (session.data as CheckoutSession | undefined)?.tenantId === DEMO_TENANT.id ? DEMO_TENANT : undefined
   }
   catch {

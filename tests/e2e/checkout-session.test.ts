@@ -120,7 +120,7 @@ describeWithServices('checkout session cookie (SPEC §2)', ['postgres', 'redis']
   }
 
   describe('GET /api/checkout/session', () => {
-    it('answers 200 with the demo store and sets a sealed HttpOnly, SameSite=Strict, Path=/ cookie with Max-Age (no Secure over http)', async () => {
+    it('answers 200 with the demo store and sets a sealed HttpOnly, SameSite=Strict, Secure, Path=/ cookie with Max-Age, even over plain http', async () => {
       const sentAt = Date.now()
       const response = await startSession(stack.app.url)
       const answeredAt = Date.now()
@@ -136,8 +136,8 @@ describeWithServices('checkout session cookie (SPEC §2)', ['postgres', 'redis']
           { sku: 'TOTE-CANVAS', name: 'Canvas tote', description: 'Waxed canvas with an inside pocket.', unitPrice: 119_000 },
           { sku: 'CAP-WOOL', name: 'Wool cap', description: 'Merino blend, one size fits most.', unitPrice: 99_000 },
         ],
-        // The stack sets FAULTS_ENABLED=true and leaves MOCKPAY_ENABLED to its default (off with DATABASE_URL).
-        mockpay: false,
+        // The test environment sets FAULTS_ENABLED=true and MOCKPAY_ENABLED=true.
+        mockpay: true,
         faults: true,
       })
 
@@ -152,8 +152,10 @@ describeWithServices('checkout session cookie (SPEC §2)', ['postgres', 'redis']
       const expires = Date.parse(session.attributes.get('expires') ?? '')
       expect(expires).toBeGreaterThanOrEqual(sentAt - 1_000 + dayMs) // Expires has whole seconds
       expect(expires).toBeLessThanOrEqual(answeredAt + dayMs)
-      // Exactly these: no Secure over plain http (the browser would drop it), no Domain (host-only).
-      expect([...session.attributes.keys()].sort()).toEqual(['expires', 'httponly', 'path', 'samesite'])
+      // Exactly these: Secure although this request came over plain http (a TLS-terminating proxy
+      // may not say so; browsers keep it from http://127.0.0.1), no Domain (host-only).
+      expect(session.attributes.get('secure')).toBe('')
+      expect([...session.attributes.keys()].sort()).toEqual(['expires', 'httponly', 'path', 'samesite', 'secure'])
     })
 
     it('creates the demo tenant row once however often sessions start, with no secret key', async () => {
