@@ -363,7 +363,8 @@ describeWithServices('GET /api/ops/evidence (SPEC §7): one timeline per key, or
     const keyId: string = issued.json.keyId
     const revoked = await request(stack.app.url, `/api/ops/tenants/${tenantId}/keys/${keyId}`, { method: 'DELETE', headers: opsHeaders })
     expect(revoked.status, revoked.text).toBe(204)
-    const [issuingRequest, revokingRequest] = [issued, revoked].map(response => response.headers.get('x-server-request-id')!)
+    const issuingRequest = issued.headers.get('x-server-request-id')!
+    const revokingRequest = revoked.headers.get('x-server-request-id')!
     await pollUntil('both key requests are logged', async () => {
       const [row] = await sql()<[{ n: number }]>`select count(*)::int as n from request_log where request_id in (${issuingRequest}, ${revokingRequest})`
       return row.n === 2
