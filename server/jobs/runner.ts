@@ -5,7 +5,7 @@ import { LockBackendError, type Locks } from '../locks/types'
 import { log } from '../observability/logger'
 import { metrics } from '../observability/metrics'
 import { type BackoffPolicy, backoffMs } from './backoff'
-import { classify, describeError, FencedOutError, JobInterrupted, PermanentJobError, RetryableJobError, SnoozeJob } from './errors'
+import { classify, describeError, FencedOutError, JobInterrupted, PermanentJobError, SnoozeJob } from './errors'
 import { injectJobFailure, readJobFaults } from './faults'
 import type { JobContext, JobKind } from './kind'
 import { type ClaimedJob, createJobStore } from './store'
@@ -50,6 +50,7 @@ interface Execution {
 export function createWorker(options: WorkerOptions): Worker {
   const store = createJobStore(options.db)
   const kinds = new Map(options.kinds.map(kind => [kind.kind, kind]))
+  const kindNames = [...kinds.keys()]
   const active = new Map<string, Execution>()
   const cleanups: Array<() => Promise<void> | void> = []
   let stopping = false
@@ -84,7 +85,7 @@ export function createWorker(options: WorkerOptions): Worker {
       if (free > 0) {
         let claimed: ClaimedJob[] = []
         try {
-          claimed = await store.claim(options.workerId, free)
+          claimed = await store.claim(options.workerId, free, kindNames)
         }
         catch (error) {
           log.warn('job claim failed; retrying after the poll interval', { worker: options.workerId, error })
@@ -145,8 +146,8 @@ export function createWorker(options: WorkerOptions): Worker {
     }
 
     try {
-      const kind = kinds.get(job.kind)
-      if (!kind) throw new RetryableJobError(`no handler for job kind "${job.kind}" in this worker`)
+      // Claimed by kind: this worker runs every kind it claims.
+      const kind = kinds.get(job.kind)!
       const payload = kind.payload.safeParse(job.payload)
       if (!payload.success) throw new PermanentJobError(`invalid payload: ${z.prettifyError(payload.error)}`)
       injectJobFailure(job, faults)

@@ -29,10 +29,14 @@ export function createJobStore(db: Database) {
     sql`${jobs.errors} || jsonb_build_array(jsonb_build_object('attempt', ${jobs.attempt}, 'at', now(), 'startedAt', ${jobs.startedAt}, 'retryAt', ${retryAt}, 'errorClass', ${errorClass}::text, 'message', ${message}::text, 'worker', ${jobs.lockedBy}))`
 
   return {
-    /** Claims up to `limit` due jobs; jobs another worker is claiming right now are skipped, not waited on. */
-    async claim(workerId: string, limit: number): Promise<ClaimedJob[]> {
+    /**
+     * Claims up to `limit` due jobs of the given kinds (all kinds when omitted); jobs another worker
+     * is claiming right now are skipped, not waited on. Workers of one database may run different
+     * kinds (one with the payment provider, one without): each claims only what it can run.
+     */
+    async claim(workerId: string, limit: number, kinds?: readonly string[]): Promise<ClaimedJob[]> {
       const due = db.select({ id: jobs.id }).from(jobs)
-        .where(and(inArray(jobs.status, ['queued', 'failed']), lte(jobs.runAt, sql`now()`)))
+        .where(and(inArray(jobs.status, ['queued', 'failed']), lte(jobs.runAt, sql`now()`), kinds && inArray(jobs.kind, [...kinds])))
         .orderBy(asc(jobs.runAt), asc(jobs.id))
         .limit(limit)
         .for('update', { skipLocked: true })

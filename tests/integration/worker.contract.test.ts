@@ -449,18 +449,21 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
     expect(await mailFor(orderId)).toHaveLength(1)
   }, 30_000)
 
-  it('a job of a kind this worker does not know fails as retryable, naming the kind', async () => {
+  it('a worker claims only the kinds it runs: a job of another kind waits queued, untouched, for a worker that runs it', async () => {
     const { orderId } = await seedOrder()
-    const id = await enqueueOne({ orderId, kind: 'order.archive', maxAttempts: 2 })
-    const worker = await startWorker()
+    const [confirmationOnly] = createJobKinds({}).filter(kind => kind.kind === 'order.send_confirmation')
+    await startWorker({ kinds: [confirmationOnly!] })
+    const invoice = await enqueueOne({ orderId, kind: 'order.issue_invoice' })
+    const confirmation = await enqueueOne({ orderId, kind: 'order.send_confirmation' })
 
-    await waitForStatus(id, 'dead_letter')
-    const message = 'RetryableJobError: no handler for job kind "order.archive" in this worker'
-    const row = await readJob(id)
-    expect(row).toMatchObject({ status: 'dead_letter', attempt: 2, lastError: message })
-    expect(row.errors.map(withoutTimes)).toEqual([1, 2].map(attempt => (
-      { attempt, errorClass: 'retryable', message, worker: worker.id }
-    )))
+    await waitForStatus(confirmation, 'completed')
+    // Several polls later the invoice job is still as it was enqueued: never claimed, no attempt spent.
+    await delay(POLL_INTERVAL_MS * 6)
+    expect(await readJob(invoice)).toMatchObject({ status: 'queued', attempt: 0, lockedBy: null, errors: [] })
+
+    const everyKind = await startWorker()
+    await waitForStatus(invoice, 'completed')
+    expect(await readJob(invoice)).toMatchObject({ status: 'completed', attempt: 1, lockedBy: everyKind.id, errors: [] })
   })
 
   it('wakeWorkers brings a new job to an idle worker long before its next poll', async () => {
