@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import { setTimeout as delay } from 'node:timers/promises'
 import { and, asc, count, eq, sql } from 'drizzle-orm'
 import type { PgColumn } from 'drizzle-orm/pg-core'
 import fc from 'fast-check'
@@ -554,12 +555,17 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
 
   describe('list', () => {
     it('filters by status, kind and resource, newest first, up to the limit', async () => {
-      // Separate statements, so created_at orders them; only listA2 is due, so it alone gets claimed.
-      const listA1 = await enqueue({ kind: 'contract.list-a', resourceId: 'order:ord_list_1', delayMs: FAR_FUTURE_MS })
-      const listA2 = await enqueue({ kind: 'contract.list-a', resourceId: 'order:ord_list_2' })
-      const listA3 = await enqueue({ kind: 'contract.list-a', resourceId: 'order:ord_list_1', delayMs: FAR_FUTURE_MS })
-      const listB1 = await enqueue({ kind: 'contract.list-b', resourceId: 'order:ord_list_1', delayMs: FAR_FUTURE_MS })
-      const listB2 = await enqueue({ kind: 'contract.list-b', delayMs: FAR_FUTURE_MS })
+      // Separate statements a few milliseconds apart, so created_at orders them (PGlite's clock can
+      // give two quick statements the same time); only listA2 is due, so it alone gets claimed.
+      const enqueueLater = async (overrides: Partial<EnqueueInput>) => {
+        await delay(3)
+        return enqueue(overrides)
+      }
+      const listA1 = await enqueueLater({ kind: 'contract.list-a', resourceId: 'order:ord_list_1', delayMs: FAR_FUTURE_MS })
+      const listA2 = await enqueueLater({ kind: 'contract.list-a', resourceId: 'order:ord_list_2' })
+      const listA3 = await enqueueLater({ kind: 'contract.list-a', resourceId: 'order:ord_list_1', delayMs: FAR_FUTURE_MS })
+      const listB1 = await enqueueLater({ kind: 'contract.list-b', resourceId: 'order:ord_list_1', delayMs: FAR_FUTURE_MS })
+      const listB2 = await enqueueLater({ kind: 'contract.list-b', delayMs: FAR_FUTURE_MS })
       await claimOnly(listA2)
 
       const idsOf = (rows: JobRow[]) => rows.map(row => row.id)
