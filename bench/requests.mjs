@@ -3,6 +3,7 @@
 import { createHmac, randomUUID } from 'node:crypto'
 
 export const webhookSecret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`
+export const mockpaySecret = `whsec_${Buffer.alloc(32, 9).toString('base64')}`
 
 export const orderBody = cartId => JSON.stringify({
   cartId, currency: 'IDR', amount: 150000, paymentMethod: 'bank_transfer',

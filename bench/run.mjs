@@ -20,7 +20,7 @@ import postgres from 'postgres'
 import { samplePeakRss } from './memory.mjs'
 import { startTurnsProxy } from './pg-turns-proxy.mjs'
 import { describeEnvironment, writeBenchmarks } from './report.mjs'
-import { webhookSecret, workload } from './requests.mjs'
+import { mockpaySecret, webhookSecret, workload } from './requests.mjs'
 import { runStorm } from './storm.mjs'
 
 const adminUrl = process.env.BENCH_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/postgres'
@@ -67,7 +67,9 @@ async function startServer(env, entry, stderr) {
     env: {
       ...process.env, PORT: String(port), HOST: '127.0.0.1', NODE_ENV: 'production', LOG_LEVEL: 'warn', OPS_TOKEN: opsToken,
       WEBHOOK_STANDARD_SECRET: webhookSecret, WEBHOOK_STRIPE_SECRET: randomUUID(),
-      MIDTRANS_SERVER_KEY: randomUUID(), WORKER_ENABLED: 'false', REDIS_KEY_PREFIX: `bench:${randomUUID()}:`, ...env,
+      MIDTRANS_SERVER_KEY: randomUUID(), WORKER_ENABLED: 'false', REDIS_KEY_PREFIX: `bench:${randomUUID()}:`,
+      // A payment provider, as a deployment has: each order gets its payment.create_intent job.
+      MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_SECRET: mockpaySecret, ...env,
     },
     stdio: ['ignore', 'ignore', stderr],
   })
