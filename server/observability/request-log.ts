@@ -120,8 +120,12 @@ export function createRequestLogWriter(options: RequestLogWriterOptions): Reques
     return writing
   }
 
+  /**
+   * Writes one batch, then more only while full batches wait: rows that arrived during a write
+   * wait for companions (the next timer) instead of going out a few at a time, one commit each.
+   */
   async function writeQueued(): Promise<void> {
-    while (queuedRows() && target) {
+    for (let first = true; target && (first ? queuedRows() > 0 : queuedRows() >= options.maxBatchRows); first = false) {
       const batch = queued.slice(head, head + options.maxBatchRows)
       const retried = Math.min(retriedRows, batch.length)
       retriedRows -= retried
