@@ -62,6 +62,11 @@ const EnvSchema = z.object({
   IDEMPOTENCY_REPLAY_CACHE_BYTES: intIn(0, 2 ** 31, 32 * 2 ** 20),
   WORKER_ENABLED: flag(true),
   WORKER_CONCURRENCY: intIn(1, 64, 4),
+  /**
+   * Jobs a worker claims beyond its free slots, held (claimed, heart-beaten) in a local buffer so a
+   * finished job's slot is refilled without a round trip; given back on shutdown. 0: claim only free slots.
+   */
+  WORKER_PREFETCH: intIn(0, 256, 8),
   /** Names this process in jobs.locked_by and logs; default `<hostname>:<pid>`. */
   WORKER_ID: z.string().regex(/^[\w:.@-]{1,64}$/).optional(),
   /** Fallback poll when no notification arrives (PGlite always polls). */
@@ -73,6 +78,10 @@ const EnvSchema = z.object({
   JOB_HEARTBEAT_TIMEOUT_MS: intIn(100, 60 * 60 * 1000, 60_000),
   /** TTL of the resource lock (`lock:order:<id>`); renewed every third of it while the job runs. */
   JOB_LOCK_TTL_MS: intIn(50, 10 * 60 * 1000, 30_000),
+  /** A job may snooze (run later without spending an attempt) this many times; the next snooze counts as a failed attempt. */
+  JOB_MAX_SNOOZES: intIn(0, 10_000, 20),
+  /** The longest a snooze may ask for; longer requests (a provider's Retry-After of days) are cut to it. */
+  JOB_MAX_SNOOZE_MS: intIn(1, 24 * 60 * 60 * 1000, 60 * 60 * 1000),
   /** How long a job whose resource is locked by another waits before it is tried again. */
   JOB_LOCK_BUSY_DELAY_MS: intIn(1, 60_000, 250),
   /** On SIGTERM, running jobs get this long to finish before they are released (attempt given back). */

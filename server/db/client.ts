@@ -175,6 +175,20 @@ async function openPglite(dataDir: string, migrationsFolder: string): Promise<Da
   }
 }
 
+type DriverClient = { unsafe: (text: string, params: never[], options: { prepare: true }) => Promise<Array<Record<string, unknown>>> }
+  | { query: <Row>(text: string, params: unknown[]) => Promise<{ rows: Row[] }> }
+
+/**
+ * One statement (a transaction of its own) on the database's driver, prepared on postgres.js, where
+ * drizzle sends every query unprepared (`execute <unnamed>`): for hot paths. Rows come as the driver
+ * gives them, by column name: decode them with `mapRow`.
+ */
+export async function queryPrepared(db: Database, statement: BoundStatement): Promise<Array<Record<string, unknown>>> {
+  const client = (db as unknown as { $client: DriverClient }).$client
+  if ('unsafe' in client) return client.unsafe(statement.text, statement.params as never[], { prepare: true })
+  return (await client.query<Record<string, unknown>>(statement.text, statement.params)).rows
+}
+
 const MAX_COMPOSED_TEXTS = 100
 const composedTexts = new Map<string, string>()
 

@@ -183,6 +183,8 @@ export const jobs = pgTable('jobs', {
   /** Attempts started (a claim counts one; a lock-busy put-back or a graceful release gives it back). */
   attempt: integer('attempt').notNull().default(0),
   maxAttempts: integer('max_attempts').notNull(),
+  /** Times the job asked to run later without spending an attempt (SnoozeJob); bounded by JOB_MAX_SNOOZES. */
+  snoozes: integer('snoozes').notNull().default(0),
   runAt: timestamp('run_at', { withTimezone: true }).notNull().defaultNow(),
   lastError: text('last_error'),
   errors: jsonb('errors').$type<JobErrorEntry[]>().notNull().default([]),

@@ -1,4 +1,4 @@
-import { is, Param, Placeholder } from 'drizzle-orm'
+import { type Column, is, Param, Placeholder } from 'drizzle-orm'
 import type { Database } from './client'
 
 /** A statement's text and its parameters as the driver takes them: what `DatabaseHandle.transact` sends. */
@@ -41,4 +41,17 @@ export function defineStatement<Values extends Record<string, unknown>>(build: (
     }
     return { text: compiled.text, params: compiled.fills.map(fill => fill(values)) }
   }
+}
+
+/**
+ * A raw row (`DatabaseHandle.query`) in drizzle's shape: each column read by its database name and
+ * decoded as drizzle decodes it (timestamps, bigints, JSON), so both drivers give the same values.
+ */
+export function mapRow<Columns extends Record<string, Column>>(columns: Columns, row: Record<string, unknown>): { [K in keyof Columns]: Columns[K]['_']['data'] | (Columns[K]['_']['notNull'] extends true ? never : null) } {
+  const mapped: Record<string, unknown> = {}
+  for (const [key, column] of Object.entries(columns)) {
+    const value = row[column.name]
+    mapped[key] = value === null || value === undefined ? null : column.mapFromDriverValue(value)
+  }
+  return mapped as never
 }

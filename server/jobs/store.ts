@@ -1,6 +1,7 @@
 import { and, asc, desc, eq, getTableColumns, inArray, lt, lte, type SQL, sql } from 'drizzle-orm'
-import type { Database } from '../db/client'
+import { type Database, queryPrepared } from '../db/client'
 import { type JobStatus, jobs } from '../db/schema'
+import { type BoundStatement, defineStatement, mapRow } from '../db/statements'
 
 /**
  * Every state change of a job is one conditional UPDATE. A claim draws a new fence token from a
@@ -19,7 +20,69 @@ export interface JobFilter {
   limit?: number
 }
 
-const inMs = (ms: number) => sql`now() + (${Math.round(ms)}::int * interval '1 millisecond')`
+/**
+ * The business writes a job commits with its completion, as data-modifying CTEs that read the
+ * completing UPDATE's row from `done(id)`: with the fence lost, `done` is empty and they write
+ * nothing. Numbered $1… on their own; several CTEs are separated by commas.
+ */
+export interface JobEffect {
+  text: string
+  params: unknown[]
+}
+
+/** Delays are whole milliseconds within Postgres' int (a snooze of 2³¹ ms would overflow the cast). */
+const MAX_DELAY_MS = 2 ** 31 - 1
+const inMs = (ms: number) => sql`now() + (${Math.min(MAX_DELAY_MS, Math.max(0, Math.round(ms)))}::int * interval '1 millisecond')`
+/** A list parameter as one text value: the same statement text (one prepared statement) for any length, on both drivers. */
+const listParam = (name: string) => sql`string_to_array(${sql.placeholder(name)}, ',')`
+
+const claimedColumns = getTableColumns(jobs)
+
+const claimDue = defineStatement<{ workerId: string, limit: number, kinds: string | null }>((db) => {
+  const due = db.select({ id: jobs.id }).from(jobs)
+    .where(and(inArray(jobs.status, ['queued', 'failed']), lte(jobs.runAt, sql`now()`), sql`(${sql.placeholder('kinds')}::text is null or ${jobs.kind} = any(${listParam('kinds')}))`))
+    .orderBy(asc(jobs.runAt), asc(jobs.id))
+    .limit(sql.placeholder('limit'))
+    .for('update', { skipLocked: true })
+  return db.update(jobs).set({
+    status: 'running',
+    attempt: sql`${jobs.attempt} + 1`,
+    fence: sql`nextval('job_fence_seq')`,
+    lockedBy: sql`${sql.placeholder('workerId')}`,
+    startedAt: sql`now()`,
+    heartbeatAt: sql`now()`,
+    updatedAt: sql`now()`,
+  }).where(inArray(jobs.id, due)).returning({
+    ...claimedColumns,
+    queueWaitMs: sql<number>`greatest(0, extract(epoch from now() - ${jobs.runAt}) * 1000)::int`.as('queue_wait_ms'),
+  })
+})
+
+const heartbeatClaims = defineStatement<{ ids: string, fences: string }>(db => db.update(jobs).set({ heartbeatAt: sql`now()` })
+  .where(and(sql`${jobs.id} = any(${listParam('ids')})`, sql`${jobs.fence} = any(${listParam('fences')}::bigint[])`, eq(jobs.status, 'running')))
+  .returning({ fence: jobs.fence }))
+
+const completeClaim = defineStatement<{ id: string, fence: number }>(db => db.update(jobs)
+  .set({ status: 'completed', completedAt: sql`now()`, lastError: null, updatedAt: sql`now()` })
+  .where(and(eq(jobs.id, sql.placeholder('id')), eq(jobs.fence, sql.placeholder('fence')), eq(jobs.status, 'running')))
+  .returning({ id: jobs.id }))
+
+const MAX_COMPLETION_TEXTS = 100
+const completionTexts = new Map<string, string>()
+
+/** The completing UPDATE as `done`, then the effect's CTEs (parameters renumbered after its own). */
+function completionStatement(db: Database, job: ClaimedJob, effect: JobEffect | undefined): BoundStatement {
+  const complete = completeClaim(db, { id: job.id, fence: job.fence })
+  const key = effect?.text ?? ''
+  let text = completionTexts.get(key)
+  if (!text) {
+    const shift = complete.params.length
+    const effectCtes = effect ? `, ${effect.text.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + shift}`)}` : ''
+    text = `with done as (${complete.text})${effectCtes} select count(*)::int as completed from done`
+    if (completionTexts.size < MAX_COMPLETION_TEXTS) completionTexts.set(key, text)
+  }
+  return { text, params: [...complete.params, ...(effect?.params ?? [])] }
+}
 
 export function createJobStore(db: Database) {
   const owned = (job: ClaimedJob) => and(eq(jobs.id, job.id), eq(jobs.fence, job.fence), eq(jobs.status, 'running'))
@@ -28,37 +91,43 @@ export function createJobStore(db: Database) {
   const historyEntry = (errorClass: SQL | string, message: SQL | string, retryAt: SQL) =>
     sql`${jobs.errors} || jsonb_build_array(jsonb_build_object('attempt', ${jobs.attempt}, 'at', now(), 'startedAt', ${jobs.startedAt}, 'retryAt', ${retryAt}, 'errorClass', ${errorClass}::text, 'message', ${message}::text, 'worker', ${jobs.lockedBy}))`
 
-  return {
+  const store = {
     /**
      * Claims up to `limit` due jobs of the given kinds (all kinds when omitted); jobs another worker
      * is claiming right now are skipped, not waited on. Workers of one database may run different
      * kinds (one with the payment provider, one without): each claims only what it can run.
      */
     async claim(workerId: string, limit: number, kinds?: readonly string[]): Promise<ClaimedJob[]> {
-      const due = db.select({ id: jobs.id }).from(jobs)
-        .where(and(inArray(jobs.status, ['queued', 'failed']), lte(jobs.runAt, sql`now()`), kinds && inArray(jobs.kind, [...kinds])))
-        .orderBy(asc(jobs.runAt), asc(jobs.id))
-        .limit(limit)
-        .for('update', { skipLocked: true })
-      const claimed = await db.update(jobs).set({
-        status: 'running',
-        attempt: sql`${jobs.attempt} + 1`,
-        fence: sql`nextval('job_fence_seq')`,
-        lockedBy: workerId,
-        startedAt: sql`now()`,
-        heartbeatAt: sql`now()`,
-        updatedAt: sql`now()`,
-      }).where(inArray(jobs.id, due)).returning({
-        ...getTableColumns(jobs),
-        queueWaitMs: sql<number>`greatest(0, extract(epoch from now() - ${jobs.runAt}) * 1000)::int`.mapWith(Number),
-      })
-      return claimed as ClaimedJob[]
+      if (limit <= 0 || kinds?.length === 0) return []
+      const rows = await queryPrepared(db, claimDue(db, { workerId, limit, kinds: kinds?.join(',') ?? null }))
+      // Oldest first, as claimed: the runner starts them in this order.
+      return rows.map(row => ({ ...mapRow(claimedColumns, row), queueWaitMs: Number(row.queue_wait_ms) }) as ClaimedJob)
+        .sort((a, b) => a.runAt.getTime() - b.runAt.getTime() || (a.id < b.id ? -1 : 1))
+    },
+
+    /**
+     * Heart-beats every given claim in one statement; answers the fences still current. A claim
+     * missing from the answer was rescued (and maybe claimed again): its holder must stop.
+     */
+    async heartbeatAll(claims: readonly ClaimedJob[]): Promise<Set<number>> {
+      if (claims.length === 0) return new Set()
+      const rows = await queryPrepared(db, heartbeatClaims(db, { ids: claims.map(job => job.id).join(','), fences: claims.map(job => job.fence).join(',') }))
+      return new Set(rows.map(row => Number(row.fence)))
     },
 
     /** False when the claim is no longer this worker's: stop and write nothing. */
     async heartbeat(job: ClaimedJob): Promise<boolean> {
-      const rows = await db.update(jobs).set({ heartbeatAt: sql`now()` }).where(owned(job)).returning({ id: jobs.id })
-      return rows.length === 1
+      return (await store.heartbeatAll([job])).has(job.fence)
+    },
+
+    /**
+     * Completion and the job's effect in one statement: one round trip, one commit. The effect reads
+     * the completing UPDATE (fenced) and so writes nothing unless the claim is current; a failing
+     * effect fails the whole, claim kept. False (nothing written) when the claim is not current.
+     */
+    async completeWith(job: ClaimedJob, effect?: JobEffect): Promise<boolean> {
+      const [row] = await queryPrepared(db, completionStatement(db, job, effect))
+      return Number(row?.completed) === 1
     },
 
     /**
@@ -94,7 +163,7 @@ export function createJobStore(db: Database) {
      * Back to the queue without spending the attempt: the resource was busy, the job snoozed, or
      * the worker is shutting down. One-shot test faults are consumed here.
      */
-    async putBack(job: ClaimedJob, delayMs: number, options: { clearFaults?: boolean } = {}): Promise<boolean> {
+    async putBack(job: ClaimedJob, delayMs: number, options: { clearFaults?: boolean, snooze?: boolean } = {}): Promise<boolean> {
       const rows = await db.update(jobs).set({
         status: 'queued',
         attempt: sql`${jobs.attempt} - 1`,
@@ -102,6 +171,7 @@ export function createJobStore(db: Database) {
         lockedBy: null,
         heartbeatAt: null,
         updatedAt: sql`now()`,
+        ...(options.snooze ? { snoozes: sql`${jobs.snoozes} + 1` } : {}),
         ...(options.clearFaults ? { faults: null } : {}),
       }).where(owned(job)).returning({ id: jobs.id })
       return rows.length === 1
@@ -129,7 +199,7 @@ export function createJobStore(db: Database) {
 
     /** Redrives a dead letter: queued now with a fresh set of attempts; its error history stays. */
     async redrive(id: string): Promise<JobRow | undefined> {
-      const [row] = await db.update(jobs).set({ status: 'queued', attempt: 0, runAt: sql`now()`, lockedBy: null, updatedAt: sql`now()` })
+      const [row] = await db.update(jobs).set({ status: 'queued', attempt: 0, snoozes: 0, runAt: sql`now()`, lockedBy: null, updatedAt: sql`now()` })
         .where(and(eq(jobs.id, id), eq(jobs.status, 'dead_letter'))).returning()
       return row
     },
@@ -159,6 +229,7 @@ export function createJobStore(db: Database) {
       return rows.length
     },
   }
+  return store
 }
 
 export type JobStore = ReturnType<typeof createJobStore>
