@@ -175,18 +175,59 @@ async function openPglite(dataDir: string, migrationsFolder: string): Promise<Da
   }
 }
 
-type DriverClient = { unsafe: (text: string, params: never[], options: { prepare: true }) => Promise<Array<Record<string, unknown>>> }
-  | { query: <Row>(text: string, params: unknown[]) => Promise<{ rows: Row[] }> }
+type Rows = Array<Record<string, unknown>>
+interface PostgresJsClient {
+  unsafe: (text: string, params?: never[], options?: { prepare: true }) => Promise<Rows>
+  reserve: () => Promise<PostgresJsClient & { release: () => void }>
+}
+interface PgliteClient {
+  query: <Row>(text: string, params: unknown[]) => Promise<{ rows: Row[] }>
+  transaction: <T>(work: (tx: Pick<PgliteClient, 'query'>) => Promise<T>) => Promise<T>
+}
+type DriverClient = PostgresJsClient | PgliteClient
+const driverClient = (db: Database) => (db as unknown as { $client: DriverClient }).$client
 
 /**
  * One statement (a transaction of its own) on the database's driver, prepared on postgres.js, where
  * drizzle sends every query unprepared (`execute <unnamed>`): for hot paths. Rows come as the driver
  * gives them, by column name: decode them with `mapRow`.
  */
-export async function queryPrepared(db: Database, statement: BoundStatement): Promise<Array<Record<string, unknown>>> {
-  const client = (db as unknown as { $client: DriverClient }).$client
+export async function queryPrepared(db: Database, statement: BoundStatement): Promise<Rows> {
+  const client = driverClient(db)
   if ('unsafe' in client) return client.unsafe(statement.text, statement.params as never[], { prepare: true })
   return (await client.query<Record<string, unknown>>(statement.text, statement.params)).rows
+}
+
+/**
+ * Several statements in one transaction, one commit; each statement's rows. On postgres.js BEGIN,
+ * the statements (prepared) and COMMIT are pipelined on one connection: one round trip. A failing
+ * statement aborts the transaction (the rest fail, COMMIT rolls back) and its error is thrown.
+ */
+export async function queryAllPrepared(db: Database, statements: BoundStatement[]): Promise<Rows[]> {
+  const client = driverClient(db)
+  if (!('unsafe' in client)) {
+    return client.transaction(async (tx) => {
+      const results: Rows[] = []
+      for (const statement of statements) results.push((await tx.query<Record<string, unknown>>(statement.text, statement.params)).rows)
+      return results
+    })
+  }
+  const connection = await client.reserve()
+  try {
+    const sent = [
+      connection.unsafe('begin'),
+      ...statements.map(statement => connection.unsafe(statement.text, statement.params as never[], { prepare: true })),
+      connection.unsafe('commit'),
+    ]
+    const settled = await Promise.allSettled(sent)
+    // The first failure is the cause; the statements after it only report the aborted transaction.
+    const failed = settled.find(result => result.status === 'rejected')
+    if (failed) throw failed.reason
+    return settled.slice(1, -1).map(result => (result as PromiseFulfilledResult<Rows>).value)
+  }
+  finally {
+    connection.release()
+  }
 }
 
 const MAX_COMPOSED_TEXTS = 100

@@ -18,11 +18,13 @@ export function createConfiguredWorker(config: AppConfig, handle: DatabaseHandle
       : {}),
     workerId: config.WORKER_ID ?? `${hostname()}:${process.pid}`,
     concurrency: config.WORKER_CONCURRENCY,
+    prefetch: config.WORKER_PREFETCH,
     pollIntervalMs: config.JOB_POLL_INTERVAL_MS,
     heartbeatTimeoutMs: config.JOB_HEARTBEAT_TIMEOUT_MS,
     lockTtlMs: config.JOB_LOCK_TTL_MS,
     lockBusyDelayMs: config.JOB_LOCK_BUSY_DELAY_MS,
     backoff: { baseMs: config.JOB_BACKOFF_BASE_MS, capMs: config.JOB_BACKOFF_CAP_MS },
+    snooze: { max: config.JOB_MAX_SNOOZES, maxDelayMs: config.JOB_MAX_SNOOZE_MS },
     faultsEnabled: config.FAULTS_ENABLED,
   })
 }

@@ -1,6 +1,6 @@
 import type { ZodType } from 'zod'
 import type { Database } from '../db/client'
-import type { ClaimedJob } from './store'
+import type { ClaimedJob, JobEffect } from './store'
 
 export interface JobContext {
   job: ClaimedJob
@@ -8,19 +8,29 @@ export interface JobContext {
   signal: AbortSignal
   db: Database
   /**
-   * The job's business writes and its completion, in one transaction fenced by the claim's token.
-   * Throws FencedOutError (nothing written) when another worker holds the job now.
+   * The job's completion and its effect (CTEs reading `done`, see JobEffect) in one statement: one
+   * round trip, one commit. Throws FencedOutError (nothing written) when another worker holds the job now.
+   */
+  complete(effect?: JobEffect): Promise<void>
+  /**
+   * For effects that need a conversation with the database: the business writes and the completion
+   * in one interactive transaction fenced by the claim's token. Same FencedOutError.
    */
   commit(work: (tx: Database) => Promise<void>): Promise<void>
 }
 
-export interface JobKind<Payload = any> {
+export interface JobKind<Payload = any, Loaded = any> {
   kind: string
   /** A payload that does not parse is a permanent error: retrying cannot fix it. */
   payload: ZodType<Payload>
   /** The business resource to lock while the job runs (`order:<id>` → `lock:order:<id>`). */
   resource?: (payload: Payload) => string
-  run(context: JobContext, payload: Payload): Promise<void>
+  /**
+   * Reads what the jobs of one claimed batch need, in one query for the batch instead of one per
+   * job: an entry per payload, in order. Read before the job runs, as a read outside the commit would be.
+   */
+  load?: (db: Database, payloads: Payload[]) => Promise<Loaded[]>
+  run(context: JobContext, payload: Payload, loaded: Loaded): Promise<void>
 }
 
-export const defineJobKind = <Payload>(kind: JobKind<Payload>): JobKind<Payload> => kind
+export const defineJobKind = <Payload, Loaded = undefined>(kind: JobKind<Payload, Loaded>): JobKind<Payload, Loaded> => kind

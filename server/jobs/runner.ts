@@ -5,10 +5,10 @@ import { LockBackendError, type Locks } from '../locks/types'
 import { log } from '../observability/logger'
 import { metrics } from '../observability/metrics'
 import { type BackoffPolicy, backoffMs } from './backoff'
-import { classify, describeError, FencedOutError, JobInterrupted, PermanentJobError, SnoozeJob } from './errors'
+import { classify, describeError, FencedOutError, JobInterrupted, PermanentJobError, RetryableJobError, SnoozeJob } from './errors'
 import { injectJobFailure, readJobFaults } from './faults'
 import type { JobContext, JobKind } from './kind'
-import { type ClaimedJob, createJobStore } from './store'
+import { type ClaimedJob, createJobStore, type JobEffect } from './store'
 import { JOBS_CHANNEL, onLocalWake } from './wake'
 
 export interface WorkerOptions {
@@ -18,180 +18,397 @@ export interface WorkerOptions {
   kinds: JobKind[]
   workerId: string
   concurrency: number
+  /** Claimed beyond the free slots and held in a local buffer, so a finished slot refills without a round trip. */
+  prefetch: number
   pollIntervalMs: number
   heartbeatTimeoutMs: number
   lockTtlMs: number
   lockBusyDelayMs: number
   backoff: BackoffPolicy
+  /** A job may snooze `max` times, each for at most `maxDelayMs`; the next snooze counts as a failed attempt. */
+  snooze: { max: number, maxDelayMs: number }
   faultsEnabled: boolean
 }
 
 export interface Worker {
   start(): Promise<void>
-  /** Stops claiming; running jobs get `graceMs` to finish, then are released with their attempt given back. */
+  /**
+   * Stops claiming and gives buffered jobs back at once; running jobs get `graceMs` to finish, then
+   * are released. Either way with their attempt given back.
+   */
   stop(graceMs: number): Promise<void>
   readonly running: number
 }
 
-type Finish = (transition: string, extra?: Record<string, unknown>, level?: 'info' | 'warn') => void
+/** A resource lock this worker holds, shared by its claimed jobs on that resource (they run one at a time). */
+interface HeldLock {
+  key: string
+  /** Absent: the lock backend was unreachable and the job runs on the Postgres fence alone. */
+  token?: string
+  holders: number
+  lost: boolean
+}
+
+/** A claimed job, ready to run: payload parsed, batch data loaded, resource lock taken (or found busy). */
+interface PreparedJob {
+  job: ClaimedJob
+  kind: JobKind
+  payload?: unknown
+  loaded?: unknown
+  /** Thrown when the job runs: its payload did not parse, or its batch's read failed. */
+  failure?: unknown
+  lockKey?: string
+  lock?: HeldLock
+  lockBusy?: boolean
+}
 
 interface Execution {
-  job: ClaimedJob
+  prepared: PreparedJob
   controller: AbortController
+  /** The stall fault: heartbeat and lock renewal skip this job, as in a GC pause. */
+  paused: boolean
+  /** Its handler is done and its completion waits in (or for) a batch: its slot is free for the next job. */
+  committing: boolean
+  /** It committed through an interactive transaction (JobContext.commit). */
+  interactive: boolean
   done: Promise<void>
 }
 
+interface PendingCompletion {
+  job: ClaimedJob
+  effect?: JobEffect
+  resolve: (completed: boolean) => void
+  reject: (error: unknown) => void
+}
+
+/** Completions sent in one transaction at most; more wait for the next. */
+const MAX_COMPLETION_BATCH = 100
 /**
- * The job runner: claims due jobs up to its concurrency with FOR UPDATE SKIP LOCKED, runs each
- * under a lock on its business resource, heart-beats the claim, and records the outcome — all
- * conditional on the claim's fence token. Wakes on NOTIFY (postgres.js) or in-process signals,
- * and polls as a fallback.
+ * After a claim that found the queue drained, a wake-up (a new order, a NOTIFY) claims no sooner
+ * than this after it: under a stream of orders, one claim takes the jobs of several instead of one each.
+ */
+const CLAIM_COALESCE_MS = 5
+
+interface Outcome {
+  transition: string
+  extra: Record<string, unknown>
+  level: 'info' | 'warn'
+}
+
+const outcome = (transition: string, extra: Record<string, unknown> = {}, level: Outcome['level'] = 'info'): Outcome => ({ transition, extra, level })
+
+/**
+ * The job runner. Claims due jobs in batches (one statement, FOR UPDATE SKIP LOCKED, each claim
+ * under a fresh fence token) up to its concurrency plus a small prefetch buffer; reads what a
+ * batch needs in one query per loader; takes the batch's resource locks in one pipelined write;
+ * heart-beats all its claims in one statement and renews all its locks on one timer; and records
+ * each outcome conditional on the fence — a completion and its effect in one statement where the
+ * kind allows. Wakes on NOTIFY (postgres.js) or in-process signals, and polls as a fallback.
  */
 export function createWorker(options: WorkerOptions): Worker {
   const store = createJobStore(options.db)
   const kinds = new Map(options.kinds.map(kind => [kind.kind, kind]))
   const kindNames = [...kinds.keys()]
+  const capacity = options.concurrency + options.prefetch
+  // Refilled when the buffer runs this low, so claims come in batches rather than one per finished job.
+  const refillBelow = Math.floor(options.prefetch / 2)
+  // Finished handlers whose completions are in flight are bounded too: beyond this the worker stops claiming.
+  const maxCommitting = 4 * capacity
+  const buffer: PreparedJob[] = []
   const active = new Map<string, Execution>()
+  let committing = 0
+  const completionQueue: PendingCompletion[] = []
+  let flushing = false
+  const runningKeys = new Set<string>()
+  const heldLocks = new Map<string, HeldLock>()
+  const pendingReports = new Set<Promise<void>>()
   const cleanups: Array<() => Promise<void> | void> = []
+  const timers: NodeJS.Timeout[] = []
   let stopping = false
   let loopDone: Promise<void> = Promise.resolve()
   let wakeUp: (() => void) | undefined
   // A wake-up that arrives while the loop is claiming is kept for its next wait, not lost.
   let wokenWhileBusy = false
+  // The last claim found fewer due jobs than it asked for: a freed slot alone is no reason to ask again.
+  let queueDrained = false
+  let lastClaimAt = 0
   const wake = () => {
     if (wakeUp) wakeUp()
     else wokenWhileBusy = true
   }
+  /** New jobs may be due: enqueued here or elsewhere (NOTIFY), or by a job of this worker. */
+  const jobsArrived = () => {
+    queueDrained = false
+    wake()
+  }
 
-  function waitForWake(ms: number): Promise<void> {
+  /** True when woken, false when the poll interval passed. */
+  function waitForWake(ms: number): Promise<boolean> {
     if (wokenWhileBusy) {
       wokenWhileBusy = false
-      return Promise.resolve()
+      return Promise.resolve(true)
     }
     return new Promise((resolve) => {
-      const timer = setTimeout(done, ms)
-      function done() {
+      const timer = setTimeout(() => done(false), ms)
+      function done(woken: boolean) {
         clearTimeout(timer)
         wakeUp = undefined
-        resolve()
+        resolve(woken)
       }
-      wakeUp = done
+      wakeUp = () => done(true)
     })
   }
 
   async function loop(): Promise<void> {
     while (!stopping) {
-      const free = options.concurrency - active.size
-      if (free > 0) {
+      const wanted = capacity - (active.size - committing) - buffer.length
+      let full = false
+      if (wanted > 0 && buffer.length <= refillBelow && committing < maxCommitting) {
         let claimed: ClaimedJob[] = []
+        lastClaimAt = performance.now()
         try {
-          claimed = await store.claim(options.workerId, free, kindNames)
+          claimed = await store.claim(options.workerId, wanted, kindNames)
         }
         catch (error) {
           log.warn('job claim failed; retrying after the poll interval', { worker: options.workerId, error })
         }
-        for (const job of claimed) run(job)
-        // A full batch means more may be due: claim again at once.
-        if (claimed.length === free && !stopping) continue
+        if (claimed.length > 0) {
+          buffer.push(...await prepareBatch(claimed))
+          dispatch()
+        }
+        // A full batch means more may be due: claim again as soon as there is room.
+        full = claimed.length === wanted
+        queueDrained = !full
       }
-      await waitForWake(options.pollIntervalMs)
+      if (full) continue
+      const drained = queueDrained
+      const woken = await waitForWake(options.pollIntervalMs)
+      if (!woken) queueDrained = false
+      else if (drained) {
+        const sinceClaim = performance.now() - lastClaimAt
+        if (sinceClaim < CLAIM_COALESCE_MS) await sleep(CLAIM_COALESCE_MS - sinceClaim)
+      }
     }
   }
 
-  function run(job: ClaimedJob): void {
-    const controller = new AbortController()
-    const done = execute(job, controller).catch(error => log.error('job execution crashed', { jobId: job.id, error }))
-      .finally(() => {
-        active.delete(job.id)
-        wake()
-      })
-    active.set(job.id, { job, controller, done })
+  /** Parses the payloads, runs each loader once for the batch, and takes the distinct resource locks together. */
+  async function prepareBatch(claimed: ClaimedJob[]): Promise<PreparedJob[]> {
+    const prepared = claimed.map((job): PreparedJob => {
+      // Claimed by kind: this worker runs every kind it claims.
+      const kind = kinds.get(job.kind)!
+      const payload = kind.payload.safeParse(job.payload)
+      if (!payload.success) return { job, kind, failure: new PermanentJobError(`invalid payload: ${z.prettifyError(payload.error)}`) }
+      return { job, kind, payload: payload.data, lockKey: kind.resource && `lock:${kind.resource(payload.data)}` }
+    })
+    await Promise.all([loadBatch(prepared), lockBatch(prepared)])
+    return prepared
   }
 
-  async function execute(job: ClaimedJob, controller: AbortController): Promise<void> {
+  async function loadBatch(prepared: PreparedJob[]): Promise<void> {
+    const byLoader = new Map<NonNullable<JobKind['load']>, PreparedJob[]>()
+    for (const entry of prepared) {
+      if (!entry.kind.load || entry.failure) continue
+      byLoader.set(entry.kind.load, [...byLoader.get(entry.kind.load) ?? [], entry])
+    }
+    await Promise.all([...byLoader].map(async ([load, entries]) => {
+      try {
+        const loaded = await load(options.db, entries.map(entry => entry.payload))
+        entries.forEach((entry, index) => { entry.loaded = loaded[index] })
+      }
+      catch (error) {
+        for (const entry of entries) entry.failure = new RetryableJobError(`reading the job's data failed: ${describeError(error)}`, { cause: error })
+      }
+    }))
+  }
+
+  /**
+   * A lock this worker already holds is shared (its jobs run one after another); the others are
+   * acquired together, in one tick, so the Redis client sends them in one write.
+   */
+  async function lockBatch(prepared: PreparedJob[]): Promise<void> {
+    const wanted = new Map<string, PreparedJob[]>()
+    for (const entry of prepared) {
+      if (!entry.lockKey || entry.failure) continue
+      const held = heldLocks.get(entry.lockKey)
+      if (held && !held.lost) {
+        held.holders++
+        entry.lock = held
+        continue
+      }
+      wanted.set(entry.lockKey, [...wanted.get(entry.lockKey) ?? [], entry])
+    }
+    await Promise.all([...wanted].map(async ([key, entries]) => {
+      const acquired = await acquireResourceLock(key).catch((error) => {
+        for (const entry of entries) entry.failure = error
+        return undefined
+      })
+      if (!acquired) return
+      if (acquired === 'busy') {
+        for (const entry of entries) entry.lockBusy = true
+        return
+      }
+      const held: HeldLock = { key, token: acquired.token, holders: entries.length, lost: false }
+      heldLocks.set(key, held)
+      for (const entry of entries) entry.lock = held
+    }))
+  }
+
+  /** Starts buffered jobs in claim order while slots are free, one at a time per resource. */
+  function dispatch(): void {
+    while (!stopping && active.size - committing < options.concurrency) {
+      const index = buffer.findIndex(entry => !entry.lockKey || !runningKeys.has(entry.lockKey))
+      if (index < 0) return
+      run(buffer.splice(index, 1)[0]!)
+    }
+  }
+
+  function run(prepared: PreparedJob): void {
+    const { job, lockKey } = prepared
     const started = performance.now()
-    const fields = { jobId: job.id, kind: job.kind, attempt: job.attempt, fence: job.fence, worker: options.workerId, resourceId: job.resourceId, queueWaitMs: job.queueWaitMs }
+    const execution: Execution = { prepared, controller: new AbortController(), paused: false, committing: false, interactive: false, done: Promise.resolve() }
+    active.set(job.id, execution)
+    if (lockKey) runningKeys.add(lockKey)
+    execution.done = execute(execution)
+      .catch((error) => {
+        log.error('job execution crashed', { jobId: job.id, error })
+        return undefined
+      })
+      .then((result) => {
+        // The slot is free once the outcome is stored; the lock goes back without being waited for.
+        if (execution.committing) committing--
+        active.delete(job.id)
+        if (lockKey) runningKeys.delete(lockKey)
+        const release = dropLock(prepared)
+        dispatch()
+        // An interactive commit may have enqueued jobs (webhook.apply enqueues the order's effects).
+        if (execution.interactive) jobsArrived()
+        else if (!queueDrained) wake()
+        if (result) report(prepared, result, started, release)
+      })
+  }
+
+  async function execute(execution: Execution): Promise<Outcome> {
+    const { prepared: { job, kind, payload, loaded, failure, lock, lockBusy }, controller } = execution
     // Queue wait: from run_at (when it became due) to this claim, as the claim query measured it.
     metrics.jobQueueWait.observe({ kind: job.kind }, job.queueWaitMs / 1000)
-    // The outcome is reported once the lock is given back, so its line carries the release too.
-    let outcome: { transition: string, extra: Record<string, unknown>, level: 'info' | 'warn' } | undefined
-    const finish: Finish = (transition, extra = {}, level = 'info') => {
-      outcome = { transition, extra, level }
-    }
     const faults = readJobFaults(job, options.faultsEnabled)
-    const timers: NodeJS.Timeout[] = []
-    // The stall fault freezes the worker: no heartbeat, no lock renewal, as in a GC pause.
-    let paused = false
     let committed = false
-    let lock: { key: string, token?: string } | undefined
 
-    const interrupt = (reason: JobInterrupted['reason']) => {
-      if (!controller.signal.aborted && !committed) controller.abort(new JobInterrupted(reason))
+    async function fenced(write: () => Promise<boolean>, batched: boolean): Promise<void> {
+      if (faults.stallMs && job.attempt === 1) {
+        execution.paused = true
+        log.warn('job stalling (test fault): heartbeat and lock renewal paused', { jobId: job.id, worker: options.workerId, stallMs: faults.stallMs })
+        await sleep(faults.stallMs, undefined, { signal: controller.signal })
+        execution.paused = false
+      }
+      controller.signal.throwIfAborted()
+      if (batched && !execution.committing) {
+        execution.committing = true
+        committing++
+        dispatch()
+      }
+      if (!await write()) throw new FencedOutError(`job ${job.id}: fence ${job.fence} is no longer current; nothing written`)
+      committed = true
     }
     const context: JobContext = {
       job,
       signal: controller.signal,
       db: options.db,
-      async commit(work) {
-        if (faults.stallMs && job.attempt === 1) {
-          paused = true
-          log.warn('job stalling (test fault): heartbeat and lock renewal paused', { ...fields, stallMs: faults.stallMs })
-          await sleep(faults.stallMs, undefined, { signal: controller.signal })
-          paused = false
-        }
-        controller.signal.throwIfAborted()
-        if (!await store.complete(job, work)) throw new FencedOutError(`job ${job.id}: fence ${job.fence} is no longer current; nothing written`)
-        committed = true
+      complete: effect => fenced(() => completeBatched(job, effect), true),
+      commit: (work) => {
+        execution.interactive = true
+        return fenced(() => store.complete(job, work), false)
       },
     }
+    const locked = { lockKey: lock?.key ?? (lockBusy ? execution.prepared.lockKey : undefined), lockResult: lockBusy ? 'busy' : lockResult(lock) }
 
     try {
-      // Claimed by kind: this worker runs every kind it claims.
-      const kind = kinds.get(job.kind)!
-      const payload = kind.payload.safeParse(job.payload)
-      if (!payload.success) throw new PermanentJobError(`invalid payload: ${z.prettifyError(payload.error)}`)
+      if (failure) throw failure
       injectJobFailure(job, faults)
-
-      if (kind.resource) {
-        const lockKey = `lock:${kind.resource(payload.data)}`
-        const acquired = await acquireResourceLock(lockKey)
-        if (acquired === 'busy') {
-          await store.putBack(job, options.lockBusyDelayMs * (1 + Math.random()))
-          return finish('lock_busy', { lockKey, lockResult: 'busy' })
-        }
-        lock = { key: lockKey, token: acquired.token }
-        if (acquired.token) timers.push(renewLockWhileRunning(job, lockKey, acquired.token, () => paused, interrupt))
+      if (lockBusy) {
+        await store.putBack(job, options.lockBusyDelayMs * (1 + Math.random()))
+        return outcome('lock_busy', locked)
       }
-      timers.push(heartbeatWhileRunning(job, () => paused, interrupt))
-
-      await kind.run(context, payload.data)
-      if (!committed) await context.commit(async () => {})
-      finish('completed', { lockKey: lock?.key, lockResult: lockResult(lock) })
+      await kind.run(context, payload, loaded)
+      if (!committed) await context.complete()
+      return outcome('completed', locked)
     }
     catch (error) {
       // Committed: the outcome is stored and a late interruption changes nothing.
-      if (committed) return finish('completed', { lockKey: lock?.key, lockResult: lockResult(lock) })
+      if (committed) return outcome('completed', locked)
       const interruption = controller.signal.reason instanceof JobInterrupted ? controller.signal.reason : undefined
-      await settleFailedAttempt(job, error, interruption, { finish, lockKey: lock?.key, snoozeFault: faults.snoozeMs !== undefined })
+      const settled = await settleFailedAttempt(job, error, interruption, { lockKey: lock?.key, snoozeFault: faults.snoozeMs !== undefined })
+      return { ...settled, extra: { ...locked, ...settled.extra } }
     }
-    finally {
-      for (const timer of timers) clearInterval(timer)
-      const lockRelease = lock?.token ? await releaseResourceLock(lock.key, lock.token) : undefined
-      if (outcome) {
-        const seconds = (performance.now() - started) / 1000
-        metrics.jobResults.inc({ kind: job.kind, result: outcome.transition })
-        metrics.jobProcessing.observe({ kind: job.kind, result: outcome.transition }, seconds)
-        log[outcome.level]('job attempt finished', {
-          ...fields,
-          lockKey: lock?.key,
-          lockResult: lockResult(lock),
-          ...outcome.extra,
-          lockRelease,
-          transition: outcome.transition,
-          durationMs: Math.round(seconds * 1000),
-        })
+  }
+
+  /**
+   * Completions go out in batches, one transaction each: those that arrive while a batch is in
+   * flight leave together when it returns. A batch that fails is retried one by one, so only the
+   * failing job fails; a job whose fence was lost writes nothing in either.
+   */
+  function completeBatched(job: ClaimedJob, effect: JobEffect | undefined): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      completionQueue.push({ job, effect, resolve, reject })
+      if (flushing) return
+      flushing = true
+      // Completions of the same tick join the first batch.
+      queueMicrotask(() => { flushCompletions().finally(() => { flushing = false }) })
+    })
+  }
+
+  async function flushCompletions(): Promise<void> {
+    while (completionQueue.length > 0) {
+      const batch = completionQueue.splice(0, MAX_COMPLETION_BATCH)
+      if (batch.length === 1) {
+        const [only] = batch as [PendingCompletion]
+        await store.completeWith(only.job, only.effect).then(only.resolve, only.reject)
+        continue
+      }
+      try {
+        const completed = await store.completeAll(batch)
+        batch.forEach((entry, index) => entry.resolve(completed[index]!))
+      }
+      catch {
+        await Promise.all(batch.map(entry => store.completeWith(entry.job, entry.effect).then(entry.resolve, entry.reject)))
       }
     }
+  }
+
+  /** One metric set and one log line per attempt; the line waits for the lock's release to carry it. */
+  function report(prepared: PreparedJob, result: Outcome, started: number, release?: Promise<string>): void {
+    const { job } = prepared
+    const seconds = (performance.now() - started) / 1000
+    metrics.jobResults.inc({ kind: job.kind, result: result.transition })
+    metrics.jobProcessing.observe({ kind: job.kind, result: result.transition }, seconds)
+    const write = (lockRelease?: string) => log[result.level]('job attempt finished', {
+      jobId: job.id,
+      kind: job.kind,
+      attempt: job.attempt,
+      fence: job.fence,
+      worker: options.workerId,
+      resourceId: job.resourceId,
+      queueWaitMs: job.queueWaitMs,
+      ...result.extra,
+      lockRelease,
+      transition: result.transition,
+      durationMs: Math.round(seconds * 1000),
+    })
+    if (!release) return write()
+    const reported = release.then(write)
+    pendingReports.add(reported)
+    reported.finally(() => pendingReports.delete(reported))
+  }
+
+  /** This job's share of its lock is given back; the last holder releases it. */
+  function dropLock(prepared: PreparedJob): Promise<string> | undefined {
+    const held = prepared.lock
+    if (!held) return undefined
+    prepared.lock = undefined
+    held.holders--
+    if (held.holders > 0) return undefined
+    if (heldLocks.get(held.key) === held) heldLocks.delete(held.key)
+    return held.token ? releaseResourceLock(held.key, held.token) : undefined
   }
 
   /** released; expired: the lock was no longer ours (TTL ran out, taken over); error: no answer. */
@@ -201,28 +418,63 @@ export function createWorker(options: WorkerOptions): Worker {
     return result
   }
 
-  /** Extends the lock every third of its TTL; a renewal that finds it gone interrupts the job. */
-  function renewLockWhileRunning(job: ClaimedJob, key: string, token: string, paused: () => boolean, interrupt: (reason: 'lock_lost') => void): NodeJS.Timeout {
-    return setInterval(() => {
-      if (paused()) return
-      options.locks.extend(key, token, options.lockTtlMs).then((held) => {
-        if (held) return
-        metrics.locksLost.inc({ kind: job.kind })
-        interrupt('lock_lost')
-      }, (error) => {
-        if (!(error instanceof LockBackendError)) return
-        log.warn('lock renewal failed: lock backend unavailable; the Postgres fence still protects the work', { jobId: job.id, worker: options.workerId, lockKey: key })
-      })
-    }, Math.max(10, Math.floor(options.lockTtlMs / 3)))
+  /** A claimed job taken out of the buffer before it ran (its claim or lock lost, or shutdown), reported as such. */
+  function dropBuffered(entry: PreparedJob, result: Outcome, putBack?: Promise<unknown>): void {
+    const index = buffer.indexOf(entry)
+    if (index >= 0) buffer.splice(index, 1)
+    const started = performance.now()
+    const settled = (putBack ?? Promise.resolve()).catch(() => {}).then(() => report(entry, result, started, dropLock(entry)))
+    pendingReports.add(settled)
+    settled.finally(() => pendingReports.delete(settled))
   }
 
-  /** Heart-beats the claim every third of the timeout; a claim found superseded interrupts the job. */
-  function heartbeatWhileRunning(job: ClaimedJob, paused: () => boolean, interrupt: (reason: 'fenced_out') => void): NodeJS.Timeout {
-    return setInterval(() => {
-      if (paused()) return
-      // A failed heartbeat (database away) is retried on the next tick; rescue waits for the timeout.
-      store.heartbeat(job).then(current => current || interrupt('fenced_out'), () => {})
-    }, Math.max(10, Math.floor(options.heartbeatTimeoutMs / 3)))
+  /** Heart-beats every claim this worker holds (running or buffered) in one statement, every third of the timeout. */
+  function heartbeatClaims(): void {
+    const running = [...active.values()].filter(execution => !execution.paused)
+    const claims = [...buffer.map(entry => entry.job), ...running.map(execution => execution.prepared.job)]
+    if (claims.length === 0) return
+    // A failed heartbeat (database away) is retried on the next tick; rescue waits for the timeout.
+    store.heartbeatAll(claims).then((current) => {
+      for (const execution of running) {
+        if (!current.has(execution.prepared.job.fence)) interrupt(execution, 'fenced_out')
+      }
+      for (const entry of [...buffer]) {
+        if (!current.has(entry.job.fence)) dropBuffered(entry, outcome('fenced_out', { error: 'claim superseded while buffered' }, 'warn'))
+      }
+    }, () => {})
+  }
+
+  /** Extends every lock this worker holds every third of its TTL; a lock found gone interrupts its jobs. */
+  function renewLocks(): void {
+    for (const held of heldLocks.values()) {
+      if (!held.token || held.lost) continue
+      if ([...active.values()].some(execution => execution.paused && execution.prepared.lock === held)) continue
+      options.locks.extend(held.key, held.token, options.lockTtlMs).then((still) => {
+        if (!still) lockLost(held)
+      }, (error) => {
+        if (!(error instanceof LockBackendError)) return
+        log.warn('lock renewal failed: lock backend unavailable; the Postgres fence still protects the work', { worker: options.workerId, lockKey: held.key })
+      })
+    }
+  }
+
+  /** Another worker may hold the resource now: its jobs here step back without spending the attempt. */
+  function lockLost(held: HeldLock): void {
+    if (held.lost) return
+    held.lost = true
+    for (const execution of active.values()) {
+      if (execution.prepared.lock !== held) continue
+      metrics.locksLost.inc({ kind: execution.prepared.job.kind })
+      interrupt(execution, 'lock_lost')
+    }
+    for (const entry of buffer.filter(entry => entry.lock === held)) {
+      metrics.locksLost.inc({ kind: entry.job.kind })
+      dropBuffered(entry, outcome('lock_lost', { lockKey: held.key, lockResult: 'lost' }, 'warn'), store.putBack(entry.job, options.lockBusyDelayMs))
+    }
+  }
+
+  function interrupt(execution: Execution, reason: JobInterrupted['reason']): void {
+    if (!execution.controller.signal.aborted) execution.controller.abort(new JobInterrupted(reason))
   }
 
   /** Records why an attempt did not complete: fenced out, released, put back, snoozed, retried or dead-lettered. */
@@ -230,22 +482,26 @@ export function createWorker(options: WorkerOptions): Worker {
     job: ClaimedJob,
     error: unknown,
     interruption: JobInterrupted | undefined,
-    { finish, lockKey, snoozeFault }: { finish: Finish, lockKey?: string, snoozeFault: boolean },
-  ): Promise<void> {
+    { lockKey, snoozeFault }: { lockKey?: string, snoozeFault: boolean },
+  ): Promise<Outcome> {
     // The fence's verdict comes first: whatever else happened, this claim is no longer ours.
     if (error instanceof FencedOutError || interruption?.reason === 'fenced_out') {
-      return finish('fenced_out', { error: describeError(error) }, 'warn')
+      return outcome('fenced_out', { error: describeError(error) }, 'warn')
     }
     // stop() already released the job.
-    if (interruption?.reason === 'shutdown') return finish('released', { reason: 'shutdown' })
+    if (interruption?.reason === 'shutdown') return outcome('released', { reason: 'shutdown' })
     if (interruption?.reason === 'lock_lost') {
-      // Another worker may hold the resource now: step back without spending the attempt.
       const putBack = await store.putBack(job, options.lockBusyDelayMs).catch(() => false)
-      return finish(putBack ? 'lock_lost' : 'fenced_out', { lockKey, lockResult: 'lost' }, 'warn')
+      return outcome(putBack ? 'lock_lost' : 'fenced_out', { lockKey, lockResult: 'lost' }, 'warn')
     }
     if (error instanceof SnoozeJob) {
-      await store.putBack(job, error.delayMs, { clearFaults: snoozeFault })
-      return finish('snoozed', { delayMs: error.delayMs, reason: error.message })
+      if (job.snoozes < options.snooze.max) {
+        const delayMs = Math.min(error.delayMs, options.snooze.maxDelayMs)
+        await store.putBack(job, delayMs, { clearFaults: snoozeFault, snooze: true })
+        return outcome('snoozed', { delayMs, askedMs: error.delayMs, snoozes: job.snoozes + 1, reason: error.message })
+      }
+      // Snoozed as often as allowed: from now on a snooze spends the attempt like any failure.
+      error = new RetryableJobError(`snoozed ${job.snoozes} times (JOB_MAX_SNOOZES), now counted as a failed attempt: ${error.message}`)
     }
     const errorClass = classify(error)
     const message = describeError(error)
@@ -254,10 +510,10 @@ export function createWorker(options: WorkerOptions): Worker {
     const status = await store.fail(job, { errorClass, message, retryInMs, permanent: errorClass === 'permanent' })
     if (status === 'dead_letter') {
       metrics.jobsDeadLettered.inc({ kind: job.kind })
-      return finish('dead_letter', { errorClass, error: message }, 'warn')
+      return outcome('dead_letter', { errorClass, error: message }, 'warn')
     }
-    if (status === 'failed') return finish('retry', { errorClass, error: message, retryInMs }, 'warn')
-    finish('fenced_out', { error: message }, 'warn')
+    if (status === 'failed') return outcome('retry', { errorClass, error: message, retryInMs }, 'warn')
+    return outcome('fenced_out', { error: message }, 'warn')
   }
 
   /** A token; 'busy' when another holds the resource; no token when the backend is unreachable (degraded). */
@@ -284,33 +540,40 @@ export function createWorker(options: WorkerOptions): Worker {
 
   return {
     async start() {
-      cleanups.push(onLocalWake(wake))
+      cleanups.push(onLocalWake(jobsArrived))
       if (options.notifications) {
         try {
-          cleanups.push(await options.notifications.listen(JOBS_CHANNEL, wake))
+          cleanups.push(await options.notifications.listen(JOBS_CHANNEL, jobsArrived))
         }
         catch (error) {
           log.warn('LISTEN failed; the worker polls only', { worker: options.workerId, error })
         }
       }
+      timers.push(setInterval(heartbeatClaims, Math.max(10, Math.floor(options.heartbeatTimeoutMs / 3))))
+      timers.push(setInterval(renewLocks, Math.max(10, Math.floor(options.lockTtlMs / 3))))
       loopDone = loop()
-      log.info('worker started', { worker: options.workerId, concurrency: options.concurrency, listening: cleanups.length > 1 })
+      log.info('worker started', { worker: options.workerId, concurrency: options.concurrency, prefetch: options.prefetch, listening: cleanups.length > 1 })
     },
 
     async stop(graceMs) {
       stopping = true
       wake()
       await loopDone
+      // Buffered jobs never started: back to the queue at once, for another worker.
+      const buffered = [...buffer]
+      for (const entry of buffered) dropBuffered(entry, outcome('released', { reason: 'shutdown' }), store.putBack(entry.job, 0))
       const finishing = [...active.values()]
       await Promise.race([Promise.allSettled(finishing.map(e => e.done)), sleep(graceMs)])
       const unfinished = [...active.values()]
-      for (const execution of unfinished) execution.controller.abort(new JobInterrupted('shutdown'))
+      for (const execution of unfinished) interrupt(execution, 'shutdown')
       // Released here, not by the handler, so a handler stuck in a call still leaves no orphaned row;
       // the fence makes its late commit a no-op.
-      await Promise.allSettled(unfinished.map(e => store.putBack(e.job, 0)))
+      await Promise.allSettled(unfinished.map(e => store.putBack(e.prepared.job, 0)))
       await Promise.race([Promise.allSettled(unfinished.map(e => e.done)), sleep(2000)])
+      for (const timer of timers) clearInterval(timer)
+      await Promise.race([Promise.allSettled([...pendingReports]), sleep(2000)])
       await Promise.allSettled(cleanups.map(cleanup => cleanup()))
-      log.info('worker stopped', { worker: options.workerId, released: unfinished.length })
+      log.info('worker stopped', { worker: options.workerId, released: unfinished.length + buffered.length })
     },
 
     get running() {
@@ -319,7 +582,7 @@ export function createWorker(options: WorkerOptions): Worker {
   }
 }
 
-function lockResult(lock: { key: string, token?: string } | undefined): string | undefined {
+function lockResult(lock: HeldLock | undefined): string | undefined {
   if (!lock) return undefined
   return lock.token ? 'acquired' : 'degraded'
 }

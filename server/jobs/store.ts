@@ -1,5 +1,5 @@
 import { and, asc, desc, eq, getTableColumns, inArray, lt, lte, type SQL, sql } from 'drizzle-orm'
-import { type Database, queryPrepared } from '../db/client'
+import { type Database, queryAllPrepared, queryPrepared } from '../db/client'
 import { type JobStatus, jobs } from '../db/schema'
 import { type BoundStatement, defineStatement, mapRow } from '../db/statements'
 
@@ -143,6 +143,16 @@ export function createJobStore(db: Database) {
         await work(tx)
         return true
       })
+    },
+
+    /**
+     * completeWith for several jobs in one transaction (one commit, one round trip): each entry's
+     * answer as completeWith's. A claim that is not current writes nothing and leaves the others
+     * unaffected; a failing effect fails them all (complete them one by one to isolate it).
+     */
+    async completeAll(entries: ReadonlyArray<{ job: ClaimedJob, effect?: JobEffect }>): Promise<boolean[]> {
+      const results = await queryAllPrepared(db, entries.map(entry => completionStatement(db, entry.job, entry.effect)))
+      return results.map(rows => Number(rows[0]?.completed) === 1)
     },
 
     /** A failed attempt: retried after `retryInMs`, or dead-lettered when out of attempts or permanent. */

@@ -1,16 +1,22 @@
-import type { Database } from '../db/client'
-import { sideEffects } from '../db/schema'
+import type { JobEffect } from '../jobs/store'
 
 export type SideEffect = 'confirmation_email' | 'invoice' | 'refund_notice'
 
 /**
- * Inserts the (order, effect) marker inside the transaction that performs the effect. True: this
- * transaction owns the effect and must perform it. False: it already happened (or is committing in
- * another transaction, which the unique index makes this one wait for) — do nothing.
+ * A side effect of an order, performed once per (order, effect) however often its job runs: the
+ * effect's write reads its rows from `marker`, the (order, effect) marker this completion inserts
+ * (from `done`, so only under a current fence). The unique (order_id, effect) decides: a marker that
+ * already exists, or that a concurrent transaction is committing (this one waits for it), inserts
+ * nothing, and the write writes nothing. Rolled back with the statement, the marker never counted.
+ *
+ * `write` is one INSERT … SELECT … FROM marker (marker has `order_id`), numbered $1… on its own.
  */
-export async function claimSideEffect(tx: Database, orderId: string, effect: SideEffect, jobId: string): Promise<boolean> {
-  const rows = await tx.insert(sideEffects).values({ orderId, effect, jobId })
-    .onConflictDoNothing({ target: [sideEffects.orderId, sideEffects.effect] })
-    .returning({ id: sideEffects.id })
-  return rows.length === 1
+export function markedEffect(orderId: string, effect: SideEffect, jobId: string, write: JobEffect): JobEffect {
+  const shift = 3
+  return {
+    text: `marker as (insert into side_effects (order_id, effect, job_id) select $1::text, $2::text, $3::text from done `
+      + `on conflict (order_id, effect) do nothing returning order_id), `
+      + `effect as (${write.text.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + shift}`)})`,
+    params: [orderId, effect, jobId, ...write.params],
+  }
 }

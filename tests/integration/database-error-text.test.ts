@@ -68,11 +68,13 @@ function errorTextContract(driver: DatabaseDriver) {
       kinds: [failing],
       workerId: `error-text-${driver}`,
       concurrency: 1,
+      prefetch: 8,
       pollIntervalMs: 20,
       heartbeatTimeoutMs: 10_000,
       lockTtlMs: 10_000,
       lockBusyDelayMs: 20,
       backoff: { baseMs: 10, capMs: 10 },
+      snooze: { max: 20, maxDelayMs: 60 * 60 * 1000 },
       faultsEnabled: false,
     })
     await worker.start()

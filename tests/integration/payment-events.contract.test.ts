@@ -380,11 +380,13 @@ function paymentEventsContract(driver: DatabaseDriver, openLockBackend: () => Pr
           kinds: createJobKinds({ payments: createMockpayProvider(db), mockpay: { url: 'http://127.0.0.1:9/unused', secret: 'whsec_unused' } }),
           workerId: `${driver}-payments-${n}`,
           concurrency: WORKER_CONCURRENCY,
+          prefetch: 8,
           pollIntervalMs: POLL_INTERVAL_MS,
           heartbeatTimeoutMs: HEARTBEAT_TIMEOUT_MS,
           lockTtlMs: LOCK_TTL_MS,
           lockBusyDelayMs: LOCK_BUSY_DELAY_MS,
           backoff: BACKOFF,
+          snooze: { max: 20, maxDelayMs: 60 * 60 * 1000 },
           faultsEnabled: false,
         })
         workers.push(worker)

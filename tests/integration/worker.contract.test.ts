@@ -113,11 +113,13 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
       kinds: createJobKinds({ payments: createMockpayProvider(db), mockpay: { url: 'http://127.0.0.1:9/unused', secret: 'whsec_unused' } }),
       workerId: id,
       concurrency: 4,
+      prefetch: 8,
       pollIntervalMs: POLL_INTERVAL_MS,
       heartbeatTimeoutMs: HEARTBEAT_TIMEOUT_MS,
       lockTtlMs: LOCK_TTL_MS,
       lockBusyDelayMs: LOCK_BUSY_DELAY_MS,
       backoff: BACKOFF,
+      snooze: { max: 20, maxDelayMs: 60 * 60 * 1000 },
       faultsEnabled: true,
       ...overrides,
     })
@@ -341,8 +343,8 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
   it('a worker frozen past its heartbeat and lock expiry is rescued, another completes the job, and the late commit is fenced out', async () => {
     const { orderId } = await seedOrder()
     const id = await enqueueOne({ orderId, faults: { stallMs: 2_000 } })
-    // Concurrency 1: A's only slot stays taken by the frozen run, so the rescued job is B's to claim.
-    const workerA = await startWorker({ concurrency: 1 })
+    // Concurrency 1 and no prefetch: A's only slot stays taken by the frozen run, so the rescued job is B's to claim.
+    const workerA = await startWorker({ concurrency: 1, prefetch: 0 })
 
     await pollUntil('the frozen claim is rescued', async () => {
       const result = await rescueStaleJobs(db, locks, HEARTBEAT_TIMEOUT_MS)

@@ -24,7 +24,7 @@ export function mockpayDeliver(target: { url: string, secret: string }) {
   return defineJobKind({
     kind: 'mockpay.deliver',
     payload: MockpayDelivery,
-    async run({ signal, commit }, delivery) {
+    async run({ signal, complete }, delivery) {
       const body = JSON.stringify({
         type: delivery.type,
         timestamp: delivery.timestamp,
@@ -44,7 +44,7 @@ export function mockpayDeliver(target: { url: string, secret: string }) {
       })
       await response.arrayBuffer()
       if (!response.ok) throw new RetryableJobError(`webhook endpoint answered ${response.status}`)
-      await commit(async () => {})
+      await complete()
     },
   })
 }

@@ -1,36 +1,35 @@
-import type { Database } from '../../db/client'
 import { newId } from '../../db/ids'
-import { invoices, mailbox } from '../../db/schema'
-import { claimSideEffect, type SideEffect } from '../../orders/effects'
+import { markedEffect, type SideEffect } from '../../orders/effects'
 import { defineJobKind } from '../kind'
-import { loadOrder, OrderJobPayload, orderResource } from './order-payload'
-
-type Order = Awaited<ReturnType<typeof loadOrder>>
+import type { JobEffect } from '../store'
+import { loadOrders, type Order, OrderJobPayload, orderResource, requireOrder } from './order-payload'
 
 const formatAmount = (amount: number, currency: string) => `${currency} ${amount.toLocaleString('en-US')}`
 
 /**
  * A job that performs one side effect of an order, once per order however often it runs: the
- * effect's writes share the transaction that inserts its (order, effect) marker.
+ * effect's write, its (order, effect) marker and the job's completion are one statement.
  */
-function orderEffectKind(kind: string, effect: SideEffect, perform: (tx: Database, order: Order) => Promise<void>) {
+function orderEffectKind(kind: string, effect: SideEffect, write: (order: Order) => JobEffect) {
   return defineJobKind({
     kind,
     payload: OrderJobPayload,
     resource: orderResource,
-    async run({ db, job, commit }, { orderId }) {
-      const order = await loadOrder(db, orderId)
-      await commit(async (tx) => {
-        if (await claimSideEffect(tx, orderId, effect, job.id)) await perform(tx, order)
-      })
+    load: loadOrders,
+    async run({ job, complete }, { orderId }, order) {
+      await complete(markedEffect(orderId, effect, job.id, write(requireOrder(order, orderId))))
     },
   })
 }
 
 /** An email about the order, into the dev mailbox: written once per order and effect. */
 function orderEmailKind(kind: string, effect: SideEffect, compose: (order: Order) => { subject: string, body: string }) {
-  return orderEffectKind(kind, effect, async (tx, order) => {
-    await tx.insert(mailbox).values({ id: newId('msg'), tenantId: order.tenantId, orderId: order.id, to: order.customer.email, ...compose(order) })
+  return orderEffectKind(kind, effect, (order) => {
+    const { subject, body } = compose(order)
+    return {
+      text: 'insert into mailbox (id, tenant_id, order_id, "to", subject, body) select $1::text, $2::text, order_id, $3::text, $4::text, $5::text from marker',
+      params: [newId('msg'), order.tenantId, order.customer.email, subject, body],
+    }
   })
 }
 
@@ -39,9 +38,10 @@ export const orderSendConfirmation = orderEmailKind('order.send_confirmation', '
   body: `Thank you. We received ${formatAmount(order.amount, order.currency)} for order ${order.id} (cart ${order.cartId}).`,
 }))
 
-export const orderIssueInvoice = orderEffectKind('order.issue_invoice', 'invoice', async (tx, order) => {
-  await tx.insert(invoices).values({ id: newId('inv'), tenantId: order.tenantId, orderId: order.id, amount: order.amount, currency: order.currency })
-})
+export const orderIssueInvoice = orderEffectKind('order.issue_invoice', 'invoice', order => ({
+  text: 'insert into invoices (id, tenant_id, order_id, amount, currency) select $1::text, $2::text, order_id, $3::bigint, $4::text from marker',
+  params: [newId('inv'), order.tenantId, order.amount, order.currency],
+}))
 
 // Only a refund of the order's whole amount makes it refunded (a partial one leaves it as it was),
 // so the notice can name that amount.

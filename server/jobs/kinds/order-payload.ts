@@ -1,17 +1,29 @@
-import { eq } from 'drizzle-orm'
+import { getTableColumns, sql } from 'drizzle-orm'
 import { z } from 'zod'
-import type { Database } from '../../db/client'
+import { type Database, queryPrepared } from '../../db/client'
 import { orders } from '../../db/schema'
+import { defineStatement, mapRow } from '../../db/statements'
 import { RetryableJobError } from '../errors'
 
 export const OrderJobPayload = z.object({ orderId: z.string().min(1).max(64) }).strict()
 export type OrderJobPayload = z.infer<typeof OrderJobPayload>
+export type Order = typeof orders.$inferSelect
 
 export const orderResource = (payload: OrderJobPayload) => `order:${payload.orderId}`
 
-/** The job's order; missing is retryable (its transaction may not be visible yet), then dead-letters. */
-export async function loadOrder(db: Database, orderId: string) {
-  const [order] = await db.select().from(orders).where(eq(orders.id, orderId))
+const orderColumns = getTableColumns(orders)
+const selectOrders = defineStatement<{ ids: string }>(db => db.select().from(orders)
+  .where(sql`${orders.id} = any(string_to_array(${sql.placeholder('ids')}, ','))`))
+
+/** The orders of a batch of order jobs, one prepared query; undefined where an order is missing. */
+export async function loadOrders(db: Database, payloads: OrderJobPayload[]): Promise<Array<Order | undefined>> {
+  const rows = await queryPrepared(db, selectOrders(db, { ids: payloads.map(payload => payload.orderId).join(',') }))
+  const byId = new Map(rows.map(row => [row.id as string, mapRow(orderColumns, row) as Order]))
+  return payloads.map(payload => byId.get(payload.orderId))
+}
+
+/** A missing order is retryable (its transaction may not be visible yet), then dead-letters. */
+export function requireOrder(order: Order | undefined, orderId: string): Order {
   if (!order) throw new RetryableJobError(`order ${orderId} not found`)
   return order
 }

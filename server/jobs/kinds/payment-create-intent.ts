@@ -1,10 +1,8 @@
-import { and, eq, isNull, sql } from 'drizzle-orm'
-import { orders } from '../../db/schema'
 import type { PaymentProvider } from '../../payments/types'
 import { ProviderRateLimited } from '../../payments/types'
 import { SnoozeJob } from '../errors'
 import { defineJobKind } from '../kind'
-import { loadOrder, OrderJobPayload, orderResource } from './order-payload'
+import { loadOrders, OrderJobPayload, orderResource, requireOrder } from './order-payload'
 
 /**
  * Asks the provider for a payment intent with the order id as its idempotency token, then stores
@@ -16,9 +14,10 @@ export function paymentCreateIntent(provider: PaymentProvider) {
     kind: 'payment.create_intent',
     payload: OrderJobPayload,
     resource: orderResource,
-    async run({ db, signal, commit }, { orderId }) {
-      const order = await loadOrder(db, orderId)
-      if (order.paymentIntentId) return commit(async () => {})
+    load: loadOrders,
+    async run({ signal, complete }, { orderId }, loaded) {
+      const order = requireOrder(loaded, orderId)
+      if (order.paymentIntentId) return complete()
       let intent
       try {
         intent = await provider.createIntent({ orderId, amount: order.amount, currency: order.currency, idempotencyToken: orderId }, signal)
@@ -27,9 +26,10 @@ export function paymentCreateIntent(provider: PaymentProvider) {
         if (error instanceof ProviderRateLimited) throw new SnoozeJob(error.retryAfterMs, 'payment provider rate limited')
         throw error
       }
-      await commit(async (tx) => {
-        await tx.update(orders).set({ paymentIntentId: intent.id, updatedAt: sql`now()` })
-          .where(and(eq(orders.id, orderId), isNull(orders.paymentIntentId)))
+      // The first intent stored stays: a run whose order already has one changes nothing.
+      await complete({
+        text: 'stored as (update orders set payment_intent_id = $1::text, updated_at = now() from done where orders.id = $2::text and orders.payment_intent_id is null)',
+        params: [intent.id, orderId],
       })
     },
   })
