@@ -17,8 +17,10 @@ import { readFileSync } from 'node:fs'
 import os from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
+import Redis from 'ioredis'
 import postgres from 'postgres'
 import { samplePeakRss } from './memory.mjs'
+import { startTurnsProxy } from './pg-turns-proxy.mjs'
 import { markdownTable, writeDrainSection } from './report.mjs'
 
 const adminUrl = process.env.BENCH_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/postgres'
@@ -174,6 +176,45 @@ async function drainPeer(sql, databaseUrl, processes, mode) {
   return row(processes, peerModes[mode], 'row locks in Postgres (SKIP LOCKED)', ms, maxAttempt, Math.max(...stopped.map(s => s.peakRssMiB)))
 }
 
+/**
+ * What one job costs: Postgres round trips (the workers' connections through a counting proxy),
+ * WAL flushes (fsyncs, the commit's price on this disk; concurrent commits share one) and Redis
+ * commands, over one more drain by one process, untimed (the proxy adds a hop).
+ */
+async function costPerJob(sql, databaseUrl, worker, run) {
+  const target = new URL(databaseUrl)
+  const proxy = await startTurnsProxy({ host: target.hostname, port: Number(target.port || 5432) })
+  const proxied = new URL(databaseUrl)
+  proxied.port = String(proxy.port)
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 })
+  // The commands a client sends for locks: SET NX (acquire) and the owner-checked scripts (renew,
+  // release); the GET and DEL a script runs inside Redis are counted by Redis too, and left out here.
+  const redisCalls = async () => [...(await redis.info('commandstats')).matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)]
+    .filter(([, command]) => ['set', 'eval', 'evalsha', 'exists'].includes(command))
+    .reduce((sum, [, , calls]) => sum + Number(calls), 0)
+  const walSyncs = async () => {
+    // Backends report their WAL statistics at exit or within a second; the workers have exited.
+    await sleep(1500)
+    const [{ syncs }] = await sql`select wal_sync::bigint as syncs from pg_stat_wal`
+    return Number(syncs)
+  }
+  try {
+    await walSyncs()
+    const syncsBefore = await walSyncs()
+    const callsBefore = await redisCalls()
+    const turnsBefore = proxy.turns()
+    await run(proxied.toString())
+    const turns = proxy.turns() - turnsBefore
+    const syncs = await walSyncs() - syncsBefore
+    const calls = await redisCalls() - callsBefore
+    return { 'worker': worker, 'jobs': jobCount, 'Postgres round trips / job': (turns / jobCount).toFixed(2), 'WAL flushes / job': (syncs / jobCount).toFixed(3), 'Redis commands / job': (calls / jobCount).toFixed(2) }
+  }
+  finally {
+    await redis.quit()
+    await proxy.close()
+  }
+}
+
 const admin = postgres(adminUrl, { max: 1, onnotice: () => {} })
 const database = `ic_bench_drain_${process.pid}`
 await admin.unsafe(`CREATE DATABASE "${database}"`)
@@ -229,12 +270,22 @@ try {
     + `; Redis lock / in-process (1 worker): ${times(rate(1, ours, 'Redis') / rate(1, ours, 'in'))}`,
   ]
   console.log(lines.join('\n'))
+  const costs = [
+    await costPerJob(sql, databaseUrl.toString(), `${ours}, Redis lock`, url => drain(sql, url, 1, true)),
+    ...await Object.entries(peerModes).reduce(async (done, [mode, name]) => [...await done, await costPerJob(sql, databaseUrl.toString(), name, url => drainPeer(sql, url, 1, mode))], []),
+  ]
+  console.log('\ncost per job, 1 process (one more drain each, untimed, through a round-trip counting proxy)')
+  console.table(costs)
   const written = writeDrainSection([
     `${settings}, drained by standalone worker processes: ours (\`npm run worker\`) and, in the same run on the same database server, graphile-worker ${graphileVersion} (\`bench/graphile-peer.mjs\`) doing the same unit of work (read the order; insert the side-effect marker and the email in one transaction), with its defaults and with batched completion (local queue of concurrency + 1 jobs, completeJobBatchDelay 0). Time for every row from the now() of the statement that made the jobs due to the last email's created_at (the now() of the transaction that wrote it), read from the database; peak RSS of the largest worker process.`,
     '',
     markdownTable(table),
     '',
     ...lines.map(line => `- ${line}.`),
+    '',
+    'Cost per job, 1 process: one more drain each, untimed, with the worker\'s connections through a proxy that counts round trips (`bench/pg-turns-proxy.mjs`); WAL flushes from `pg_stat_wal.wal_sync` (the fsyncs commits wait for; commits at the same moment share one); Redis commands sent for locks (SET NX, the owner-checked release and renewal scripts) from `INFO commandstats`.',
+    '',
+    markdownTable(costs),
   ])
   console.log(written ? '\nfilled in the drain section of docs/benchmarks.md' : '\ndocs/benchmarks.md has no pending drain section (run `npm run bench` to write a new document): left as it is')
 }
