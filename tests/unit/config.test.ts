@@ -115,6 +115,9 @@ describe('parseConfig: values', () => {
       shutdownGrace: config.JOB_SHUTDOWN_GRACE_MS,
       maintenanceInterval: config.JOB_MAINTENANCE_INTERVAL_MS,
       retentionDays: config.JOB_RETENTION_DAYS,
+      prefetch: config.WORKER_PREFETCH,
+      maxSnoozes: config.JOB_MAX_SNOOZES,
+      maxSnoozeMs: config.JOB_MAX_SNOOZE_MS,
     }).toEqual({
       poll: 1000,
       backoffBase: 1000,
@@ -125,6 +128,9 @@ describe('parseConfig: values', () => {
       shutdownGrace: 10_000,
       maintenanceInterval: 15_000,
       retentionDays: 7,
+      prefetch: 8,
+      maxSnoozes: 20,
+      maxSnoozeMs: 3_600_000,
     })
   })
 
@@ -141,7 +147,13 @@ describe('parseConfig: values', () => {
       JOB_HEARTBEAT_TIMEOUT_MS: '5000',
       JOB_SHUTDOWN_GRACE_MS: '0',
       JOB_RETENTION_DAYS: '0',
+      WORKER_PREFETCH: '0',
+      JOB_MAX_SNOOZES: '0',
+      JOB_MAX_SNOOZE_MS: '86400000',
     })
+    expect(config.WORKER_PREFETCH).toBe(0)
+    expect(config.JOB_MAX_SNOOZES).toBe(0)
+    expect(config.JOB_MAX_SNOOZE_MS).toBe(86_400_000)
     expect(config.WORKER_ID).toBe('worker-a.eu:1')
     expect(config.JOB_BACKOFF_BASE_MS).toBe(100)
     expect(config.JOB_HEARTBEAT_TIMEOUT_MS).toBe(5000)
@@ -167,6 +179,11 @@ describe('parseConfig: values', () => {
     ['JOB_LOCK_TTL_MS', '10'],
     ['JOB_BACKOFF_BASE_MS', '0'],
     ['JOB_POLL_INTERVAL_MS', '1.5'],
+    ['WORKER_PREFETCH', '257'],
+    ['JOB_MAX_SNOOZES', '-1'],
+    // A longer delay would overflow Postgres' int milliseconds.
+    ['JOB_MAX_SNOOZE_MS', '86400001'],
+    ['JOB_MAX_SNOOZE_MS', '0'],
     ['DATABASE_URL', 'mysql://x'],
     ['REDIS_URL', 'http://x'],
     ['WEBHOOK_STANDARD_SECRET', 'c3RhbmRhcmQta2V5LXdpdGhvdXQtcHJlZml4'],
