@@ -1,18 +1,19 @@
 import { randomUUID } from 'node:crypto'
 import { setTimeout as delay } from 'node:timers/promises'
-import { and, asc, count, eq, sql } from 'drizzle-orm'
+import { and, asc, count, eq, inArray, sql } from 'drizzle-orm'
 import type { PgColumn } from 'drizzle-orm/pg-core'
 import fc from 'fast-check'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest'
 import type { Database } from '../../server/db/client'
+import { describeDatabaseError } from '../../server/db/errors'
 import { newId } from '../../server/db/ids'
-import { idempotencyRecords, jobs, mailbox, orders, sideEffects, tenants } from '../../server/db/schema'
+import { idempotencyRecords, invoices, jobs, mailbox, orders, sideEffects, tenants } from '../../server/db/schema'
 import { type EnqueueInput, enqueueJob } from '../../server/jobs/enqueue'
 import { deleteExpiredRecords, rescueStaleJobs } from '../../server/jobs/maintenance'
-import { type ClaimedJob, createJobStore, type JobRow, type JobStore } from '../../server/jobs/store'
+import { type ClaimedJob, createJobStore, type JobEffect, type JobRow, type JobStore } from '../../server/jobs/store'
 import { createMemoryLocks } from '../../server/locks/memory'
 import type { Locks } from '../../server/locks/types'
-import { claimSideEffect } from '../../server/orders/effects'
+import { markedEffect, type SideEffect } from '../../server/orders/effects'
 import { applyPaymentStatus, type PaymentStatus, paymentStatusPrecedence } from '../../server/orders/payment-state'
 import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../support/databases'
 import { enqueueJobs, orderJob, seedOrders } from '../support/jobs'
@@ -36,6 +37,9 @@ const RETENTION_DAYS = 30
 const CONCURRENT_CLAIMERS = 8
 const CLAIM_LIMIT = 5
 const EFFECT_KINDS = ['order.issue_invoice', 'order.send_confirmation']
+/** A delay past Postgres' int in milliseconds (2³¹ − 1 ms ≈ 24.8 days): the store keeps it within. */
+const HUGE_DELAY_MS = 2 ** 40
+const MAX_DELAY_MS = 2 ** 31 - 1
 
 /**
  * The behaviour the job store, the outbox and the payment state machine must have on every
@@ -115,6 +119,11 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
   }
 
   const remainingJobIds = async () => (await db.select({ id: jobs.id }).from(jobs)).map(row => row.id).sort()
+
+  async function jobStatusCountsOf(ids: string[]): Promise<Record<string, number>> {
+    const rows = await db.select({ status: jobs.status, count: count() }).from(jobs).where(inArray(jobs.id, ids)).groupBy(jobs.status)
+    return Object.fromEntries(rows.map(row => [row.status, row.count]))
+  }
 
   /** Backends of this database blocked on a lock held by another transaction. */
   async function transactionsWaitingOnLocks(): Promise<number> {
@@ -252,7 +261,7 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
       expect(again.attempt).toBe(1)
     })
 
-    it('claims at most `limit` jobs, the earliest run_at first, and never a running job again', async () => {
+    it('claims at most `limit` jobs, the earliest run_at first, returns them in that order, and never claims a running job again', async () => {
       const ids = await enqueueJobs(db, Array.from({ length: 5 }, () => jobInput()))
       // Oldest first: ids[3], ids[0], ids[4], ids[1], ids[2].
       const dueSecondsAgo = [40, 20, 10, 50, 30]
@@ -261,12 +270,26 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
       }
 
       const first = await store.claim(WORKER_A, 2)
-      expect(first.map(job => job.id).sort()).toEqual([ids[3]!, ids[0]!].sort())
+      expect(first.map(job => job.id)).toEqual([ids[3]!, ids[0]!])
       const rest = await store.claim(WORKER_B, 10)
-      expect(rest.map(job => job.id).sort()).toEqual([ids[4]!, ids[1]!, ids[2]!].sort())
+      expect(rest.map(job => job.id)).toEqual([ids[4]!, ids[1]!, ids[2]!])
       expect(await store.claim(WORKER_C, 10)).toEqual([])
 
       for (const job of first) expect(await find(job.id)).toMatchObject({ status: 'running', lockedBy: WORKER_A, fence: job.fence, attempt: 1 })
+    })
+
+    it('claims only the kinds asked for, every kind when none are named, and nothing for an empty list', async () => {
+      const [a1, b, c, a2] = await enqueueJobs(db, [
+        jobInput({ kind: 'contract.kind-a' }), jobInput({ kind: 'contract.kind-b' }), jobInput({ kind: 'contract.kind-c' }), jobInput({ kind: 'contract.kind-a' }),
+      ])
+      expect(await store.claim(WORKER_A, 10, [])).toEqual([])
+      expect((await store.claim(WORKER_A, 10, ['contract.kind-b', 'contract.unknown'])).map(job => job.id)).toEqual([b])
+      expect((await store.claim(WORKER_B, 10, ['contract.kind-a'])).map(job => job.id).sort()).toEqual([a1!, a2!].sort())
+      expect((await store.claim(WORKER_C, 10)).map(job => job.id)).toEqual([c])
+      expect(await store.claim(WORKER_C, 10)).toEqual([])
+      expect((await store.list({ limit: 10 })).map(row => [row.id, row.status, row.lockedBy]).sort()).toEqual([
+        [a1, 'running', WORKER_B], [b, 'running', WORKER_A], [c, 'running', WORKER_C], [a2, 'running', WORKER_B],
+      ].sort())
     })
 
     if (concurrentTransactions) it('passes over a job whose row another transaction holds locked, without waiting for it', async () => {
@@ -325,6 +348,28 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
       expect(await store.heartbeat(job)).toBe(true)
       expect((await find(job.id)).heartbeatAt!.getTime()).toBeGreaterThan(job.heartbeatAt!.getTime())
     })
+
+    it('heartbeatAll renews every current claim in one statement and answers their fences; superseded and finished claims are left alone', async () => {
+      const current = await enqueueAndClaim()
+      const superseded = await enqueueAndClaim()
+      expect(await store.putBack(superseded, 0)).toBe(true)
+      const reclaimed = await claimOnly(superseded.id, WORKER_B)
+      const finished = await enqueueAndClaim()
+      expect(await store.completeWith(finished)).toBe(true)
+      const finishedBefore = await find(finished.id)
+      // Separate statements a few milliseconds apart: PGlite's clock can give two quick ones the same time.
+      await delay(5)
+
+      expect(await store.heartbeatAll([current, superseded, reclaimed, finished])).toEqual(new Set([current.fence, reclaimed.fence]))
+      expect((await find(current.id)).heartbeatAt!.getTime()).toBeGreaterThan(current.heartbeatAt!.getTime())
+      expect((await find(reclaimed.id)).heartbeatAt!.getTime()).toBeGreaterThan(reclaimed.heartbeatAt!.getTime())
+      expect(await find(finished.id)).toEqual(finishedBefore)
+
+      expect(await store.heartbeatAll([superseded, finished])).toEqual(new Set())
+      expect(await store.heartbeatAll([])).toEqual(new Set())
+      expect(await store.heartbeat(superseded)).toBe(false)
+      expect(await store.heartbeat(reclaimed)).toBe(true)
+    })
   })
 
   describe('complete', () => {
@@ -381,6 +426,199 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
       expect(await find(stale.id)).toMatchObject({ status: 'completed', lockedBy: WORKER_B, fence: current.fence })
     })
   })
+
+  /** One mailbox row for `orderId` as a CTE reading `done`: written with the completion or not at all. A null tenant violates not null. */
+  const mailEffect = (orderId: string, tenantId: string | null = 'ten_contract'): JobEffect => ({
+    text: 'mail as (insert into mailbox (id, tenant_id, order_id, "to", subject, body) select $1::text, $2::text, $3::text, $4::text, $5::text, $6::text from done)',
+    params: [newId('msg'), tenantId, orderId, 'shopper@example.com', 'Order confirmed', `Order ${orderId}`],
+  })
+  /** The same row with a subject that does not cast: 'x'::int fails. */
+  const badCastEffect = (orderId: string): JobEffect => ({
+    text: 'mail as (insert into mailbox (id, tenant_id, order_id, "to", subject, body) select $1::text, $2::text, $3::text, $4::text, ($5::int)::text, $6::text from done)',
+    params: [newId('msg'), 'ten_contract', orderId, 'shopper@example.com', 'x', `Order ${orderId}`],
+  })
+  const failingEffects = [
+    { name: 'a constraint violation', effect: (orderId: string) => mailEffect(orderId, null), error: 'database error 23502 not_null_violation' },
+    { name: 'a bad cast', effect: badCastEffect, error: 'database error 22P02 invalid_text_representation' },
+  ]
+
+  /** How many distinct completed_at (as stored, in microseconds): 1 when one transaction completed them all. */
+  async function distinctCompletionTimes(ids: string[]): Promise<number> {
+    const [row] = await db.select({ times: sql<number>`count(distinct ${jobs.completedAt})::int`.mapWith(Number) }).from(jobs).where(inArray(jobs.id, ids))
+    return row!.times
+  }
+
+  /** The database error a promise rejected with, as the job history would keep it. */
+  async function rejectionOf(promise: Promise<unknown>): Promise<string | undefined> {
+    const error = await promise.then(() => undefined, (caught: unknown) => caught ?? new Error('rejected without a reason'))
+    expect(error, 'expected a rejection').toBeDefined()
+    return describeDatabaseError(error)
+  }
+
+  describe('completeWith', () => {
+    it('completes the claim and writes its effect in one statement; without an effect it only completes', async () => {
+      const job = await enqueueAndClaim()
+      const orderId = newId('ord')
+      expect(await store.completeWith(job, mailEffect(orderId))).toBe(true)
+      expect(await emailsFor(orderId)).toBe(1)
+      const row = await find(job.id)
+      expect(row).toMatchObject({ status: 'completed', lastError: null, fence: job.fence, attempt: 1, lockedBy: WORKER_A })
+      expect(row.completedAt).toBeInstanceOf(Date)
+
+      expect(await store.completeWith(job, mailEffect(orderId))).toBe(false)
+      expect(await emailsFor(orderId)).toBe(1)
+      expect(await find(job.id)).toEqual(row)
+
+      const plain = await enqueueAndClaim()
+      expect(await store.completeWith(plain)).toBe(true)
+      expect(await find(plain.id)).toMatchObject({ status: 'completed', lastError: null, fence: plain.fence })
+    })
+
+    it('answers false and writes nothing for a claim that is no longer current: superseded or rescued', async () => {
+      const stale = await enqueueAndClaim()
+      expect(await store.putBack(stale, 0)).toBe(true)
+      const current = await claimOnly(stale.id, WORKER_B)
+      const supersededBefore = await find(stale.id)
+      const orderId = newId('ord')
+      expect(await store.completeWith(stale, mailEffect(orderId))).toBe(false)
+      expect(await emailsFor(orderId)).toBe(0)
+      expect(await find(stale.id)).toEqual(supersededBefore)
+
+      const frozen = await enqueueAndClaim({}, WORKER_C)
+      await ageHeartbeat(frozen.id, STALE_HEARTBEAT_SECONDS)
+      expect(await store.rescueStale(HEARTBEAT_TIMEOUT_MS)).toEqual([{ id: frozen.id, kind: 'contract.noop', status: 'failed' }])
+      const rescuedBefore = await find(frozen.id)
+      const frozenOrderId = newId('ord')
+      expect(await store.completeWith(frozen, mailEffect(frozenOrderId))).toBe(false)
+      expect(await emailsFor(frozenOrderId)).toBe(0)
+      expect(await find(frozen.id)).toEqual(rescuedBefore)
+
+      expect(await store.completeWith(current, mailEffect(orderId))).toBe(true)
+      expect(await emailsFor(orderId)).toBe(1)
+      expect(await find(stale.id)).toMatchObject({ status: 'completed', lockedBy: WORKER_B, fence: current.fence })
+    })
+
+    for (const failing of failingEffects) {
+      it(`throws on an effect that fails (${failing.name}), writes nothing and keeps the claim running`, async () => {
+        const job = await enqueueAndClaim()
+        const before = await find(job.id)
+        const orderId = newId('ord')
+        expect(await rejectionOf(store.completeWith(job, failing.effect(orderId)))).toBe(failing.error)
+        expect(await emailsFor(orderId)).toBe(0)
+        expect(await find(job.id)).toEqual(before)
+
+        expect(await store.completeWith(job, mailEffect(orderId))).toBe(true)
+        expect(await emailsFor(orderId)).toBe(1)
+      })
+    }
+  })
+
+  describe('completeAll', () => {
+    it('completes several claims and their effects in one transaction; a claim no longer current writes nothing, the others commit', async () => {
+      const first = await enqueueAndClaim()
+      const stale = await enqueueAndClaim()
+      expect(await store.putBack(stale, 0)).toBe(true)
+      await claimOnly(stale.id, WORKER_B)
+      const staleBefore = await find(stale.id)
+      const third = await enqueueAndClaim()
+      const plain = await enqueueAndClaim()
+      const [firstOrder, staleOrder, thirdOrder] = [newId('ord'), newId('ord'), newId('ord')]
+
+      expect(await store.completeAll([
+        { job: first, effect: mailEffect(firstOrder) },
+        { job: stale, effect: mailEffect(staleOrder) },
+        { job: third, effect: mailEffect(thirdOrder) },
+        { job: plain },
+      ])).toEqual([true, false, true, true])
+      expect([await emailsFor(firstOrder), await emailsFor(staleOrder), await emailsFor(thirdOrder)]).toEqual([1, 0, 1])
+      expect(await find(stale.id)).toEqual(staleBefore)
+      for (const job of [first, third, plain]) expect(await find(job.id)).toMatchObject({ status: 'completed', fence: job.fence, lastError: null })
+      expect(await distinctCompletionTimes([first.id, third.id, plain.id])).toBe(1)
+      expect(await store.completeAll([])).toEqual([])
+    })
+
+    for (const failing of failingEffects) {
+      it(`fails the whole batch on one failing effect (${failing.name}): nothing written, every claim still running; one by one only that one fails`, async () => {
+        const jobsInBatch = [await enqueueAndClaim(), await enqueueAndClaim(), await enqueueAndClaim()]
+        const before = await Promise.all(jobsInBatch.map(job => find(job.id)))
+        const orderIds = [newId('ord'), newId('ord'), newId('ord')]
+        const effects = [mailEffect(orderIds[0]!), failing.effect(orderIds[1]!), mailEffect(orderIds[2]!)]
+
+        expect(await rejectionOf(store.completeAll(jobsInBatch.map((job, i) => ({ job, effect: effects[i] }))))).toBe(failing.error)
+        expect(await Promise.all(orderIds.map(emailsFor))).toEqual([0, 0, 0])
+        expect(await Promise.all(jobsInBatch.map(job => find(job.id)))).toEqual(before)
+
+        expect(await store.completeWith(jobsInBatch[0]!, effects[0])).toBe(true)
+        expect(await rejectionOf(store.completeWith(jobsInBatch[1]!, effects[1]))).toBe(failing.error)
+        expect(await store.completeWith(jobsInBatch[2]!, effects[2])).toBe(true)
+        expect(await Promise.all(orderIds.map(emailsFor))).toEqual([1, 0, 1])
+        expect((await Promise.all(jobsInBatch.map(job => find(job.id)))).map(row => row.status)).toEqual(['completed', 'running', 'completed'])
+      })
+    }
+  })
+
+  if (concurrentTransactions) {
+    describe('heartbeatAll and completeAll together', () => {
+      /** Held by the test: an effect that takes it shared waits, its completion's rows locked, until the test lets go. */
+      const ADVISORY_GATE = 4_207_731_777
+
+      /** A mailbox row whose statement first waits for the advisory gate. */
+      const gatedEffect = (orderId: string): JobEffect => ({
+        text: 'gated as (insert into mailbox (id, tenant_id, order_id, "to", subject, body) select $1::text, $2::text, $3::text, $4::text, $5::text, (select $6::text from pg_advisory_xact_lock_shared($7::bigint)) from done)',
+        params: [newId('msg'), 'ten_contract', orderId, 'shopper@example.com', 'Order confirmed', `Order ${orderId}`, ADVISORY_GATE],
+      })
+
+      /** Two claims whose rows any plan of the heartbeat visits in one order: by id (an index) and by position (a scan). */
+      async function twoClaimsInScanOrder(): Promise<[ClaimedJob, ClaimedJob]> {
+        for (let tries = 0; tries < 20; tries++) {
+          await db.delete(jobs)
+          await enqueueJobs(db, [jobInput(), jobInput()])
+          const claimed = await store.claim(WORKER_A, 10)
+          const rows = await db.select({ id: jobs.id, page: sql<number>`(ctid::text::point)[0]`.mapWith(Number), item: sql<number>`(ctid::text::point)[1]`.mapWith(Number) })
+            .from(jobs).orderBy(asc(jobs.id))
+          const [first, second] = rows as [typeof rows[0], typeof rows[0]]
+          if (first.page < second.page || (first.page === second.page && first.item < second.item)) {
+            return [claimed.find(job => job.id === first.id)!, claimed.find(job => job.id === second.id)!]
+          }
+        }
+        throw new Error('no two claims in scan order after 20 tries')
+      }
+
+      const settled = (result: PromiseSettledResult<unknown>) => (result.status === 'fulfilled' ? result.value : describeDatabaseError(result.reason) ?? String(result.reason))
+
+      it('a heartbeat of claims whose completion batch is in flight waits for it: neither deadlocks, whichever claim the batch takes first', async () => {
+        const [earlier, later] = await twoClaimsInScanOrder()
+        let releaseGate!: () => void
+        const gateMayOpen = new Promise<void>((resolve) => { releaseGate = resolve })
+        let reportGateHeld!: () => void
+        const gateHeld = new Promise<void>((resolve) => { reportGateHeld = resolve })
+        const gate = db.transaction(async (tx) => {
+          await tx.execute(sql`select pg_advisory_xact_lock(${ADVISORY_GATE}::bigint)`)
+          reportGateHeld()
+          await gateMayOpen
+        })
+        await gateHeld
+        const [earlierOrder, laterOrder] = [newId('ord'), newId('ord')]
+        let completing: Promise<boolean[]>
+        let beating: Promise<Set<number>>
+        try {
+          // The batch locks the later row and waits at the gate; the heartbeat takes the earlier row and waits on the later one.
+          completing = store.completeAll([{ job: later, effect: gatedEffect(laterOrder) }, { job: earlier, effect: mailEffect(earlierOrder) }])
+          await pollUntil('the batch waits at the gate', async () => (await transactionsWaitingOnLocks()) === 1)
+          beating = store.heartbeatAll([earlier, later])
+          await pollUntil('the heartbeat waits as well', async () => (await transactionsWaitingOnLocks()) === 2)
+        }
+        finally {
+          releaseGate()
+          await gate
+        }
+        const [completed, beaten] = await Promise.allSettled([completing, beating])
+        expect({ completed: settled(completed), beaten: settled(beaten) }).toEqual({ completed: [true, true], beaten: new Set() })
+        expect([await emailsFor(earlierOrder), await emailsFor(laterOrder)]).toEqual([1, 1])
+        expect(await jobStatusCountsOf([earlier.id, later.id])).toEqual({ completed: 2 })
+      })
+    })
+  }
 
   describe('fail', () => {
     it('schedules a retryable failure with attempts left retryInMs later and records the error', async () => {
@@ -440,7 +678,46 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
     })
   })
 
+  describe('delays past Postgres int', () => {
+    it(`fail and putBack keep a delay of 2^40 ms within 2^31 − 1 ms, and a negative one at none`, async () => {
+      const job = await enqueueAndClaim()
+      expect(await store.fail(job, { errorClass: 'retryable', message: 'provider asked for ages', retryInMs: HUGE_DELAY_MS, permanent: false })).toBe('failed')
+      expect(await millisBetween(job.id, jobs.runAt, jobs.updatedAt)).toBe(MAX_DELAY_MS)
+      const [entry] = (await find(job.id)).errors
+      expect(Date.parse(entry!.retryAt!) - Date.parse(entry!.at)).toBe(MAX_DELAY_MS)
+
+      await db.update(jobs).set({ runAt: sql`now()` }).where(eq(jobs.id, job.id))
+      const second = await claimOnly(job.id)
+      expect(await store.putBack(second, HUGE_DELAY_MS, { snooze: true })).toBe(true)
+      expect(await find(job.id)).toMatchObject({ status: 'queued', attempt: 1, snoozes: 1 })
+      expect(await millisBetween(job.id, jobs.runAt, jobs.updatedAt)).toBe(MAX_DELAY_MS)
+
+      await db.update(jobs).set({ runAt: sql`now()` }).where(eq(jobs.id, job.id))
+      expect(await store.putBack(await claimOnly(job.id), -5_000)).toBe(true)
+      expect(await millisBetween(job.id, jobs.runAt, jobs.updatedAt)).toBe(0)
+    })
+  })
+
   describe('putBack', () => {
+    it('counts a snooze in jobs.snoozes without spending the attempt; other put-backs leave the count; redrive starts it at zero', async () => {
+      const id = await enqueue()
+      const first = await claimOnly(id)
+      expect(first.snoozes).toBe(0)
+      expect(await store.putBack(first, 0, { snooze: true })).toBe(true)
+      expect(await find(id)).toMatchObject({ status: 'queued', attempt: 0, snoozes: 1 })
+      const second = await claimOnly(id)
+      expect(second).toMatchObject({ attempt: 1, snoozes: 1 })
+      expect(await store.putBack(second, 0, { snooze: true })).toBe(true)
+      expect(await store.putBack(await claimOnly(id), 0)).toBe(true)
+      expect(await find(id)).toMatchObject({ status: 'queued', attempt: 0, snoozes: 2 })
+
+      const last = await claimOnly(id)
+      expect(last.snoozes).toBe(2)
+      expect(await store.fail(last, { errorClass: 'permanent', message: 'gave up', retryInMs: 0, permanent: true })).toBe('dead_letter')
+      expect(await store.redrive(id)).toMatchObject({ status: 'queued', attempt: 0, snoozes: 0 })
+      expect((await claimOnly(id)).snoozes).toBe(0)
+    })
+
     it('gives the attempt back and queues the job for delayMs later', async () => {
       const id = await enqueue()
       const firstAttempt = await claimOnly(id)
@@ -765,85 +1042,151 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
     })
   })
 
-  describe('claimSideEffect', () => {
-    const claimIn = (orderId: string, effect: 'confirmation_email' | 'invoice', jobId: string) =>
-      db.transaction(tx => claimSideEffect(tx, orderId, effect, jobId))
+  describe('markedEffect', () => {
+    /** The confirmation email of server/jobs/kinds/order-effects.ts: one mailbox row, read from `marker`. A null tenant violates not null. */
+    const emailWrite = (orderId: string, tenantId: string | null = 'ten_contract'): JobEffect => ({
+      text: 'insert into mailbox (id, tenant_id, order_id, "to", subject, body) select $1::text, $2::text, order_id, $3::text, $4::text, $5::text from marker',
+      params: [newId('msg'), tenantId, 'shopper@example.com', `Order ${orderId} confirmed`, `Order ${orderId}`],
+    })
+    const invoiceWrite = (): JobEffect => ({
+      text: 'insert into invoices (id, tenant_id, order_id, amount, currency) select $1::text, $2::text, order_id, $3::bigint, $4::text from marker',
+      params: [newId('inv'), 'ten_contract', 150000, 'IDR'],
+    })
+    const marked = (job: ClaimedJob, orderId: string, effect: SideEffect = 'confirmation_email', write = emailWrite(orderId)) =>
+      markedEffect(orderId, effect, job.id, write)
 
     const markers = (orderId: string) =>
       db.select({ effect: sideEffects.effect, jobId: sideEffects.jobId }).from(sideEffects)
         .where(eq(sideEffects.orderId, orderId)).orderBy(asc(sideEffects.effect))
 
-    it('lets the first claim of an (order, effect) win and every later one lose', async () => {
+    async function invoicesFor(orderId: string): Promise<number> {
+      const [row] = await db.select({ invoices: count() }).from(invoices).where(eq(invoices.orderId, orderId))
+      return row!.invoices
+    }
+
+    it('the first completion of an (order, effect) writes its marker and its effect; a later job for it writes nothing and still completes', async () => {
       const orderId = newId('ord')
       const otherOrderId = newId('ord')
-      expect(await claimIn(orderId, 'confirmation_email', 'job_first')).toBe(true)
-      expect(await claimIn(orderId, 'confirmation_email', 'job_second')).toBe(false)
-      expect(await claimIn(orderId, 'invoice', 'job_invoice')).toBe(true)
-      expect(await claimIn(otherOrderId, 'confirmation_email', 'job_other')).toBe(true)
+      const first = await enqueueAndClaim()
+      expect(await store.completeWith(first, marked(first, orderId))).toBe(true)
+      const second = await enqueueAndClaim()
+      expect(await store.completeWith(second, marked(second, orderId))).toBe(true)
+      const invoice = await enqueueAndClaim()
+      expect(await store.completeWith(invoice, marked(invoice, orderId, 'invoice', invoiceWrite()))).toBe(true)
+      const other = await enqueueAndClaim()
+      expect(await store.completeWith(other, marked(other, otherOrderId))).toBe(true)
+
       expect(await markers(orderId)).toEqual([
-        { effect: 'confirmation_email', jobId: 'job_first' },
-        { effect: 'invoice', jobId: 'job_invoice' },
+        { effect: 'confirmation_email', jobId: first.id },
+        { effect: 'invoice', jobId: invoice.id },
       ])
-      expect(await markers(otherOrderId)).toEqual([{ effect: 'confirmation_email', jobId: 'job_other' }])
+      expect(await markers(otherOrderId)).toEqual([{ effect: 'confirmation_email', jobId: other.id }])
+      expect([await emailsFor(orderId), await invoicesFor(orderId), await emailsFor(otherOrderId)]).toEqual([1, 1, 1])
+      for (const job of [first, second, invoice, other]) expect(await find(job.id)).toMatchObject({ status: 'completed', fence: job.fence })
     })
 
-    it('does not count a marker whose transaction rolled back', async () => {
+    it('a statement that fails leaves no marker, nor does a claim that is no longer current: the next current completion writes it', async () => {
       const orderId = newId('ord')
-      const failure = new Error('email provider rejected the message')
-      await expect(db.transaction(async (tx) => {
-        expect(await claimSideEffect(tx, orderId, 'invoice', 'job_rolled_back')).toBe(true)
-        throw failure
-      })).rejects.toBe(failure)
+      const job = await enqueueAndClaim()
+      expect(await rejectionOf(store.completeWith(job, marked(job, orderId, 'confirmation_email', emailWrite(orderId, null))))).toBe('database error 23502 not_null_violation')
       expect(await markers(orderId)).toEqual([])
-      expect(await claimIn(orderId, 'invoice', 'job_retry')).toBe(true)
-      expect(await markers(orderId)).toEqual([{ effect: 'invoice', jobId: 'job_retry' }])
+      expect((await find(job.id)).status).toBe('running')
+
+      expect(await store.putBack(job, 0)).toBe(true)
+      const current = await claimOnly(job.id, WORKER_B)
+      expect(await store.completeWith(job, marked(job, orderId))).toBe(false)
+      expect(await markers(orderId)).toEqual([])
+      expect(await emailsFor(orderId)).toBe(0)
+
+      expect(await store.completeWith(current, marked(current, orderId))).toBe(true)
+      expect(await markers(orderId)).toEqual([{ effect: 'confirmation_email', jobId: job.id }])
+      expect(await emailsFor(orderId)).toBe(1)
+    })
+
+    it('in one completeAll the first entry for an (order, effect) writes it and a later one writes nothing; a failing batch leaves no marker', async () => {
+      const orderId = newId('ord')
+      const first = await enqueueAndClaim()
+      const second = await enqueueAndClaim()
+      expect(await store.completeAll([{ job: first, effect: marked(first, orderId) }, { job: second, effect: marked(second, orderId) }])).toEqual([true, true])
+      expect(await markers(orderId)).toEqual([{ effect: 'confirmation_email', jobId: first.id }])
+      expect(await emailsFor(orderId)).toBe(1)
+
+      const batchOrderId = newId('ord')
+      const kept = await enqueueAndClaim()
+      const failing = await enqueueAndClaim()
+      expect(await rejectionOf(store.completeAll([
+        { job: kept, effect: marked(kept, batchOrderId) },
+        { job: failing, effect: badCastEffect(newId('ord')) },
+      ]))).toBe('database error 22P02 invalid_text_representation')
+      expect(await markers(batchOrderId)).toEqual([])
+      expect(await emailsFor(batchOrderId)).toBe(0)
+      expect(await store.completeWith(kept, marked(kept, batchOrderId))).toBe(true)
+      expect(await markers(batchOrderId)).toEqual([{ effect: 'confirmation_email', jobId: kept.id }])
     })
 
     if (concurrentTransactions) {
       /**
-       * The first transaction claims the marker and stays open until the second one is blocked on
-       * the unique index behind it; then the first commits or rolls back.
+       * An open transaction inserts the (order, confirmation_email) marker and stays open until the
+       * job's completion is blocked on the unique index behind it; then it commits or rolls back.
        */
-      async function racingClaims(orderId: string, firstEnds: 'commit' | 'rollback') {
+      async function completionBehindOpenMarker(orderId: string, firstEnds: 'commit' | 'rollback') {
+        const job = await enqueueAndClaim()
         let letFirstFinish!: () => void
         const firstMayFinish = new Promise<void>((resolve) => { letFirstFinish = resolve })
-        let reportFirstClaim!: (won: boolean) => void
-        const firstClaimed = new Promise<boolean>((resolve) => { reportFirstClaim = resolve })
+        let reportInserted!: () => void
+        const inserted = new Promise<void>((resolve) => { reportInserted = resolve })
         const rollback = new Error('first transaction rolls back')
         const first = db.transaction(async (tx) => {
-          reportFirstClaim(await claimSideEffect(tx, orderId, 'invoice', 'job_first'))
+          await tx.insert(sideEffects).values({ orderId, effect: 'confirmation_email', jobId: 'job_first' })
+          reportInserted()
           await firstMayFinish
           if (firstEnds === 'rollback') throw rollback
         })
-        expect(await firstClaimed).toBe(true)
-        const second = claimIn(orderId, 'invoice', 'job_second')
-        await pollUntil('the second claim waits for the first transaction', async () => (await transactionsWaitingOnLocks()) === 1)
-        letFirstFinish()
+        await inserted
+        const completing = store.completeWith(job, marked(job, orderId))
+        try {
+          await pollUntil('the completion waits for the first transaction', async () => (await transactionsWaitingOnLocks()) === 1)
+        }
+        finally {
+          letFirstFinish()
+        }
         if (firstEnds === 'rollback') await expect(first).rejects.toBe(rollback)
         else await first
-        return second
+        return { job, completed: await completing }
       }
 
-      it('makes a concurrent claim wait for the first transaction and lose when it commits', async () => {
+      it('a completion waits for a concurrent transaction holding the marker, then writes nothing when it commits and still completes', async () => {
         const orderId = newId('ord')
-        expect(await racingClaims(orderId, 'commit')).toBe(false)
-        expect(await markers(orderId)).toEqual([{ effect: 'invoice', jobId: 'job_first' }])
+        const { job, completed } = await completionBehindOpenMarker(orderId, 'commit')
+        expect(completed).toBe(true)
+        expect(await markers(orderId)).toEqual([{ effect: 'confirmation_email', jobId: 'job_first' }])
+        expect(await emailsFor(orderId)).toBe(0)
+        expect(await find(job.id)).toMatchObject({ status: 'completed', fence: job.fence })
       })
 
-      it('makes a concurrent claim wait for the first transaction and win when it rolls back', async () => {
+      it('a completion waits for a concurrent transaction holding the marker, then writes the marker and the effect when it rolls back', async () => {
         const orderId = newId('ord')
-        expect(await racingClaims(orderId, 'rollback')).toBe(true)
-        expect(await markers(orderId)).toEqual([{ effect: 'invoice', jobId: 'job_second' }])
+        const { job, completed } = await completionBehindOpenMarker(orderId, 'rollback')
+        expect(completed).toBe(true)
+        expect(await markers(orderId)).toEqual([{ effect: 'confirmation_email', jobId: job.id }])
+        expect(await emailsFor(orderId)).toBe(1)
+        expect(await find(job.id)).toMatchObject({ status: 'completed', fence: job.fence })
       })
 
-      it(`lets exactly one of ${CONCURRENT_CLAIMERS} concurrent transactions claim a marker`, async () => {
+      it(`lets exactly one of ${CONCURRENT_CLAIMERS} concurrent completions for one (order, effect) write it; every job completes`, async () => {
         const orderId = newId('ord')
-        const results = await Promise.all(Array.from({ length: CONCURRENT_CLAIMERS }, (_, i) => claimIn(orderId, 'confirmation_email', `job_${i}`)))
-        expect(results.filter(won => won)).toHaveLength(1)
-        const [marker] = await markers(orderId)
-        expect(marker!.jobId).toBe(`job_${results.indexOf(true)}`)
+        await enqueueJobs(db, Array.from({ length: CONCURRENT_CLAIMERS }, () => jobInput()))
+        const claimed = await store.claim(WORKER_A, 100)
+        expect(claimed).toHaveLength(CONCURRENT_CLAIMERS)
+        const results = await Promise.all(claimed.map(job => store.completeWith(job, marked(job, orderId))))
+        expect(results).toEqual(Array(CONCURRENT_CLAIMERS).fill(true))
+        const written = await markers(orderId)
+        expect(written).toHaveLength(1)
+        expect(claimed.map(job => job.id)).toContain(written[0]!.jobId)
+        expect(await emailsFor(orderId)).toBe(1)
         expect(await db.select({ markers: count() }).from(sideEffects).where(and(eq(sideEffects.orderId, orderId), eq(sideEffects.effect, 'confirmation_email'))))
           .toEqual([{ markers: 1 }])
+        expect(await jobStatusCountsOf(claimed.map(job => job.id))).toEqual({ completed: CONCURRENT_CLAIMERS })
       })
     }
   })

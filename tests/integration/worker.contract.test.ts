@@ -5,6 +5,7 @@ import { z } from 'zod'
 import type { Database, DatabaseHandle } from '../../server/db/client'
 import { newId } from '../../server/db/ids'
 import { invoices, type JobErrorEntry, jobs, type JobStatus, mailbox, orders, paymentIntents, sideEffects } from '../../server/db/schema'
+import { SnoozeJob } from '../../server/jobs/errors'
 import { defineJobKind } from '../../server/jobs/kind'
 import { createJobKinds } from '../../server/jobs/kinds'
 import { rescueStaleJobs } from '../../server/jobs/maintenance'
@@ -17,7 +18,7 @@ import type { Locks } from '../../server/locks/types'
 import { setLogLevel } from '../../server/observability/logger'
 import { createMockpayProvider } from '../../server/mockpay/provider'
 import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../support/databases'
-import { enqueueJobs, orderJob, seedOrderWithId, seedOrders } from '../support/jobs'
+import { enqueueJobs, interceptStatements, orderJob, seedOrderWithId, seedOrders } from '../support/jobs'
 import { pollUntil } from '../support/poll'
 import { connectTestRedis, describeWithServices } from '../support/services'
 
@@ -36,6 +37,12 @@ const BACKOFF_JITTER = 0.2
 const withoutTimes = ({ at: _at, startedAt: _startedAt, retryAt: _retryAt, ...entry }: JobErrorEntry) => entry
 /** Far longer than any test waits: only a wake-up can bring a job in early. */
 const SLOW_POLL_INTERVAL_MS = 10_000
+/** Heartbeats every 20 s: none falls inside a test whose subject is not the heartbeat. */
+const QUIET_HEARTBEAT_TIMEOUT_MS = 60_000
+/** Longer than the heartbeat interval (a third of the timeout): one heartbeat is always on its way. */
+const HEARTBEAT_REPLY_DELAY_MS = 400
+const COMPLETION_TEXT_START = 'with done as ('
+const HEARTBEAT_TEXT_START = 'update "jobs" set "heartbeat_at"'
 
 // The runner logs every attempt; LOG_LEVEL=info brings the lines back when a test needs explaining.
 if (!process.env.LOG_LEVEL) setLogLevel('error')
@@ -172,6 +179,65 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
     const [id] = await enqueueJobs(db, [orderJob(orderId, overrides)])
     return id!
   }
+
+  /**
+   * test.gated_mail: each job waits for the gate of its key, then completes with one mailbox row
+   * for that key as its effect (a null tenant makes the effect violate mailbox.tenant_id not null).
+   * With `resource`, every job of the kind locks that one resource.
+   */
+  function gatedMailKind(options: { resource?: string } = {}) {
+    const gates = new Map<string, Deferred>()
+    const gate = (key: string) => {
+      if (!gates.has(key)) gates.set(key, deferred())
+      return gates.get(key)!
+    }
+    /** Keys in the order their handlers started, and in the order they called complete(). */
+    const entered: string[] = []
+    const completing: string[] = []
+    const kind = defineJobKind({
+      kind: 'test.gated_mail',
+      payload: z.object({ key: z.string(), tenantId: z.string().nullable() }).strict(),
+      resource: options.resource === undefined ? undefined : () => options.resource!,
+      async run({ complete }, { key, tenantId }) {
+        entered.push(key)
+        await gate(key).promise
+        completing.push(key)
+        await complete({
+          text: 'mail as (insert into mailbox (id, tenant_id, order_id, "to", subject, body) select $1::text, $2::text, $3::text, $4::text, $5::text, $6::text from done)',
+          params: [newId('msg'), tenantId, key, 'gated@example.com', 'gated', `job for ${key}`],
+        })
+      },
+    })
+    const enqueue = (keys: string[], overrides: { tenantId?: string | null, maxAttempts?: number } = {}) => enqueueJobs(db, keys.map(key => ({
+      kind: 'test.gated_mail', dedupeKey: key, payload: { key, tenantId: overrides.tenantId === undefined ? 'ten_gated' : overrides.tenantId }, maxAttempts: overrides.maxAttempts,
+    })))
+    return { kind, enqueue, open: (key: string) => gate(key).resolve(), entered, completing }
+  }
+
+  /**
+   * `db` on which the first completion statement is held on its way to the database (in flight, as
+   * the runner sees it) until released; every other statement goes through. `heldJobId` names its job.
+   */
+  function holdingFirstCompletion() {
+    const held = deferred()
+    const release = deferred()
+    let heldJobId: string | undefined
+    const holding = interceptStatements(db, async (text, params) => {
+      if (heldJobId || !text.startsWith(COMPLETION_TEXT_START)) return
+      heldJobId = params.find((param): param is string => typeof param === 'string' && param.startsWith('job_'))
+      held.resolve()
+      await release.promise
+    })
+    return { db: holding, held: held.promise, release: release.resolve, heldJobId: () => heldJobId }
+  }
+
+  /** How many distinct completed_at (microseconds, as stored) the jobs have: 1 when one transaction completed them all. */
+  async function distinctCompletionTimes(ids: string[]): Promise<number> {
+    const [row] = await db.select({ times: sql<number>`count(distinct ${jobs.completedAt})::int`.mapWith(Number) }).from(jobs).where(inArray(jobs.id, ids))
+    return row!.times
+  }
+
+  const readJobs = (ids: string[]) => Promise.all(ids.map(readJob))
 
   it('two workers complete 200 jobs on 100 orders, each at attempt 1, with one email and one invoice per order', async () => {
     const { orderIds } = await seedOrders(db, 100)
@@ -466,6 +532,311 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
     const everyKind = await startWorker()
     await waitForStatus(invoice, 'completed')
     expect(await readJob(invoice)).toMatchObject({ status: 'completed', attempt: 1, lockedBy: everyKind.id, errors: [] })
+  })
+
+  it('claims concurrency + prefetch jobs at once, heart-beats the buffered claims, and stop() gives them back at once for another worker', async () => {
+    const gated = gatedMailKind()
+    const keys = ['gated-1', 'gated-2', 'gated-3', 'gated-4', 'gated-5']
+    const ids = await gated.enqueue(keys)
+    const first = await startWorker({ kinds: [gated.kind], concurrency: 1, prefetch: 2 })
+    await pollUntil('the first job runs', async () => gated.entered.length === 1, { intervalMs: 20 })
+
+    const rows = await readJobs(ids)
+    const claimed = rows.filter(row => row.status === 'running')
+    expect(claimed.map(row => ({ attempt: row.attempt, lockedBy: row.lockedBy }))).toEqual(Array(3).fill({ attempt: 1, lockedBy: first.id }))
+    expect(rows.filter(row => row.status !== 'running').map(row => ({ status: row.status, attempt: row.attempt, fence: row.fence })))
+      .toEqual(Array(2).fill({ status: 'queued', attempt: 0, fence: null }))
+    const running = claimed.find(row => (row.payload as { key: string }).key === gated.entered[0])!
+    const buffered = claimed.filter(row => row !== running)
+
+    // Waiting in the buffer is holding a claim: the heartbeat keeps it alive like a running one's.
+    await pollUntil('a heartbeat has renewed the buffered claims', async () =>
+      (await readJobs(buffered.map(row => row.id))).every(row => row.heartbeatAt!.getTime() > row.startedAt!.getTime()), { intervalMs: 20 })
+    expect((await readJobs(buffered.map(row => row.id))).map(row => ({ status: row.status, fence: row.fence, lockedBy: row.lockedBy })))
+      .toEqual(buffered.map(row => ({ status: 'running', fence: row.fence, lockedBy: first.id })))
+    expect(gated.entered).toEqual([gated.entered[0]])
+
+    // The running job has its grace period; the buffered ones, never started, go back at once.
+    const stopping = stopWorker(first.worker, 5_000)
+    await pollUntil('the buffered jobs are back in the queue', async () =>
+      (await readJobs(buffered.map(row => row.id))).every(row => row.status === 'queued'), { intervalMs: 20 })
+    for (const row of await readJobs(buffered.map(row => row.id))) {
+      expect(row).toMatchObject({ status: 'queued', attempt: 0, lockedBy: null, heartbeatAt: null, errors: [], runAtAfterUpdateMs: 0 })
+    }
+    expect(await readJob(running.id)).toMatchObject({ status: 'running', attempt: 1, lockedBy: first.id })
+    gated.open(gated.entered[0]!)
+    await stopping
+    expect(await readJob(running.id)).toMatchObject({ status: 'completed', attempt: 1, lockedBy: first.id, errors: [] })
+    expect(gated.entered).toHaveLength(1)
+
+    for (const key of keys) gated.open(key)
+    const second = await startWorker({ kinds: [gated.kind] })
+    await pollUntil('all five jobs are completed', async () => (await statusCounts()).completed === 5)
+    const others = ids.filter(id => id !== running.id)
+    expect((await readJobs(others)).map(row => ({ id: row.id, status: row.status, attempt: row.attempt, lockedBy: row.lockedBy, errors: row.errors })))
+      .toEqual(others.map(id => ({ id, status: 'completed', attempt: 1, lockedBy: second.id, errors: [] })))
+    expect(await rowsPerOrder(mailbox)).toEqual(onePerOrder(keys))
+  })
+
+  it('jobs claimed into the buffer while a heartbeat is on its way keep their claims and run', async () => {
+    const gated = gatedMailKind()
+    // Every heartbeat is answered late: from the first one on, one is always on its way.
+    let heartbeatsSent = 0
+    const slowHeartbeats = interceptStatements(db, async (text) => {
+      if (!text.startsWith(HEARTBEAT_TEXT_START)) return
+      heartbeatsSent++
+      await delay(HEARTBEAT_REPLY_DELAY_MS)
+    })
+    const worker = await startWorker({ db: slowHeartbeats, kinds: [gated.kind], concurrency: 1, prefetch: 2 })
+    const [firstId] = await gated.enqueue(['first'])
+    await pollUntil('the first job runs', async () => gated.entered.length === 1, { intervalMs: 20 })
+    await pollUntil('a heartbeat is on its way', async () => heartbeatsSent > 0, { intervalMs: 10 })
+    const laterIds = await gated.enqueue(['second', 'third'])
+    await pollUntil('the later jobs are claimed into the buffer', async () =>
+      (await readJobs(laterIds)).every(row => row.status === 'running'), { intervalMs: 20 })
+    // A heartbeat sent after their claim has been answered, so every one sent before it has been too.
+    await pollUntil('a heartbeat sent after the claim has renewed them', async () =>
+      (await readJobs(laterIds)).every(row => row.heartbeatAt!.getTime() > row.startedAt!.getTime()), { intervalMs: 20 })
+
+    for (const key of ['first', 'second', 'third']) gated.open(key)
+    await pollUntil('all three jobs are completed', async () => (await statusCounts()).completed === 3, { timeoutMs: 3_000 }).catch(() => {})
+    const ids = [firstId!, ...laterIds]
+    expect((await readJobs(ids)).map(row => ({ id: row.id, status: row.status, attempt: row.attempt, lockedBy: row.lockedBy })))
+      .toEqual(ids.map(id => ({ id, status: 'completed', attempt: 1, lockedBy: worker.id })))
+    expect([...gated.entered].sort()).toEqual(['first', 'second', 'third'])
+    expect(await rowsPerOrder(mailbox)).toEqual(onePerOrder(['first', 'second', 'third']))
+  })
+
+  it('the jobs of one batch on one order share one lock and run in turn: no lock_busy put-back, no attempt spent', async () => {
+    const { orderIds } = await seedOrders(db, 5)
+    const ids = await enqueueJobs(db, orderIds.flatMap(orderId => [orderJob(orderId), orderJob(orderId, { kind: 'order.issue_invoice' })]))
+    const acquired: string[] = []
+    const recordingLocks: Locks = {
+      ...locks,
+      async acquire(key, ttlMs) {
+        acquired.push(key)
+        return locks.acquire(key, ttlMs)
+      },
+    }
+    // A job that found its order's lock busy would be put back for 5–10 s, long past this test's wait.
+    await startWorker({ locks: recordingLocks, lockBusyDelayMs: 5_000 })
+    await pollUntil('all ten jobs are completed', async () => (await statusCounts()).completed === 10, { timeoutMs: 4_000 })
+
+    // A put-back pushes run_at past created_at (the same now() at enqueue) and gives the attempt back.
+    expect((await readJobs(ids)).map(row => ({ id: row.id, status: row.status, attempt: row.attempt, errors: row.errors, runAtIsCreatedAt: row.runAt.getTime() === row.createdAt.getTime() })))
+      .toEqual(ids.map(id => ({ id, status: 'completed', attempt: 1, errors: [], runAtIsCreatedAt: true })))
+    expect([...acquired].sort()).toEqual(orderIds.map(orderId => `lock:order:${orderId}`).sort())
+    expect(await rowsPerOrder(mailbox)).toEqual(onePerOrder(orderIds))
+    expect(await rowsPerOrder(invoices)).toEqual(onePerOrder(orderIds))
+    expect(await rowsPerOrder(sideEffects)).toEqual(onePerOrder(orderIds, 2))
+    // Released after the commits: the next holder gets each lock at once.
+    for (const orderId of orderIds) expect(await locks.acquire(`lock:order:${orderId}`, 1_000)).not.toBeNull()
+  })
+
+  it('a job claimed in a later batch for a resource this worker already holds shares its lock: the jobs run one at a time, none is put back', async () => {
+    const resource = 'order:ord_shared'
+    const lockKey = `lock:${resource}`
+    const gated = gatedMailKind({ resource })
+    const acquired: string[] = []
+    const recordingLocks: Locks = {
+      ...locks,
+      async acquire(key, ttlMs) {
+        acquired.push(key)
+        return locks.acquire(key, ttlMs)
+      },
+    }
+    await startWorker({ kinds: [gated.kind], locks: recordingLocks, lockBusyDelayMs: 5_000 })
+    const batchIds = await gated.enqueue(['one', 'two'])
+    await pollUntil('one of the batch runs', async () => gated.entered.length === 1, { intervalMs: 20 })
+    expect((await readJobs(batchIds)).map(row => row.status)).toEqual(['running', 'running'])
+    expect(await locks.acquire(lockKey, 1_000)).toBeNull()
+    const [laterId] = await gated.enqueue(['three'])
+    await pollUntil('the later job is claimed', async () => (await readJob(laterId!)).status === 'running', { intervalMs: 20 })
+
+    // Each job starts only once the one before it has committed.
+    const ids = [...batchIds, laterId!]
+    const keyOf = new Map(ids.map((id, i) => [['one', 'two', 'three'][i]!, id]))
+    for (let turn = 0; turn < 3; turn++) {
+      expect(gated.entered).toHaveLength(turn + 1)
+      gated.open(gated.entered[turn]!)
+      await waitForStatus(keyOf.get(gated.entered[turn]!)!, 'completed')
+      if (turn < 2) await pollUntil('the next job runs', async () => gated.entered.length === turn + 2, { intervalMs: 20 })
+    }
+    expect(gated.entered.slice(2)).toEqual(['three'])
+    expect((await readJobs(ids)).map(row => ({ id: row.id, status: row.status, attempt: row.attempt, errors: row.errors, runAtIsCreatedAt: row.runAt.getTime() === row.createdAt.getTime() })))
+      .toEqual(ids.map(id => ({ id, status: 'completed', attempt: 1, errors: [], runAtIsCreatedAt: true })))
+    expect(acquired).toEqual([lockKey])
+    // Released once the last holder is done, without being waited for.
+    let token: string | null = null
+    await pollUntil('the lock is released', async () => (token = await locks.acquire(lockKey, 1_000)) !== null, { intervalMs: 20 })
+    await locks.release(lockKey, token!)
+  })
+
+  it('while one completion is in flight the freed slots keep running jobs, their completions leave together, and 40 jobs at concurrency 4 send one email each', async () => {
+    const { orderIds } = await seedOrders(db, 40)
+    const hold = holdingFirstCompletion()
+    const started = await startWorker({ db: hold.db, concurrency: 4, prefetch: 8, heartbeatTimeoutMs: QUIET_HEARTBEAT_TIMEOUT_MS })
+    const [firstId] = await enqueueJobs(db, [orderJob(orderIds[0]!)])
+    await hold.held
+    expect(hold.heldJobId()).toBe(firstId)
+    const laterIds = await enqueueJobs(db, orderIds.slice(1).map(orderId => orderJob(orderId)))
+
+    // A finished handler frees its slot: all 40 run (ten times the concurrency) while the first completion waits.
+    await pollUntil('every job has run its handler', async () => started.worker.running === 40)
+    expect(await statusCounts()).toEqual({ running: 40 })
+    expect(await db.select({ count: count() }).from(mailbox)).toEqual([{ count: 0 }])
+    hold.release()
+
+    await pollUntil('all 40 jobs are completed', async () => (await statusCounts()).completed === 40)
+    const ids = [firstId!, ...laterIds]
+    expect((await readJobs(ids)).map(row => ({ id: row.id, status: row.status, attempt: row.attempt, errors: row.errors, lockedBy: row.lockedBy })))
+      .toEqual(ids.map(id => ({ id, status: 'completed', attempt: 1, errors: [], lockedBy: started.id })))
+    // The 39 completions that queued behind the first went out as one transaction: one now() for all.
+    expect(await distinctCompletionTimes(laterIds)).toBe(1)
+    expect(await rowsPerOrder(mailbox)).toEqual(onePerOrder(orderIds))
+    expect(await rowsPerOrder(sideEffects)).toEqual(onePerOrder(orderIds))
+  })
+
+  it('a completion batch in which one claim was lost completes the others and writes nothing for the lost one', async () => {
+    const gated = gatedMailKind()
+    const hold = holdingFirstCompletion()
+    const started = await startWorker({ db: hold.db, kinds: [gated.kind], heartbeatTimeoutMs: QUIET_HEARTBEAT_TIMEOUT_MS })
+    const [firstId] = await gated.enqueue(['first'])
+    gated.open('first')
+    await hold.held
+    expect(hold.heldJobId()).toBe(firstId)
+
+    const [keptId1, fencedId, keptId2] = await gated.enqueue(['kept-1', 'fenced', 'kept-2'])
+    await pollUntil('the three handlers wait at their gates', async () => gated.entered.length === 4, { intervalMs: 20 })
+    for (const key of ['kept-1', 'fenced', 'kept-2']) gated.open(key)
+    await pollUntil('their completions wait behind the first', async () => gated.completing.length === 4, { intervalMs: 20 })
+    // As a rescue and another worker's claim would: a new fence while its completion waits in the batch.
+    await db.update(jobs).set({ fence: sql`nextval('job_fence_seq')` }).where(eq(jobs.id, fencedId!))
+    const fencedBefore = await readJob(fencedId!)
+    hold.release()
+
+    await pollUntil('the worker has settled every job', async () => started.worker.running === 0)
+    const completedIds = [firstId!, keptId1!, keptId2!]
+    expect((await readJobs(completedIds)).map(row => ({ id: row.id, status: row.status, attempt: row.attempt, errors: row.errors })))
+      .toEqual(completedIds.map(id => ({ id, status: 'completed', attempt: 1, errors: [] })))
+    expect(await distinctCompletionTimes([keptId1!, keptId2!])).toBe(1)
+    expect(await readJob(fencedId!)).toEqual(fencedBefore)
+    expect(await rowsPerOrder(mailbox)).toEqual(onePerOrder(['first', 'kept-1', 'kept-2']))
+  })
+
+  it('a completion batch in which one effect fails completes the others at attempt 1; the failing job is retried alone and dead-lettered after its attempts', async () => {
+    const gated = gatedMailKind()
+    const hold = holdingFirstCompletion()
+    const started = await startWorker({ db: hold.db, kinds: [gated.kind], heartbeatTimeoutMs: QUIET_HEARTBEAT_TIMEOUT_MS })
+    const [firstId] = await gated.enqueue(['first'])
+    gated.open('first')
+    await hold.held
+
+    const [keptId1, keptId2] = await gated.enqueue(['kept-1', 'kept-2'])
+    const [failingId] = await gated.enqueue(['failing'], { tenantId: null, maxAttempts: 2 })
+    await pollUntil('the three handlers wait at their gates', async () => gated.entered.length === 4, { intervalMs: 20 })
+    for (const key of ['kept-1', 'failing', 'kept-2']) gated.open(key)
+    await pollUntil('their completions wait behind the first', async () => gated.completing.length === 4, { intervalMs: 20 })
+    hold.release()
+
+    await waitForStatus(failingId!, 'dead_letter')
+    const completedIds = [firstId!, keptId1!, keptId2!]
+    expect((await readJobs(completedIds)).map(row => ({ id: row.id, status: row.status, attempt: row.attempt, errors: row.errors })))
+      .toEqual(completedIds.map(id => ({ id, status: 'completed', attempt: 1, errors: [] })))
+    const failed = await readJob(failingId!)
+    const message = 'database error 23502 not_null_violation'
+    expect(failed).toMatchObject({ status: 'dead_letter', attempt: 2, lastError: message })
+    expect(failed.errors.map(withoutTimes)).toEqual([1, 2].map(attempt => ({ attempt, errorClass: 'retryable', message, worker: started.id })))
+    expect(gated.completing.filter(key => key === 'failing')).toHaveLength(2)
+    expect(await rowsPerOrder(mailbox)).toEqual(onePerOrder(['first', 'kept-1', 'kept-2']))
+  })
+
+  it('a job that always snoozes is put back snooze.max times without spending an attempt, then each snooze is a failed attempt until it dead-letters', async () => {
+    let runs = 0
+    const alwaysSnoozes = defineJobKind({
+      kind: 'test.always_snoozes',
+      payload: z.object({}).strict(),
+      async run() {
+        runs++
+        throw new SnoozeJob(10, 'always busy')
+      },
+    })
+    const started = await startWorker({ kinds: [alwaysSnoozes], snooze: { max: 2, maxDelayMs: 60_000 }, backoff: { baseMs: 20, capMs: 50 } })
+    const [id] = await enqueueJobs(db, [{ kind: 'test.always_snoozes', dedupeKey: 'always', payload: {}, maxAttempts: 2 }])
+
+    await waitForStatus(id!, 'dead_letter')
+    const message = 'RetryableJobError: snoozed 2 times (JOB_MAX_SNOOZES), now counted as a failed attempt: always busy; run again in 10 ms'
+    const row = await readJob(id!)
+    expect(row).toMatchObject({ status: 'dead_letter', attempt: 2, snoozes: 2, lastError: message })
+    expect(row.errors.map(withoutTimes)).toEqual([1, 2].map(attempt => ({ attempt, errorClass: 'retryable', message, worker: started.id })))
+    // Two snoozes given back, then two attempts spent.
+    expect(runs).toBe(4)
+  })
+
+  it('a snooze asking for 2^40 ms is put back for snooze.maxDelayMs, and the worker keeps working', async () => {
+    let runs = 0
+    const snoozesForAges = defineJobKind({
+      kind: 'test.snoozes_for_ages',
+      payload: z.object({}).strict(),
+      async run({ complete }) {
+        if (++runs === 1) throw new SnoozeJob(2 ** 40, 'provider asked for ages')
+        await complete()
+      },
+    })
+    const [confirmation] = createJobKinds({}).filter(kind => kind.kind === 'order.send_confirmation')
+    await startWorker({ kinds: [snoozesForAges, confirmation!], snooze: { max: 5, maxDelayMs: 700 } })
+    const [id] = await enqueueJobs(db, [{ kind: 'test.snoozes_for_ages', dedupeKey: 'ages', payload: {} }])
+
+    await pollUntil('the job has snoozed', async () => (await readJob(id!)).snoozes === 1, { intervalMs: 20 })
+    expect(await readJob(id!)).toMatchObject({ status: 'queued', attempt: 0, snoozes: 1, lockedBy: null, runAtAfterUpdateMs: 700, errors: [] })
+    const { orderId } = await seedOrder()
+    const orderJobId = await enqueueOne({ orderId })
+    await waitForStatus(orderJobId, 'completed')
+
+    await waitForStatus(id!, 'completed')
+    expect(await readJob(id!)).toMatchObject({ status: 'completed', attempt: 1, snoozes: 1, errors: [] })
+    expect(runs).toBe(2)
+    expect(await statusCounts()).toEqual({ completed: 2 })
+    expect(await mailFor(orderId)).toHaveLength(1)
+  })
+
+  it('jobs of several kinds sharing a loader in one batch each get their own order, read once for the batch; a missing order fails alone', async () => {
+    const a = await seedOrder()
+    const b = await seedOrder()
+    const c = await seedOrder()
+    await db.update(orders).set({ amount: 99_000 }).where(eq(orders.id, b.orderId))
+    await db.update(orders).set({ amount: 7_500, customer: { email: 'c@example.com' } }).where(eq(orders.id, c.orderId))
+    const missingOrderId = newId('ord')
+    const ids = await enqueueJobs(db, [
+      orderJob(a.orderId),
+      orderJob(b.orderId, { kind: 'order.issue_invoice' }),
+      orderJob(c.orderId),
+      orderJob(c.orderId, { kind: 'order.issue_invoice' }),
+      orderJob(missingOrderId, { maxAttempts: 1 }),
+    ])
+    let orderReads = 0
+    const counting = interceptStatements(db, (text) => {
+      if (text.includes('from "orders"')) orderReads++
+    })
+    // Started after the enqueue: its first claim takes all five in one batch.
+    await startWorker({ db: counting })
+    await pollUntil('every job is settled', async () => {
+      const counts = await statusCounts()
+      return counts.completed === 4 && counts.dead_letter === 1
+    })
+
+    expect(orderReads).toBe(1)
+    expect(await readJob(ids[4]!)).toMatchObject({ status: 'dead_letter', attempt: 1, lastError: `RetryableJobError: order ${missingOrderId} not found` })
+    const emails = await db.select({ orderId: mailbox.orderId, tenantId: mailbox.tenantId, to: mailbox.to, subject: mailbox.subject, body: mailbox.body }).from(mailbox)
+    expect(emails.sort((x, y) => x.orderId!.localeCompare(y.orderId!))).toEqual([
+      { orderId: a.orderId, tenantId: a.tenantId, to: 'shopper0@example.com', subject: `Order ${a.orderId} confirmed`, body: `Thank you. We received IDR 150,000 for order ${a.orderId} (cart cart_${a.orderId}).` },
+      { orderId: c.orderId, tenantId: c.tenantId, to: 'c@example.com', subject: `Order ${c.orderId} confirmed`, body: `Thank you. We received IDR 7,500 for order ${c.orderId} (cart cart_${c.orderId}).` },
+    ].sort((x, y) => x.orderId.localeCompare(y.orderId)))
+    const invoiceRows = await db.select({ orderId: invoices.orderId, tenantId: invoices.tenantId, amount: invoices.amount, currency: invoices.currency }).from(invoices)
+    expect(invoiceRows.sort((x, y) => x.orderId.localeCompare(y.orderId))).toEqual([
+      { orderId: b.orderId, tenantId: b.tenantId, amount: 99_000, currency: 'IDR' },
+      { orderId: c.orderId, tenantId: c.tenantId, amount: 7_500, currency: 'IDR' },
+    ].sort((x, y) => x.orderId.localeCompare(y.orderId)))
   })
 
   it('wakeWorkers brings a new job to an idle worker long before its next poll', async () => {

@@ -125,3 +125,32 @@ export async function effectsPerOrder(sql: postgres.Sql, orderIds: string[]): Pr
     from orders o where o.id = any(${orderIds})`
   return new Map(rows.map(({ orderId, ...counts }) => [orderId, counts]))
 }
+
+/** Called with each statement the job store and the runner send as one statement, before it goes out; resolving lets it go. */
+export type StatementHook = (text: string, params: readonly unknown[]) => Promise<void> | void
+
+/**
+ * `db` with every single hot-path statement (queryPrepared: claims, heartbeats, loaders, one
+ * completion) passed through `hook` first, so a test can hold one in flight or delay it. Batches
+ * (queryAllPrepared's transaction) and drizzle's own queries go out untouched.
+ */
+export function interceptStatements(db: Database, hook: StatementHook): Database {
+  type Send = (text: string, params?: unknown[], ...rest: unknown[]) => Promise<unknown>
+  const client = (db as unknown as { $client: Record<string | symbol, unknown> }).$client
+  const intercepted = (send: Send): Send => async (text, params, ...rest) => {
+    await hook(text, params ?? [])
+    return send(text, params, ...rest)
+  }
+  const wrappedClient = new Proxy(client, {
+    get(target, property) {
+      const value = Reflect.get(target, property)
+      if (typeof value !== 'function') return value
+      const bound = (value as Send).bind(target)
+      // postgres.js sends one statement with `unsafe`, PGlite with `query`.
+      return property === 'unsafe' || property === 'query' ? intercepted(bound) : bound
+    },
+  })
+  return new Proxy(db, {
+    get: (target, property, receiver) => (property === '$client' ? wrappedClient : Reflect.get(target, property, receiver)),
+  })
+}
