@@ -119,6 +119,7 @@ export function createWorker(options: WorkerOptions): Worker {
   let committing = 0
   const completionQueue: PendingCompletion[] = []
   let flushing = false
+  let heartbeating = false
   const runningKeys = new Set<string>()
   const heldLocks = new Map<string, HeldLock>()
   const pendingReports = new Set<Promise<void>>()
@@ -430,18 +431,23 @@ export function createWorker(options: WorkerOptions): Worker {
 
   /** Heart-beats every claim this worker holds (running or buffered) in one statement, every third of the timeout. */
   function heartbeatClaims(): void {
+    // One heartbeat at a time: one that waits on locked rows must not be joined by the next.
+    if (heartbeating) return
     const running = [...active.values()].filter(execution => !execution.paused)
-    const claims = [...buffer.map(entry => entry.job), ...running.map(execution => execution.prepared.job)]
+    // The buffer as sent: jobs claimed while the heartbeat is out are not in its answer.
+    const buffered = [...buffer]
+    const claims = [...buffered.map(entry => entry.job), ...running.map(execution => execution.prepared.job)]
     if (claims.length === 0) return
+    heartbeating = true
     // A failed heartbeat (database away) is retried on the next tick; rescue waits for the timeout.
     store.heartbeatAll(claims).then((current) => {
       for (const execution of running) {
         if (!current.has(execution.prepared.job.fence)) interrupt(execution, 'fenced_out')
       }
-      for (const entry of [...buffer]) {
-        if (!current.has(entry.job.fence)) dropBuffered(entry, outcome('fenced_out', { error: 'claim superseded while buffered' }, 'warn'))
+      for (const entry of buffered) {
+        if (!current.has(entry.job.fence) && buffer.includes(entry)) dropBuffered(entry, outcome('fenced_out', { error: 'claim superseded while buffered' }, 'warn'))
       }
-    }, () => {})
+    }, () => {}).finally(() => { heartbeating = false })
   }
 
   /** Extends every lock this worker holds every third of its TTL; a lock found gone interrupts its jobs. */

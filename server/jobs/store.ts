@@ -58,9 +58,17 @@ const claimDue = defineStatement<{ workerId: string, limit: number, kinds: strin
   })
 })
 
-const heartbeatClaims = defineStatement<{ ids: string, fences: string }>(db => db.update(jobs).set({ heartbeatAt: sql`now()` })
-  .where(and(sql`${jobs.id} = any(${listParam('ids')})`, sql`${jobs.fence} = any(${listParam('fences')}::bigint[])`, eq(jobs.status, 'running')))
-  .returning({ fence: jobs.fence }))
+// Rows are locked in fence order, as completeAll takes them: a heartbeat and a batch of completions
+// over the same claims wait for each other instead of deadlocking.
+const heartbeatClaims = defineStatement<{ ids: string, fences: string }>((db) => {
+  const current = db.select({ id: jobs.id }).from(jobs)
+    .where(and(sql`${jobs.id} = any(${listParam('ids')})`, sql`${jobs.fence} = any(${listParam('fences')}::bigint[])`, eq(jobs.status, 'running')))
+    .orderBy(asc(jobs.fence))
+    .for('update')
+  return db.update(jobs).set({ heartbeatAt: sql`now()` })
+    .where(and(inArray(jobs.id, current), eq(jobs.status, 'running')))
+    .returning({ fence: jobs.fence })
+})
 
 const completeClaim = defineStatement<{ id: string, fence: number }>(db => db.update(jobs)
   .set({ status: 'completed', completedAt: sql`now()`, lastError: null, updatedAt: sql`now()` })
@@ -151,8 +159,12 @@ export function createJobStore(db: Database) {
      * unaffected; a failing effect fails them all (complete them one by one to isolate it).
      */
     async completeAll(entries: ReadonlyArray<{ job: ClaimedJob, effect?: JobEffect }>): Promise<boolean[]> {
-      const results = await queryAllPrepared(db, entries.map(entry => completionStatement(db, entry.job, entry.effect)))
-      return results.map(rows => Number(rows[0]?.completed) === 1)
+      // In fence order, as heartbeats lock the rows (see heartbeatClaims).
+      const inFenceOrder = entries.map((entry, index) => ({ entry, index })).sort((a, b) => a.entry.job.fence - b.entry.job.fence)
+      const results = await queryAllPrepared(db, inFenceOrder.map(({ entry }) => completionStatement(db, entry.job, entry.effect)))
+      const completed: boolean[] = []
+      inFenceOrder.forEach(({ index }, position) => { completed[index] = Number(results[position]![0]?.completed) === 1 })
+      return completed
     },
 
     /** A failed attempt: retried after `retryInMs`, or dead-lettered when out of attempts or permanent. */
