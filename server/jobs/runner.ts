@@ -199,6 +199,13 @@ export function createWorker(options: WorkerOptions): Worker {
       const kind = kinds.get(job.kind)!
       const payload = kind.payload.safeParse(job.payload)
       if (!payload.success) return { job, kind, failure: new PermanentJobError(`invalid payload: ${z.prettifyError(payload.error)}`) }
+      // An injected failure or snooze (test faults) happens before the job touches its resource: no lock for it.
+      try {
+        injectJobFailure(job, readJobFaults(job, options.faultsEnabled))
+      }
+      catch (failure) {
+        return { job, kind, failure }
+      }
       return { job, kind, payload: payload.data, lockKey: kind.resource && `lock:${kind.resource(payload.data)}` }
     })
     await Promise.all([loadBatch(prepared), lockBatch(prepared)])
@@ -325,7 +332,6 @@ export function createWorker(options: WorkerOptions): Worker {
 
     try {
       if (failure) throw failure
-      injectJobFailure(job, faults)
       if (lockBusy) {
         await store.putBack(job, options.lockBusyDelayMs * (1 + Math.random()))
         return outcome('lock_busy', locked)

@@ -134,8 +134,8 @@ describeWithServices('standalone worker processes', ['postgres', 'redis'], () =>
       const { db, sql } = fixture!
       const { orderIds: [orderId] } = await seedOrders(db, 1)
       // A real pause freezes the whole process; the stall fault freezes one job, so A gets a single
-      // slot and cannot claim the rescued job itself while its first attempt sleeps.
-      const stalling = { WORKER_CONCURRENCY: '1', JOB_LOCK_TTL_MS: '300', JOB_HEARTBEAT_TIMEOUT_MS: '1000' }
+      // slot and no prefetch, and cannot claim the rescued job itself while its first attempt sleeps.
+      const stalling = { WORKER_CONCURRENCY: '1', WORKER_PREFETCH: '0', JOB_LOCK_TTL_MS: '300', JOB_HEARTBEAT_TIMEOUT_MS: '1000' }
       const rescuing = { JOB_MAINTENANCE_INTERVAL_MS: '200', JOB_HEARTBEAT_TIMEOUT_MS: '1000' }
       // B is started first and frozen, so it is ready the moment A holds the job: starting a
       // process takes seconds, and the 4 s stall leaves no room for that on a loaded machine.

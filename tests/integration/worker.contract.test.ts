@@ -672,6 +672,17 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
     await locks.release(lockKey, token!)
   })
 
+  /** A worker of the gated kind whose first job's completion is held in flight: later completions queue into one batch behind it. */
+  async function workerWithFirstCompletionHeld() {
+    const gated = gatedMailKind()
+    const hold = holdingFirstCompletion()
+    const started = await startWorker({ db: hold.db, kinds: [gated.kind], heartbeatTimeoutMs: QUIET_HEARTBEAT_TIMEOUT_MS })
+    const [firstId] = await gated.enqueue(['first'])
+    gated.open('first')
+    await hold.held
+    return { gated, hold, started, firstId }
+  }
+
   it('while one completion is in flight the freed slots keep running jobs, their completions leave together, and 40 jobs at concurrency 4 send one email each', async () => {
     const { orderIds } = await seedOrders(db, 40)
     const hold = holdingFirstCompletion()
@@ -698,12 +709,7 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
   })
 
   it('a completion batch in which one claim was lost completes the others and writes nothing for the lost one', async () => {
-    const gated = gatedMailKind()
-    const hold = holdingFirstCompletion()
-    const started = await startWorker({ db: hold.db, kinds: [gated.kind], heartbeatTimeoutMs: QUIET_HEARTBEAT_TIMEOUT_MS })
-    const [firstId] = await gated.enqueue(['first'])
-    gated.open('first')
-    await hold.held
+    const { gated, hold, started, firstId } = await workerWithFirstCompletionHeld()
     expect(hold.heldJobId()).toBe(firstId)
 
     const [keptId1, fencedId, keptId2] = await gated.enqueue(['kept-1', 'fenced', 'kept-2'])
@@ -725,12 +731,7 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
   })
 
   it('a completion batch in which one effect fails completes the others at attempt 1; the failing job is retried alone and dead-lettered after its attempts', async () => {
-    const gated = gatedMailKind()
-    const hold = holdingFirstCompletion()
-    const started = await startWorker({ db: hold.db, kinds: [gated.kind], heartbeatTimeoutMs: QUIET_HEARTBEAT_TIMEOUT_MS })
-    const [firstId] = await gated.enqueue(['first'])
-    gated.open('first')
-    await hold.held
+    const { gated, hold, started, firstId } = await workerWithFirstCompletionHeld()
 
     const [keptId1, keptId2] = await gated.enqueue(['kept-1', 'kept-2'])
     const [failingId] = await gated.enqueue(['failing'], { tenantId: null, maxAttempts: 2 })
