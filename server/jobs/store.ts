@@ -99,7 +99,7 @@ export function createJobStore(db: Database) {
   const historyEntry = (errorClass: SQL | string, message: SQL | string, retryAt: SQL) =>
     sql`${jobs.errors} || jsonb_build_array(jsonb_build_object('attempt', ${jobs.attempt}, 'at', now(), 'startedAt', ${jobs.startedAt}, 'retryAt', ${retryAt}, 'errorClass', ${errorClass}::text, 'message', ${message}::text, 'worker', ${jobs.lockedBy}))`
 
-  const store = {
+  return {
     /**
      * Claims up to `limit` due jobs of the given kinds (all kinds when omitted); jobs another worker
      * is claiming right now are skipped, not waited on. Workers of one database may run different
@@ -121,11 +121,6 @@ export function createJobStore(db: Database) {
       if (claims.length === 0) return new Set()
       const rows = await queryPrepared(db, heartbeatClaims(db, { ids: claims.map(job => job.id).join(','), fences: claims.map(job => job.fence).join(',') }))
       return new Set(rows.map(row => Number(row.fence)))
-    },
-
-    /** False when the claim is no longer this worker's: stop and write nothing. */
-    async heartbeat(job: ClaimedJob): Promise<boolean> {
-      return (await store.heartbeatAll([job])).has(job.fence)
     },
 
     /**
@@ -251,7 +246,6 @@ export function createJobStore(db: Database) {
       return rows.length
     },
   }
-  return store
 }
 
 export type JobStore = ReturnType<typeof createJobStore>

@@ -345,7 +345,7 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
   describe('heartbeat', () => {
     it('moves heartbeat_at forward for the current claim', async () => {
       const job = await enqueueAndClaim()
-      expect(await store.heartbeat(job)).toBe(true)
+      expect((await store.heartbeatAll([job])).has(job.fence)).toBe(true)
       expect((await find(job.id)).heartbeatAt!.getTime()).toBeGreaterThan(job.heartbeatAt!.getTime())
     })
 
@@ -367,8 +367,8 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
 
       expect(await store.heartbeatAll([superseded, finished])).toEqual(new Set())
       expect(await store.heartbeatAll([])).toEqual(new Set())
-      expect(await store.heartbeat(superseded)).toBe(false)
-      expect(await store.heartbeat(reclaimed)).toBe(true)
+      expect((await store.heartbeatAll([superseded])).has(superseded.fence)).toBe(false)
+      expect((await store.heartbeatAll([reclaimed])).has(reclaimed.fence)).toBe(true)
     })
   })
 
@@ -415,7 +415,7 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
       expect(await store.complete(stale, work)).toBe(false)
       expect(work).not.toHaveBeenCalled()
       expect(await emailsFor(orderId)).toBe(0)
-      expect(await store.heartbeat(stale)).toBe(false)
+      expect((await store.heartbeatAll([stale])).has(stale.fence)).toBe(false)
       expect(await store.fail(stale, { errorClass: 'retryable', message: 'stale worker failed', retryInMs: 0, permanent: false })).toBeUndefined()
       expect(await store.fail(stale, { errorClass: 'permanent', message: 'stale worker gave up', retryInMs: 0, permanent: true })).toBeUndefined()
       expect(await store.putBack(stale, 0, { clearFaults: true })).toBe(false)
@@ -767,7 +767,7 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
       // The frozen worker wakes up: its claim is gone.
       const orderId = newId('ord')
       expect(await store.complete(stale, sendEmail(orderId))).toBe(false)
-      expect(await store.heartbeat(stale)).toBe(false)
+      expect((await store.heartbeatAll([stale])).has(stale.fence)).toBe(false)
       expect(await emailsFor(orderId)).toBe(0)
 
       const retry = await claimOnly(stale.id, WORKER_C)
