@@ -5,7 +5,7 @@ import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
 import * as schema from './schema'
-import type { BoundStatement } from './statements'
+import { type BoundStatement, shiftParams } from './statements'
 
 export type Database = PgDatabase<PgQueryResultHKT, typeof schema>
 
@@ -248,7 +248,7 @@ function asOneStatement(statements: BoundStatement[]): BoundStatement {
     const parts = statements.map((statement, index) => {
       const shift = offset
       offset += statement.params.length
-      return `s${index} as (${statement.text.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + shift}`)})`
+      return `s${index} as (${shiftParams(statement.text, shift)})`
     })
     // Postgres runs data-modifying CTEs that nothing reads last-listed first: listed in reverse, the
     // statements run in the order given (callers must still not depend on it for correctness).

@@ -55,3 +55,12 @@ export function mapRow<Columns extends Record<string, Column>>(columns: Columns,
   }
   return mapped as never
 }
+
+/**
+ * A statement's text with its parameters renumbered after `shift` others ($1 → $(1 + shift)), to
+ * embed it in a larger statement. Texts come from defineStatement or are written with every value
+ * a parameter, so `$n` never appears inside a literal.
+ */
+export function shiftParams(text: string, shift: number): string {
+  return text.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + shift}`)
+}

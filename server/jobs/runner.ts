@@ -328,7 +328,7 @@ export function createWorker(options: WorkerOptions): Worker {
         return fenced(() => store.complete(job, work), false)
       },
     }
-    const locked = { lockKey: lock?.key ?? (lockBusy ? execution.prepared.lockKey : undefined), lockResult: lockBusy ? 'busy' : lockResult(lock) }
+    const locked = { lockKey: lock || lockBusy ? execution.prepared.lockKey : undefined, lockResult: lockBusy ? 'busy' : lockResult(lock) }
 
     try {
       if (failure) throw failure
@@ -402,9 +402,13 @@ export function createWorker(options: WorkerOptions): Worker {
       durationMs: Math.round(seconds * 1000),
     })
     if (!release) return write()
-    const reported = release.then(write)
-    pendingReports.add(reported)
-    reported.finally(() => pendingReports.delete(reported))
+    untilStopped(release.then(write))
+  }
+
+  /** Work that outlives its job's slot (a lock release, a report); stop() waits for it. */
+  function untilStopped(work: Promise<void>): void {
+    pendingReports.add(work)
+    work.finally(() => pendingReports.delete(work))
   }
 
   /** This job's share of its lock is given back; the last holder releases it. */
@@ -430,9 +434,7 @@ export function createWorker(options: WorkerOptions): Worker {
     const index = buffer.indexOf(entry)
     if (index >= 0) buffer.splice(index, 1)
     const started = performance.now()
-    const settled = (putBack ?? Promise.resolve()).catch(() => {}).then(() => report(entry, result, started, dropLock(entry)))
-    pendingReports.add(settled)
-    settled.finally(() => pendingReports.delete(settled))
+    untilStopped((putBack ?? Promise.resolve()).catch(() => {}).then(() => report(entry, result, started, dropLock(entry))))
   }
 
   /** Heart-beats every claim this worker holds (running or buffered) in one statement, every third of the timeout. */

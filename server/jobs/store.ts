@@ -1,7 +1,7 @@
 import { and, asc, desc, eq, getTableColumns, inArray, lt, lte, type SQL, sql } from 'drizzle-orm'
 import { type Database, queryAllPrepared, queryPrepared } from '../db/client'
 import { type JobStatus, jobs } from '../db/schema'
-import { type BoundStatement, defineStatement, mapRow } from '../db/statements'
+import { type BoundStatement, defineStatement, mapRow, shiftParams } from '../db/statements'
 
 /**
  * Every state change of a job is one conditional UPDATE. A claim draws a new fence token from a
@@ -85,7 +85,7 @@ function completionStatement(db: Database, job: ClaimedJob, effect: JobEffect | 
   let text = completionTexts.get(key)
   if (!text) {
     const shift = complete.params.length
-    const effectCtes = effect ? `, ${effect.text.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + shift}`)}` : ''
+    const effectCtes = effect ? `, ${shiftParams(effect.text, shift)}` : ''
     text = `with done as (${complete.text})${effectCtes} select count(*)::int as completed from done`
     if (completionTexts.size < MAX_COMPLETION_TEXTS) completionTexts.set(key, text)
   }

@@ -1,3 +1,4 @@
+import { shiftParams } from '../db/statements'
 import type { JobEffect } from '../jobs/store'
 
 export type SideEffect = 'confirmation_email' | 'invoice' | 'refund_notice'
@@ -16,7 +17,7 @@ export function markedEffect(orderId: string, effect: SideEffect, jobId: string,
   return {
     text: `marker as (insert into side_effects (order_id, effect, job_id) select $1::text, $2::text, $3::text from done `
       + `on conflict (order_id, effect) do nothing returning order_id), `
-      + `effect as (${write.text.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + shift}`)})`,
+      + `effect as (${shiftParams(write.text, shift)})`,
     params: [orderId, effect, jobId, ...write.params],
   }
 }

@@ -607,9 +607,8 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
     expect(await rowsPerOrder(mailbox)).toEqual(onePerOrder(['first', 'second', 'third']))
   })
 
-  it('the jobs of one batch on one order share one lock and run in turn: no lock_busy put-back, no attempt spent', async () => {
-    const { orderIds } = await seedOrders(db, 5)
-    const ids = await enqueueJobs(db, orderIds.flatMap(orderId => [orderJob(orderId), orderJob(orderId, { kind: 'order.issue_invoice' })]))
+  /** The suite's locks, with every acquire's key recorded in order. */
+  function recordingAcquires() {
     const acquired: string[] = []
     const recordingLocks: Locks = {
       ...locks,
@@ -618,6 +617,13 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
         return locks.acquire(key, ttlMs)
       },
     }
+    return { acquired, recordingLocks }
+  }
+
+  it('the jobs of one batch on one order share one lock and run in turn: no lock_busy put-back, no attempt spent', async () => {
+    const { orderIds } = await seedOrders(db, 5)
+    const ids = await enqueueJobs(db, orderIds.flatMap(orderId => [orderJob(orderId), orderJob(orderId, { kind: 'order.issue_invoice' })]))
+    const { acquired, recordingLocks } = recordingAcquires()
     // A job that found its order's lock busy would be put back for 5–10 s, long past this test's wait.
     await startWorker({ locks: recordingLocks, lockBusyDelayMs: 5_000 })
     await pollUntil('all ten jobs are completed', async () => (await statusCounts()).completed === 10, { timeoutMs: 4_000 })
@@ -637,14 +643,7 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
     const resource = 'order:ord_shared'
     const lockKey = `lock:${resource}`
     const gated = gatedMailKind({ resource })
-    const acquired: string[] = []
-    const recordingLocks: Locks = {
-      ...locks,
-      async acquire(key, ttlMs) {
-        acquired.push(key)
-        return locks.acquire(key, ttlMs)
-      },
-    }
+    const { acquired, recordingLocks } = recordingAcquires()
     await startWorker({ kinds: [gated.kind], locks: recordingLocks, lockBusyDelayMs: 5_000 })
     const batchIds = await gated.enqueue(['one', 'two'])
     await pollUntil('one of the batch runs', async () => gated.entered.length === 1, { intervalMs: 20 })
