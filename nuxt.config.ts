@@ -18,6 +18,7 @@ export default defineNuxtConfig({
     scheduledTasks: {
       '*/15 * * * * *': ['jobs:rescue'],
       '*/10 * * * *': ['retention:cleanup'],
+      '0 * * * * *': ['payments:reconcile'],
     },
     ...(buildRoot && { output: { dir: `${buildRoot}/.output` } }),
     // PGlite ships WASM and data files it loads relative to its own module: keep it external.

@@ -12,7 +12,7 @@
 // Bounded: BENCH_JOBS (default 2000) jobs per row. Fills in the drain section of
 // docs/benchmarks.md that run.mjs wrote.
 import { spawn } from 'node:child_process'
-import { randomUUID } from 'node:crypto'
+import { randomBytes, randomUUID } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import os from 'node:os'
 import { fileURLToPath } from 'node:url'
@@ -41,6 +41,8 @@ const peerModes = {
 const listenQuery = { ours: 'listen%', peer: 'LISTEN "jobs:insert"%' }
 
 /** Spawns a worker process; `stop()` ends it and resolves to its peak RSS in MiB and its stdout. */
+const mockpaySecret = `whsec_${randomBytes(32).toString('base64')}`
+
 function startProcess(args, env) {
   const child = spawn(process.execPath, args, { cwd: projectRoot, env, stdio: ['ignore', 'pipe', 'inherit'] })
   let output = ''
@@ -57,7 +59,8 @@ function startProcess(args, env) {
 }
 
 function startWorker(databaseUrl, redis, prefix, index) {
-  const env = { ...process.env, DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn', WORKER_CONCURRENCY: concurrency, WORKER_ID: `bench-${index}`, REDIS_KEY_PREFIX: prefix, JOB_POLL_INTERVAL_MS: pollIntervalMs }
+  // The worker needs a payment provider; the drained kind (order.send_confirmation) asks none.
+  const env = { ...process.env, DATABASE_URL: databaseUrl, PAYMENT_PROVIDER: 'mockpay', MOCKPAY_WEBHOOK_SECRET: mockpaySecret, LOG_LEVEL: 'warn', WORKER_CONCURRENCY: concurrency, WORKER_ID: `bench-${index}`, REDIS_KEY_PREFIX: prefix, JOB_POLL_INTERVAL_MS: pollIntervalMs }
   delete env.REDIS_URL
   if (redis) env.REDIS_URL = redisUrl
   return startProcess([jitiCli, 'scripts/worker.ts'], env)

@@ -69,7 +69,7 @@ async function startServer(env, entry, stderr) {
       WEBHOOK_STANDARD_SECRET: webhookSecret, WEBHOOK_STRIPE_SECRET: randomUUID(),
       MIDTRANS_SERVER_KEY: randomUUID(), WORKER_ENABLED: 'false', REDIS_KEY_PREFIX: `bench:${randomUUID()}:`,
       // A payment provider, as a deployment has: each order gets its payment.create_intent job.
-      MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_SECRET: mockpaySecret, ...env,
+      PAYMENT_PROVIDER: 'mockpay', MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_SECRET: mockpaySecret, ...env,
     },
     stdio: ['ignore', 'ignore', stderr],
   })

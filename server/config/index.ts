@@ -34,6 +34,9 @@ export function signingKeyOf(value: string): Buffer | undefined {
   return key.length >= MIN_SIGNING_KEY_BYTES ? key : undefined
 }
 
+export const paymentProviderNames = ['mockpay', 'stripe', 'midtrans'] as const
+export type PaymentProviderName = typeof paymentProviderNames[number]
+
 /** A Standard Webhooks signing secret: `whsec_` and the base64 of its key. */
 const signingSecret = () => z.string()
   .refine(v => signingKeyOf(v) !== undefined, `must be "whsec_" followed by the canonical base64 of a key of at least ${MIN_SIGNING_KEY_BYTES} random bytes`)
@@ -91,8 +94,24 @@ const EnvSchema = z.object({
   /** Completed jobs are deleted after this many days; dead letters stay until redriven. */
   JOB_RETENTION_DAYS: intIn(0, 3650, 7),
   /**
-   * The simulated provider's routes (/api/mockpay/*) and deliveries. Default: on when embedded or
-   * in development, off otherwise.
+   * Where payment.create_intent asks for a payment: mockpay (the simulator), stripe or midtrans.
+   * Default mockpay when embedded or in development; required with DATABASE_URL.
+   */
+  PAYMENT_PROVIDER: z.enum(paymentProviderNames).optional(),
+  /** Stripe's secret API key (`sk_test_…`, `sk_live_…` or a restricted `rk_…`): required with PAYMENT_PROVIDER=stripe. */
+  STRIPE_SECRET_KEY: z.string().regex(/^(sk|rk)_(test|live)_\w{8,}$/, 'must be a Stripe secret key (sk_test_…, sk_live_…, rk_test_… or rk_live_…)').optional(),
+  /** Where the Stripe client sends its requests (protocol, host, port): a local stand-in in tests. Unset: api.stripe.com. */
+  STRIPE_API_BASE: z.url({ protocol: /^https?$/ }).optional(),
+  /** Where the Midtrans client sends Core API requests. Unset: Midtrans' sandbox, or production with MIDTRANS_IS_PRODUCTION. */
+  MIDTRANS_API_BASE: z.url({ protocol: /^https?$/ }).optional(),
+  MIDTRANS_IS_PRODUCTION: flag(false),
+  /** One call to the payment provider may take this long before it counts as failed (and is retried). */
+  PAYMENT_PROVIDER_TIMEOUT_MS: intIn(100, 120_000, 20_000),
+  /** An order still awaiting payment this long after its last change is looked up at the provider (the webhook that never came). */
+  PAYMENT_RECONCILE_AFTER_SECONDS: intIn(0, 30 * 24 * 60 * 60, 15 * 60),
+  /**
+   * The simulated provider's routes (/api/mockpay/*) and deliveries. Default: on when
+   * PAYMENT_PROVIDER is mockpay, off otherwise.
    */
   MOCKPAY_ENABLED: z.enum(['true', 'false', '1', '0']).optional(),
   /** Where mockpay delivers its signed webhooks; default this instance's own /api/webhooks/mockpay. */
@@ -133,7 +152,8 @@ export interface ConfigWarning {
   detail: string
 }
 
-export type AppConfig = Omit<Env, SecretName | 'MOCKPAY_ENABLED' | 'MOCKPAY_WEBHOOK_URL' | 'CHECKOUT_DEMO_ENABLED' | 'SESSION_PASSWORD'> & Record<typeof secretNames[number], string> & {
+export type AppConfig = Omit<Env, SecretName | 'PAYMENT_PROVIDER' | 'MOCKPAY_ENABLED' | 'MOCKPAY_WEBHOOK_URL' | 'CHECKOUT_DEMO_ENABLED' | 'SESSION_PASSWORD'> & Record<typeof secretNames[number], string> & {
+  PAYMENT_PROVIDER: PaymentProviderName
   MOCKPAY_ENABLED: boolean
   CHECKOUT_DEMO_ENABLED: boolean
   SESSION_PASSWORD: string
@@ -197,7 +217,11 @@ export function parseConfig(env: Record<string, string | undefined>, options: Pa
   }
   const secrets = Object.fromEntries(secretNames.map(name => [name, values[name] ?? generateSecret(name)])) as Record<typeof secretNames[number], string>
   const onByDefault = (value: string | undefined) => (value === undefined ? local : ['true', '1'].includes(value))
-  const mockpayEnabled = onByDefault(values.MOCKPAY_ENABLED)
+  const paymentProvider = resolvePaymentProvider(values, local)
+  const mockpayEnabled = values.MOCKPAY_ENABLED === undefined ? paymentProvider === 'mockpay' : ['true', '1'].includes(values.MOCKPAY_ENABLED)
+  if (paymentProvider === 'mockpay' && !mockpayEnabled) {
+    throw new ConfigError('PAYMENT_PROVIDER=mockpay needs MOCKPAY_ENABLED: the simulated provider is the one orders would ask. Choose PAYMENT_PROVIDER=stripe or midtrans, or unset MOCKPAY_ENABLED.')
+  }
   let mockpaySecret: string | undefined
   if (mockpayEnabled) {
     mockpaySecret = values.MOCKPAY_WEBHOOK_SECRET
@@ -225,6 +249,7 @@ export function parseConfig(env: Record<string, string | undefined>, options: Pa
     ...values,
     ...secrets,
     ...switches,
+    PAYMENT_PROVIDER: paymentProvider,
     MOCKPAY_WEBHOOK_SECRET: mockpaySecret,
     SESSION_PASSWORD: values.SESSION_PASSWORD ?? randomBytes(32).toString('base64url'),
     MOCKPAY_WEBHOOK_URL: values.MOCKPAY_WEBHOOK_URL ?? `http://127.0.0.1:${values.PORT}/api/webhooks/mockpay`,
@@ -232,6 +257,25 @@ export function parseConfig(env: Record<string, string | undefined>, options: Pa
     generatedSecrets: missing,
     warnings: local ? [] : warningsOf(switches),
   }
+}
+
+/**
+ * The payment provider, and what it needs. Its own keys are never generated: a made-up Stripe key or
+ * Midtrans server key would only fail at the provider, so they are required even when embedded.
+ */
+function resolvePaymentProvider(values: Env, local: boolean): PaymentProviderName {
+  const provider = values.PAYMENT_PROVIDER ?? (local ? 'mockpay' : undefined)
+  if (!provider) {
+    throw new ConfigError('Missing PAYMENT_PROVIDER (mockpay, stripe or midtrans): it is required with DATABASE_URL. '
+      + 'mockpay is the built-in simulator (demo and tests only); stripe needs STRIPE_SECRET_KEY, midtrans needs MIDTRANS_SERVER_KEY.')
+  }
+  if (provider === 'stripe' && !values.STRIPE_SECRET_KEY) {
+    throw new ConfigError('Missing STRIPE_SECRET_KEY: PAYMENT_PROVIDER=stripe creates PaymentIntents with it. Use a test-mode key (sk_test_…) from the Stripe dashboard to try it.')
+  }
+  if (provider === 'midtrans' && !values.MIDTRANS_SERVER_KEY) {
+    throw new ConfigError('Missing MIDTRANS_SERVER_KEY: PAYMENT_PROVIDER=midtrans charges and checks transactions with it (and verifies notifications). Use the sandbox server key from the Midtrans dashboard to try it.')
+  }
+  return provider
 }
 
 let current: AppConfig | undefined

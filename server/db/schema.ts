@@ -6,6 +6,22 @@ import { bigint, bigserial, check, index, integer, json, jsonb, pgSequence, pgTa
  * database constraint: the application checks are for nice errors, these are the fence.
  */
 
+export type PaymentNextAction =
+  | { type: 'mockpay' }
+  /** Handed to Stripe.js (Payment Element) with the publishable key; the page never sees the secret key. */
+  | { type: 'stripe_client_secret', clientSecret: string }
+  | { type: 'midtrans_bank_transfer', bank: string, vaNumber: string, expiresAt?: string }
+  | { type: 'midtrans_actions', actions: Array<{ name: string, method: string, url: string }>, expiresAt?: string }
+
+export interface PaymentError {
+  /** The provider's code: card_declined, amount_too_large, deny, 400… */
+  code: string
+  /** For the shopper: what happened and what to do. */
+  message: string
+  /** For the shop: the provider's own words. */
+  providerMessage: string
+}
+
 const createdAt = () => timestamp('created_at', { withTimezone: true }).notNull().defaultNow()
 const updatedAt = () => timestamp('updated_at', { withTimezone: true }).notNull().defaultNow()
 
@@ -105,14 +121,24 @@ export const orders = pgTable('orders', {
   customer: jsonb('customer').$type<{ email: string }>().notNull(),
   idempotencyKey: text('idempotency_key'),
   requestId: text('request_id').notNull(),
-  /** The provider's payment intent, stored by the payment.create_intent job (fenced). */
+  /** The provider's payment (Stripe PaymentIntent id, Midtrans order id, mockpay intent), stored by the payment.create_intent job (fenced). */
   paymentIntentId: text('payment_intent_id'),
+  /** Which provider holds the payment: mockpay | stripe | midtrans (set with paymentIntentId or paymentError). */
+  paymentProvider: text('payment_provider'),
+  /** What the checkout page does next: the Stripe client secret, the Midtrans virtual account or e-wallet actions. */
+  paymentNextAction: jsonb('payment_next_action').$type<PaymentNextAction>(),
+  /** The provider refused the payment for good (a decline, invalid details): why, for the shopper and for the shop. */
+  paymentError: jsonb('payment_error').$type<PaymentError>(),
+  /** When reconciliation last asked the provider about this order: each run asks about the longest unchecked first. */
+  paymentCheckedAt: timestamp('payment_checked_at', { withTimezone: true }),
   createdAt: createdAt(),
   updatedAt: updatedAt(),
 }, t => [
   unique('orders_tenant_cart_unique').on(t.tenantId, t.cartId),
   // The duplicates audit reads the recent orders only.
   index('orders_created_at_idx').on(t.createdAt),
+  // Reconciliation reads the orders left awaiting payment, oldest change first.
+  index('orders_awaiting_payment_idx').on(t.updatedAt).where(sql`${t.status} = 'pending_payment' and ${t.paymentIntentId} is not null`),
 ])
 
 /** One row per API request: what the evidence locker reads to tell a duplicate's story. */
@@ -264,6 +290,8 @@ export const invoices = pgTable('invoices', {
 /** received: stored, its webhook.apply job pending. applied: it moved the order. ignored: it could not (see history). */
 export const webhookEventStatuses = ['received', 'applied', 'ignored'] as const
 export type WebhookEventStatus = typeof webhookEventStatuses[number]
+export const webhookEventSources = ['webhook', 'reconciliation'] as const
+export type WebhookEventSource = typeof webhookEventSources[number]
 
 /**
  * Every verified provider event, once: the raw body and the signature headers are kept so the
@@ -283,6 +311,10 @@ export const webhookEvents = pgTable('webhook_events', {
   rawBody: text('raw_body').notNull(),
   signatureHeaders: jsonb('signature_headers').$type<Record<string, string>>().notNull(),
   status: text('status').$type<WebhookEventStatus>().notNull().default('received'),
+  /** webhook: a signed delivery. reconciliation: the provider's API answer, read because no webhook came (raw_body is that answer). */
+  source: text('source').$type<WebhookEventSource>().notNull().default('webhook'),
+  /** What the provider's status API said when the event was confirmed before it was applied (Midtrans), or null. */
+  confirmation: jsonb('confirmation').$type<Record<string, unknown>>(),
   requestId: text('request_id').notNull(),
   receivedAt: timestamp('received_at', { withTimezone: true }).notNull().defaultNow(),
   processedAt: timestamp('processed_at', { withTimezone: true }),
@@ -292,6 +324,7 @@ export const webhookEvents = pgTable('webhook_events', {
   // Evidence by event id, whichever provider sent it.
   index('webhook_events_event_id_idx').on(t.eventId),
   check('webhook_events_status_check', sql`${t.status} in (${sql.raw(webhookEventStatuses.map(status => `'${status}'`).join(', '))})`),
+  check('webhook_events_source_check', sql`${t.source} in (${sql.raw(webhookEventSources.map(source => `'${source}'`).join(', '))})`),
 ])
 
 /**

@@ -175,7 +175,7 @@ function useReplayCache(): ReplayCache {
   return replays
 }
 
-function useIdempotencyDeps(): IdempotencyDeps {
+export function useIdempotencyDeps(): IdempotencyDeps {
   const config = useConfig()
   return {
     database: useDatabaseHandle(),

@@ -2,7 +2,7 @@ import { hostname } from 'node:os'
 import type { AppConfig } from '../config'
 import type { DatabaseHandle } from '../db/client'
 import type { Locks } from '../locks/types'
-import { createMockpayProvider, paymentProviderConfigured } from '../mockpay/provider'
+import { createPaymentProvider } from '../payments'
 import { createJobKinds } from './kinds'
 import { createWorker, type Worker } from './runner'
 
@@ -12,10 +12,11 @@ export function createConfiguredWorker(config: AppConfig, handle: DatabaseHandle
     db: handle.db,
     notifications: handle.notifications,
     locks,
-    kinds: createJobKinds(paymentProviderConfigured(config) && config.MOCKPAY_WEBHOOK_SECRET
-      ? { payments: createMockpayProvider(handle.db), mockpay: { url: config.MOCKPAY_WEBHOOK_URL, secret: config.MOCKPAY_WEBHOOK_SECRET } }
-      // mockpay off: no provider to ask, and no deliveries to send.
-      : {}),
+    kinds: createJobKinds({
+      payments: createPaymentProvider(config, handle.db),
+      // mockpay off: no deliveries to send.
+      ...(config.MOCKPAY_WEBHOOK_SECRET && { mockpay: { url: config.MOCKPAY_WEBHOOK_URL, secret: config.MOCKPAY_WEBHOOK_SECRET } }),
+    }),
     workerId: config.WORKER_ID ?? `${hostname()}:${process.pid}`,
     concurrency: config.WORKER_CONCURRENCY,
     prefetch: config.WORKER_PREFETCH,

@@ -20,7 +20,7 @@ const RETENTION_MAX_BATCHES = 50
 /** skipped: another instance holds the task's lock and does the work. */
 export type MaintenanceResult = { skipped: true } | { skipped: false, counts: Record<string, number> }
 
-async function withTaskLock(locks: Locks, name: string, work: () => Promise<Record<string, number>>): Promise<MaintenanceResult> {
+export async function withTaskLock(locks: Locks, name: string, work: () => Promise<Record<string, number>>): Promise<MaintenanceResult> {
   const key = `lock:task:${name}`
   let token: string | null | undefined
   try {

@@ -289,10 +289,19 @@ export async function collectEvidence(db: Database, query: EvidenceQuery): Promi
   function addOrder(order: OrderRow) {
     add(`order:${order.id}`, rankOf.order, order.createdAt, {
       kind: 'order',
-      summary: `Order ${order.id} created for cart ${order.cartId} (${money(order.amount, order.currency)}, ${order.customer.email}) by request ${order.requestId}; now ${order.status}.`,
+      summary: `Order ${order.id} created for cart ${order.cartId} (${money(order.amount, order.currency)}, ${order.customer.email}) by request ${order.requestId}; now ${order.status}`
+        + `${order.paymentIntentId ? `; payment ${order.paymentIntentId} at ${order.paymentProvider}` : ''}${order.paymentError ? `; ${order.paymentProvider} refused the payment (${order.paymentError.code}: ${order.paymentError.providerMessage})` : ''}.`,
       ids: idsOf({ orderId: order.id, key: order.idempotencyKey, scope: `tenant:${order.tenantId}`, requestId: order.requestId }),
-      detail: { ...order, createdAt: iso(order.createdAt), updatedAt: iso(order.updatedAt) },
+      // The next action's type only: a Stripe client secret is for the shopper's browser, not the console.
+      detail: { ...order, paymentNextAction: order.paymentNextAction && { type: order.paymentNextAction.type }, createdAt: iso(order.createdAt), updatedAt: iso(order.updatedAt) },
     })
+  }
+
+  /** What the provider's status API said when it confirmed the notification (Midtrans). */
+  const confirmationOf = (row: WebhookEventRow) => {
+    const said = row.confirmation
+    if (!said) return ''
+    return said.found ? `; ${row.provider}'s status API said ${String(said.providerStatus)} (${String(said.type)})` : `; ${row.provider}'s status API does not know this payment`
   }
 
   function addWebhookEvents(rows: WebhookEventRow[]) {
@@ -301,7 +310,9 @@ export async function collectEvidence(db: Database, query: EvidenceQuery): Promi
       const { rawBody, ...fields } = row
       add(`webhook_event:${row.id}`, rankOf.webhook_event, row.receivedAt, {
         kind: 'webhook_event',
-        summary: `${row.provider} event ${row.eventId} (${row.type}, ${money(row.amount, row.currency)}) stored for order ${row.orderId} by request ${row.requestId}; ${row.status}.`,
+        summary: row.source === 'reconciliation'
+          ? `No webhook came: reconciliation asked ${row.provider}'s API for payment ${row.paymentId} and found ${row.type} (${money(row.amount, row.currency)}); stored for order ${row.orderId} as event ${row.eventId}, applied through webhook.apply like a webhook; ${row.status}.`
+          : `${row.provider} event ${row.eventId} (${row.type}, ${money(row.amount, row.currency)}) stored for order ${row.orderId} by request ${row.requestId}; ${row.status}${confirmationOf(row)}.`,
         ids: idsOf({ eventId: row.eventId, webhookEventId: row.id, orderId: row.orderId, requestId: row.requestId, key: row.eventId, scope: `provider:${row.provider}` }),
         detail: { ...fields, rawBodyBytes: Buffer.byteLength(rawBody), receivedAt: iso(row.receivedAt), processedAt: row.processedAt && iso(row.processedAt) },
       })

@@ -17,7 +17,7 @@ const rank = (status: string) => paymentStatusPrecedence.indexOf(status as Payme
  * order stays as it is. `awaiting_payment`: a full refund of an order whose payment has not been
  * applied yet; it is kept in the history and completed by that payment.
  */
-export type IgnoredBecause = 'informational' | 'same_status' | 'lower_precedence' | 'amount_mismatch' | 'partial_refund' | 'awaiting_payment'
+export type IgnoredBecause = 'unconfirmed' | 'informational' | 'same_status' | 'lower_precedence' | 'amount_mismatch' | 'partial_refund' | 'awaiting_payment'
 
 export interface PaymentStatusChange {
   from: string
@@ -36,6 +36,8 @@ export interface PaymentStatusContext {
    */
   amount?: number
   currency?: string
+  /** A notification asked for a state the provider's status API does not confirm: history only. */
+  unconfirmed?: boolean
 }
 
 /**
@@ -94,6 +96,7 @@ async function hasRefundAwaitingPayment(tx: Database, orderId: string): Promise<
 }
 
 function ignoredBecause(order: { status: string, amount: number, currency: string }, requested: PaymentStatus | null, context: PaymentStatusContext): IgnoredBecause | undefined {
+  if (context.unconfirmed) return 'unconfirmed'
   if (requested === null) return 'informational'
   if (requested === order.status) return 'same_status'
   if (rank(requested) < rank(order.status)) return 'lower_precedence'

@@ -1,12 +1,10 @@
 import { and, eq, sql } from 'drizzle-orm'
-import { useConfig } from '../config'
 import type { Database } from '../db/client'
 import { newId } from '../db/ids'
 import { orders } from '../db/schema'
 import { defineStatement } from '../db/statements'
 import type { AtomicPlan } from '../idempotency/core'
 import { jobInsert } from '../jobs/enqueue'
-import { paymentProviderConfigured } from '../mockpay/provider'
 import { metrics } from '../observability/metrics'
 import { problem } from '../problems'
 import type { CreateOrderInput } from './schema'
@@ -30,6 +28,22 @@ export function serializeOrder(order: OrderRow) {
   }
 }
 
+/**
+ * The order's payment as the checkout page continues it: the provider, its payment id, the next
+ * step (Stripe's client secret for Stripe.js, Midtrans' virtual account or e-wallet actions) and,
+ * after a definitive refusal, why (the shopper's words and the provider's code). Null until the
+ * payment.create_intent job ran. Only the order's own tenant (or checkout session) reads it.
+ */
+export function serializePayment(order: OrderRow) {
+  if (!order.paymentProvider) return null
+  return {
+    provider: order.paymentProvider,
+    id: order.paymentIntentId,
+    nextAction: order.paymentNextAction,
+    error: order.paymentError && { code: order.paymentError.code, message: order.paymentError.message },
+  }
+}
+
 const insertOrder = defineStatement(db => db.insert(orders).values({
   id: sql.placeholder('id'),
   tenantId: sql.placeholder('tenantId'),
@@ -46,8 +60,8 @@ const insertOrder = defineStatement(db => db.insert(orders).values({
 }))
 
 /**
- * The order and its payment.create_intent job (when a payment provider is configured: else no
- * worker could ever run it), for the idempotency record's transaction. The response is known
+ * The order and its payment.create_intent job (PAYMENT_PROVIDER is always set), for the
+ * idempotency record's transaction. The response is known
  * before anything is sent (the id and creation time are chosen here), so the whole transaction
  * goes out at once. One order per (tenant, cart) is a database constraint:
  * another key for an ordered cart fails the transaction, and the answer — a deterministic 409 — is
@@ -67,21 +81,21 @@ export function planOrder(
     idempotencyKey: context.idempotencyKey,
     requestId: context.requestId,
     paymentIntentId: null,
+    paymentProvider: null,
+    paymentNextAction: null,
+    paymentError: null,
+    paymentCheckedAt: null,
     createdAt: now,
     updatedAt: now,
   }
-  const statements = [insertOrder(db, order)]
-  // Either way the transaction is one fixed text, prepared once per connection.
-  if (paymentProviderConfigured(useConfig())) {
-    statements.push(jobInsert(db, {
-      kind: 'payment.create_intent',
-      dedupeKey: order.id,
-      payload: { orderId: order.id },
-      resourceId: `order:${order.id}`,
-      idempotencyKey: context.idempotencyKey,
-      requestId: context.requestId,
-    }))
-  }
+  const statements = [insertOrder(db, order), jobInsert(db, {
+    kind: 'payment.create_intent',
+    dedupeKey: order.id,
+    payload: { orderId: order.id },
+    resourceId: `order:${order.id}`,
+    idempotencyKey: context.idempotencyKey,
+    requestId: context.requestId,
+  })]
   return {
     statements,
     result: {

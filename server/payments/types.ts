@@ -1,29 +1,75 @@
-export interface PaymentIntentRequest {
+import type { PaymentError, PaymentNextAction } from '../db/schema'
+import type { PaymentProviderName } from '../config'
+import type { PaymentEventType } from '../webhooks/types'
+
+export interface PaymentRequest {
   orderId: string
+  /** Minor units, as on the order. */
   amount: number
   currency: string
+  paymentMethod: string
+  customerEmail: string
   /**
-   * The provider's idempotency token (Stripe's Idempotency-Key): the order id, so however often the
-   * job runs, the provider creates one intent.
+   * Derived from the order, never random: however often the job runs (a crash, a lost response),
+   * the provider sees one request and answers with one payment.
    */
-  idempotencyToken: string
+  idempotencyKey: string
 }
 
-export interface PaymentIntent {
+export interface CreatedPayment {
+  /** The provider's id for the payment: Stripe's PaymentIntent, Midtrans' order id, mockpay's intent. */
   id: string
-  status: string
+  nextAction: PaymentNextAction
 }
 
-/** What the worker needs from a payment provider; the simulated provider (mockpay) implements it too. */
+/** What the provider's API says about a payment now, as a normalised event would say it. */
+export interface PaymentState {
+  paymentId: string
+  /** The provider's own word for the state (succeeded, settlement, refund…): part of the reconciled event's id. */
+  providerStatus: string
+  type: PaymentEventType
+  amount?: number
+  currency?: string
+  /** The provider's answer as received, kept as evidence. */
+  answer: Record<string, unknown>
+}
+
+/** What the worker needs from a payment provider: Stripe, Midtrans and the simulated one (mockpay). */
 export interface PaymentProvider {
-  readonly name: string
-  createIntent(request: PaymentIntentRequest, signal: AbortSignal): Promise<PaymentIntent>
+  readonly name: PaymentProviderName
+  /** Creates the payment, or gives back the one an earlier run created (never a second one). */
+  createPayment(request: PaymentRequest, signal: AbortSignal): Promise<CreatedPayment>
+  /** The payment's state at the provider; undefined when the provider has no such payment. */
+  readPayment(payment: { orderId: string, paymentId: string }, signal: AbortSignal): Promise<PaymentState | undefined>
 }
 
-/** The provider asked us to slow down (HTTP 429); the job snoozes for retryAfterMs. */
-export class ProviderRateLimited extends Error {
-  constructor(readonly retryAfterMs: number) {
-    super(`payment provider rate limited; retry after ${retryAfterMs} ms`)
-    this.name = 'ProviderRateLimited'
+/**
+ * The provider could not answer now (network, timeout, 409, 429, 5xx): retry with backoff, or after
+ * retryAfterMs when the provider said how long (Retry-After).
+ */
+export class ProviderUnavailable extends Error {
+  constructor(message: string, readonly retryAfterMs?: number, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'ProviderUnavailable'
   }
 }
+
+/** The provider refused for good (a decline, details it will never accept): recorded on the order, never retried. */
+export class PaymentRefused extends Error {
+  constructor(readonly refusal: PaymentError) {
+    super(`payment refused (${refusal.code}): ${refusal.providerMessage}`)
+    this.name = 'PaymentRefused'
+  }
+}
+
+/** Retry-After in ms: delta-seconds or an HTTP date (RFC 9110 §10.2.3); undefined when absent or unreadable. */
+export function retryAfterMs(header: string | undefined, now = Date.now()): number | undefined {
+  if (!header) return undefined
+  const value = header.trim()
+  if (/^\d{1,10}$/.test(value)) return Number(value) * 1000
+  const date = Date.parse(value)
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now)
+}
+
+/** What the shopper reads when the shop's request was refused for its details (not their card). */
+export const REFUSED_DETAILS_MESSAGE = 'The payment could not be started because the payment provider refused the order\'s details. Nothing was charged; please contact the shop.'

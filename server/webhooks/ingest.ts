@@ -20,6 +20,7 @@ const insertEvent = defineStatement(db => db.insert(webhookEvents).values({
   currency: sql.placeholder('currency'),
   rawBody: sql.placeholder('rawBody'),
   signatureHeaders: sql.placeholder('signatureHeaders'),
+  source: sql.placeholder('source'),
   requestId: sql.placeholder('requestId'),
   receivedAt: sql.placeholder('receivedAt'),
 }))
@@ -38,7 +39,7 @@ export function planWebhookIngest(provider: string, delivery: VerifiedDelivery, 
       statements: [
         insertEvent(db, {
           id, provider, ...event, paymentId: event.paymentId ?? null, amount: event.amount ?? null, currency: event.currency ?? null,
-          rawBody: delivery.rawBody, signatureHeaders: delivery.signatureHeaders, requestId, receivedAt: now,
+          rawBody: delivery.rawBody, signatureHeaders: delivery.signatureHeaders, source: delivery.source ?? 'webhook', requestId, receivedAt: now,
         }),
         jobInsert(db, {
           kind: 'webhook.apply',

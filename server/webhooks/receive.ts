@@ -7,6 +7,7 @@ import { log } from '../observability/logger'
 import { metrics } from '../observability/metrics'
 import { problem, problemOf } from '../problems'
 import type { RegisteredProvider } from './registry'
+import type { WebhookEventSource } from '../db/schema'
 import type { PaymentEvent } from './types'
 
 export interface VerifiedDelivery {
@@ -14,6 +15,8 @@ export interface VerifiedDelivery {
   /** The body exactly as signed (valid UTF-8, checked) and the headers that carry its signature. */
   rawBody: string
   signatureHeaders: Record<string, string>
+  /** Absent: a signed delivery. reconciliation: the provider's API answer (rawBody), read because no webhook came. */
+  source?: WebhookEventSource
 }
 
 /**

@@ -208,7 +208,7 @@ describeWithServices('checkout session cookie (SPEC §2)', ['postgres', 'redis']
 
       expect(fetched.status, fetched.text).toBe(200)
       const { idempotency: _, ...order } = created.json
-      expect(fetched.json).toEqual({ ...order, paymentIntentId: null })
+      expect(fetched.json).toEqual({ ...order, paymentIntentId: null, payment: null })
     })
   })
 

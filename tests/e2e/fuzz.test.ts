@@ -306,7 +306,7 @@ const badTimestamp = fc.oneof(
 /** Bodies of any kind: an event, JSON, bytes that are no UTF-8, deep nesting, nothing. */
 const anyWebhookBody = fc.oneof(
   fc.record({ orderId: fc.string({ minLength: 1, maxLength: 20 }), amount: fc.nat() }).map(({ orderId, amount }) =>
-    json({ type: 'payment.succeeded', timestamp: '2026-11-29T10:00:00.000Z', id: `evt_${orderId}`, data: { orderId, paymentId: 'pay_1', amount, currency: 'IDR', object: { id: 'pi_1', metadata: { orderId } } } })),
+    json({ type: 'payment.succeeded', timestamp: '2026-11-29T10:00:00.000Z', id: `evt_${orderId}`, data: { orderId, paymentId: 'pay_1', amount, currency: 'IDR', object: { id: 'pi_1', metadata: { order_id: orderId } } } })),
   fc.jsonValue().map(json),
   fc.uint8Array({ maxLength: 2000 }).map(bytes => Buffer.from(bytes)),
   deepNesting.map(nested => Buffer.from(nested.text)),
@@ -392,7 +392,7 @@ const stripeEvent = fc.record({
   id: fc.constant(EVENT_PLACEHOLDER),
   object: fc.constant('event'),
   type: fc.constantFrom('payment_intent.succeeded', 'payment_intent.payment_failed', 'charge.refunded'),
-  data: fc.record({ object: fc.record({ id: visibleAscii(1, 64), object: fc.constant('payment_intent'), amount: fc.nat(), currency: fc.constantFrom('usd', 'idr', 'EUR'), metadata: fc.record({ orderId: visibleAscii(1, 64) }) }) }),
+  data: fc.record({ object: fc.record({ id: visibleAscii(1, 64), object: fc.constant('payment_intent'), amount: fc.nat(), currency: fc.constantFrom('usd', 'idr', 'EUR'), metadata: fc.record({ order_id: visibleAscii(1, 64) }) }) }),
 })
 
 /** What can be signed correctly and still be no event the provider understands. */
@@ -452,14 +452,14 @@ const signedStripeCase: fc.Arbitrary<SignedBodyCase> = fc.oneof(
   { weight: 1, arbitrary: fc.tuple(stripeEvent, fc.string({ maxLength: 40 }).filter(type => !['payment_intent.succeeded', 'payment_intent.payment_failed', 'charge.refunded'].includes(type))).map(([event, type]) => ({
     what: `an unhandled type ${JSON.stringify(type)}`, bytes: json({ ...event, type }), expected: 'payload-invalid' as const,
   })) },
-  { weight: 1, arbitrary: fc.tuple(stripeEvent, fc.oneof(fc.constant(undefined), fc.constant({}), fc.record({ orderId: fc.oneof(fc.constant(''), visibleAscii(65, 100), wrongTypeFor('string')) }))).map(([event, metadata]) => ({
+  { weight: 1, arbitrary: fc.tuple(stripeEvent, fc.oneof(fc.constant(undefined), fc.constant({}), fc.record({ order_id: fc.oneof(fc.constant(''), visibleAscii(65, 100), wrongTypeFor('string')) }))).map(([event, metadata]) => ({
     what: `metadata ${JSON.stringify(metadata)?.slice(0, 60)}`,
     bytes: json({ ...event, data: { object: { ...event.data.object, metadata } } }),
     expected: 'payload-invalid' as const,
   })) },
   { weight: 1, arbitrary: fc.tuple(stripeEvent, invalidUtf8).map(([event, bytes]) => ({
-    what: `bytes ${bytes.toString('hex')} in metadata.orderId`,
-    bytes: spliced(JSON.stringify({ ...event, data: { object: { ...event.data.object, metadata: { orderId: `o${BYTES_MARK}` } } } }), bytes),
+    what: `bytes ${bytes.toString('hex')} in metadata.order_id`,
+    bytes: spliced(JSON.stringify({ ...event, data: { object: { ...event.data.object, metadata: { order_id: `o${BYTES_MARK}` } } } }), bytes),
     expected: 'payload-invalid' as const,
   })) },
   { weight: 2, arbitrary: notAnEvent.map(body => ({ ...body, expected: 'payload-invalid' as const })) },

@@ -362,7 +362,7 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
       expect(fetched.headers.get('content-type')).toMatch(/^application\/json\b/)
       // The stored creation response, plus the intent the worker attaches later (no worker runs here).
       const { idempotency: _, ...order } = created.json
-      expect(fetched.json).toEqual({ ...order, paymentIntentId: null })
+      expect(fetched.json).toEqual({ ...order, paymentIntentId: null, payment: null })
 
       expectProblem(await getOrder(tenantB.secretKey, created.json.id), 'not-found')
       expectProblem(await getOrder(tenant.secretKey, 'ord_doesnotexist'), 'not-found')

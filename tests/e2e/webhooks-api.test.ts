@@ -442,7 +442,7 @@ describeWithServices('POST /api/webhooks/:provider (SPEC §5) with the in-app wo
       const order = await createOrder()
       const before = await webhookRowCounts(sql())
       const eventId = `evt_${randomUUID().replaceAll('-', '')}`
-      const body = JSON.stringify({ id: eventId, object: 'event', type: 'customer.created', created: nowSeconds(), data: { object: { id: 'cus_1', object: 'customer', metadata: { orderId: order.id } } } })
+      const body = JSON.stringify({ id: eventId, object: 'event', type: 'customer.created', created: nowSeconds(), data: { object: { id: 'cus_1', object: 'customer', metadata: { order_id: order.id } } } })
 
       const response = await send(stripeDelivery(body))
 

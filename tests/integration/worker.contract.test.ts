@@ -17,6 +17,7 @@ import { createRedisLocks } from '../../server/locks/redis'
 import type { Locks } from '../../server/locks/types'
 import { setLogLevel } from '../../server/observability/logger'
 import { createMockpayProvider } from '../../server/mockpay/provider'
+import { paymentIdempotencyKey } from '../../server/payments'
 import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../support/databases'
 import { enqueueJobs, interceptStatements, orderJob, seedOrderWithId, seedOrders } from '../support/jobs'
 import { pollUntil } from '../support/poll'
@@ -268,7 +269,7 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
     expect(await statusCounts()).toEqual({ completed: 50 })
     const intents = await db.select().from(paymentIntents)
     expect(intents).toHaveLength(50)
-    expect(intents.filter(intent => intent.requests !== 1 || intent.provider !== 'mockpay' || intent.idempotencyToken !== intent.orderId)).toEqual([])
+    expect(intents.filter(intent => intent.requests !== 1 || intent.provider !== 'mockpay' || intent.idempotencyToken !== paymentIdempotencyKey(intent.orderId))).toEqual([])
     const orderRows = await db.select({ id: orders.id, paymentIntentId: orders.paymentIntentId }).from(orders).where(inArray(orders.id, orderIds))
     expect(Object.fromEntries(orderRows.map(order => [order.id, order.paymentIntentId])))
       .toEqual(Object.fromEntries(intents.map(intent => [intent.orderId, intent.id])))
@@ -519,7 +520,7 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
 
   it('a worker claims only the kinds it runs: a job of another kind waits queued, untouched, for a worker that runs it', async () => {
     const { orderId } = await seedOrder()
-    const [confirmationOnly] = createJobKinds({}).filter(kind => kind.kind === 'order.send_confirmation')
+    const [confirmationOnly] = createJobKinds({ payments: createMockpayProvider(db) }).filter(kind => kind.kind === 'order.send_confirmation')
     await startWorker({ kinds: [confirmationOnly!] })
     const invoice = await enqueueOne({ orderId, kind: 'order.issue_invoice' })
     const confirmation = await enqueueOne({ orderId, kind: 'order.send_confirmation' })
@@ -783,7 +784,7 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
         await complete()
       },
     })
-    const [confirmation] = createJobKinds({}).filter(kind => kind.kind === 'order.send_confirmation')
+    const [confirmation] = createJobKinds({ payments: createMockpayProvider(db) }).filter(kind => kind.kind === 'order.send_confirmation')
     await startWorker({ kinds: [snoozesForAges, confirmation!], snooze: { max: 5, maxDelayMs: 700 } })
     const [id] = await enqueueJobs(db, [{ kind: 'test.snoozes_for_ages', dedupeKey: 'ages', payload: {} }])
 

@@ -76,6 +76,7 @@ export function appEnv(options: Pick<StartAppOptions, 'databaseUrl' | 'redisUrl'
     MIDTRANS_SERVER_KEY: testSecrets.midtransServerKey,
     SESSION_PASSWORD: testSecrets.sessionPassword,
     FAULTS_ENABLED: 'true',
+    PAYMENT_PROVIDER: 'mockpay',
     MOCKPAY_ENABLED: 'true',
     MOCKPAY_WEBHOOK_SECRET: testSecrets.mockpayWebhookSecret,
     LOG_LEVEL: 'warn',

@@ -50,8 +50,8 @@ export type StripeEventType = 'payment_intent.succeeded' | 'payment_intent.payme
 /** A Stripe event; a charge.refunded refunds all of `amount` unless `amountRefunded` says less. */
 export function stripeBody(eventId: string, type: StripeEventType, orderId: string, amount: number, currency = 'usd', amountRefunded = amount): string {
   const object = type === 'charge.refunded'
-    ? { id: `ch_${eventId}`, object: 'charge', amount, amount_refunded: amountRefunded, refunded: amountRefunded === amount, currency, payment_intent: `pi_${orderId}`, metadata: { orderId } }
-    : { id: `pi_${orderId}`, object: 'payment_intent', amount, amount_received: type === 'payment_intent.succeeded' ? amount : 0, currency, metadata: { orderId } }
+    ? { id: `ch_${eventId}`, object: 'charge', amount, amount_refunded: amountRefunded, refunded: amountRefunded === amount, currency, payment_intent: `pi_${orderId}`, metadata: { order_id: orderId } }
+    : { id: `pi_${orderId}`, object: 'payment_intent', amount, amount_received: type === 'payment_intent.succeeded' ? amount : 0, currency, metadata: { order_id: orderId } }
   return JSON.stringify({ id: eventId, object: 'event', type, created: nowSeconds(), data: { object } })
 }
 

@@ -220,7 +220,7 @@ const stripeEventBody = JSON.stringify({
   object: 'event',
   type: 'payment_intent.succeeded',
   created: 1_800_000_000,
-  data: { object: { id: 'pi_3Qabc', object: 'payment_intent', amount: 4200, amount_received: 4200, currency: 'usd', metadata: { orderId: 'ord_stripe_1' } } },
+  data: { object: { id: 'pi_3Qabc', object: 'payment_intent', amount: 4200, amount_received: 4200, currency: 'usd', metadata: { order_id: 'ord_stripe_1' } } },
 })
 
 /** Stripe-Signature as stripe-node's own test helper writes it. */
@@ -438,7 +438,7 @@ describe('parse: stripe', () => {
   const parseStripe = (json: unknown) => stripeProvider.parse(json, delivery(JSON.stringify(json), {}, 0))
 
   const intent = (overrides: Record<string, unknown> = {}) => ({
-    id: 'pi_3Qintent', object: 'payment_intent', amount: 4200, amount_received: 4200, currency: 'usd', metadata: { orderId: 'ord_stripe_1' }, ...overrides,
+    id: 'pi_3Qintent', object: 'payment_intent', amount: 4200, amount_received: 4200, currency: 'usd', metadata: { order_id: 'ord_stripe_1' }, ...overrides,
   })
   const event = (id: string, type: string, object: unknown) => ({ id, object: 'event', type, created: 1_800_000_000, data: { object } })
 
@@ -462,7 +462,7 @@ describe('parse: stripe', () => {
   })
 
   it('maps charge.refunded to payment.refunded under the charge\'s payment intent', () => {
-    const charge = { id: 'ch_3Qcharge', object: 'charge', amount: 4200, amount_refunded: 4200, currency: 'eur', payment_intent: 'pi_3Qintent', metadata: { orderId: 'ord_stripe_1' } }
+    const charge = { id: 'ch_3Qcharge', object: 'charge', amount: 4200, amount_refunded: 4200, currency: 'eur', payment_intent: 'pi_3Qintent', metadata: { order_id: 'ord_stripe_1' } }
     expect(parseStripe(event('evt_refunded', 'charge.refunded', charge))).toEqual({
       ok: true,
       event: { eventId: 'evt_refunded', type: 'payment.refunded', orderId: 'ord_stripe_1', paymentId: 'pi_3Qintent', amount: 4200, currency: 'EUR' },
@@ -473,7 +473,7 @@ describe('parse: stripe', () => {
   })
 
   it('gives charge.refunded the amount refunded so far (amount_refunded), not the amount charged', () => {
-    const partly = { id: 'ch_3Qcharge', object: 'charge', amount: 4200, amount_refunded: 1000, refunded: false, currency: 'eur', payment_intent: 'pi_3Qintent', metadata: { orderId: 'ord_stripe_1' } }
+    const partly = { id: 'ch_3Qcharge', object: 'charge', amount: 4200, amount_refunded: 1000, refunded: false, currency: 'eur', payment_intent: 'pi_3Qintent', metadata: { order_id: 'ord_stripe_1' } }
     expect(parseStripe(event('evt_partly_refunded', 'charge.refunded', partly))).toEqual({
       ok: true,
       event: { eventId: 'evt_partly_refunded', type: 'payment.refunded', orderId: 'ord_stripe_1', paymentId: 'pi_3Qintent', amount: 1000, currency: 'EUR' },
@@ -497,7 +497,7 @@ describe('parse: stripe', () => {
     expect(!parsed.ok && parsed.reason).toMatch(/^event type ".+" is not handled/)
   })
 
-  it('refuses an event without metadata.orderId or an id', () => {
+  it('refuses an event without metadata.order_id or an id', () => {
     const { metadata: _metadata, ...withoutMetadata } = intent()
     const noOrder = parseStripe(event('evt_no_order', 'payment_intent.succeeded', withoutMetadata))
     expect(noOrder.ok).toBe(false)

@@ -1,6 +1,6 @@
 import { useDatabaseHandle } from '../../db'
 import { OrderIdSchema } from '../../orders/schema'
-import { findOrder, serializeOrder } from '../../orders/service'
+import { findOrder, serializeOrder, serializePayment } from '../../orders/service'
 import { problem } from '../../problems'
 
 export default defineEventHandler(async (event) => {
@@ -8,6 +8,6 @@ export default defineEventHandler(async (event) => {
   const id = OrderIdSchema.safeParse(getRouterParam(event, 'id'))
   const order = id.success ? await findOrder(useDatabaseHandle().db, tenant.id, id.data) : undefined
   if (!order) throw problem('not-found', `No order "${getRouterParam(event, 'id')}" exists for your tenant. Check the id returned by POST /api/orders.`)
-  // The intent appears once the payment.create_intent job ran; the creation response predates it.
-  return { ...serializeOrder(order), paymentIntentId: order.paymentIntentId }
+  // The payment appears once the payment.create_intent job ran; the creation response predates it.
+  return { ...serializeOrder(order), paymentIntentId: order.paymentIntentId, payment: serializePayment(order) }
 })

@@ -6,8 +6,8 @@ import { paymentCreateIntent } from './payment-create-intent'
 import { webhookApply } from './webhook-apply'
 
 export interface JobKindDependencies {
-  /** Where payment.create_intent asks for intents; none configured: the kind is not run here. */
-  payments?: PaymentProvider
+  /** Where payment.create_intent asks for payments, and what confirms a Midtrans notification. */
+  payments: PaymentProvider
   /** Where and with which secret the simulated provider signs and sends its webhooks; absent while mockpay is off. */
   mockpay?: { url: string, secret: string }
 }
@@ -15,11 +15,11 @@ export interface JobKindDependencies {
 /** Every job kind the worker runs. */
 export function createJobKinds(deps: JobKindDependencies): JobKind[] {
   return [
-    ...(deps.payments ? [paymentCreateIntent(deps.payments)] : []),
+    paymentCreateIntent(deps.payments),
     orderSendConfirmation,
     orderIssueInvoice,
     orderSendRefundNotice,
-    webhookApply,
+    webhookApply(deps.payments),
     ...(deps.mockpay ? [mockpayDeliver(deps.mockpay)] : []),
   ]
 }

@@ -1,13 +1,18 @@
-import type { PaymentProvider } from '../../payments/types'
-import { ProviderRateLimited } from '../../payments/types'
-import { SnoozeJob } from '../errors'
+import { eq, sql } from 'drizzle-orm'
+import { orders } from '../../db/schema'
+import { applyPaymentStatus } from '../../orders/payment-state'
+import { paymentIdempotencyKey } from '../../payments'
+import { PaymentRefused, type PaymentProvider } from '../../payments/types'
 import { defineJobKind } from '../kind'
 import { loadOrders, OrderJobPayload, orderResource, requireOrder } from './order-payload'
+import { retryLater } from './provider-errors'
 
 /**
- * Asks the provider for a payment intent with the order id as its idempotency token, then stores
- * the intent on the order. The call happens outside our transaction, so a job that runs twice asks
- * twice — and the provider's token dedupe answers the same intent both times.
+ * Asks the provider for the order's payment, then stores it on the order with what the checkout
+ * page does next. The call happens outside our transaction, so a job that runs twice (a crash
+ * between the provider's answer and the commit, a lost response) asks twice, with the same
+ * idempotency key — and the provider answers with the one payment it created. A definitive refusal
+ * is recorded on the order (payment_failed, with the reason the page shows) and ends the job.
  */
 export function paymentCreateIntent(provider: PaymentProvider) {
   return defineJobKind({
@@ -15,21 +20,33 @@ export function paymentCreateIntent(provider: PaymentProvider) {
     payload: OrderJobPayload,
     resource: orderResource,
     load: loadOrders,
-    async run({ signal, complete }, { orderId }, loaded) {
+    async run({ job, signal, complete, commit }, { orderId }, loaded) {
       const order = requireOrder(loaded, orderId)
-      if (order.paymentIntentId) return complete()
-      let intent
+      if (order.paymentIntentId || order.paymentError) return complete()
+      let created
       try {
-        intent = await provider.createIntent({ orderId, amount: order.amount, currency: order.currency, idempotencyToken: orderId }, signal)
+        created = await provider.createPayment({
+          orderId,
+          amount: order.amount,
+          currency: order.currency,
+          paymentMethod: order.paymentMethod,
+          customerEmail: order.customer.email,
+          idempotencyKey: paymentIdempotencyKey(orderId),
+        }, signal)
       }
       catch (error) {
-        if (error instanceof ProviderRateLimited) throw new SnoozeJob(error.retryAfterMs, 'payment provider rate limited')
-        throw error
+        if (!(error instanceof PaymentRefused)) retryLater(error, provider.name)
+        const { refusal } = error
+        return commit(async (tx) => {
+          await tx.update(orders).set({ paymentProvider: provider.name, paymentError: refusal, updatedAt: sql`now()` }).where(eq(orders.id, orderId))
+          await applyPaymentStatus(tx, orderId, 'payment_failed', { jobId: job.id, requestId: job.requestId ?? undefined })
+        })
       }
-      // The first intent stored stays: a run whose order already has one changes nothing.
+      // The first payment stored stays: a run whose order already has one changes nothing.
       await complete({
-        text: 'stored as (update orders set payment_intent_id = $1::text, updated_at = now() from done where orders.id = $2::text and orders.payment_intent_id is null)',
-        params: [intent.id, orderId],
+        text: `stored as (update orders set payment_intent_id = $1::text, payment_provider = $2::text, payment_next_action = $3::jsonb, updated_at = now()
+          from done where orders.id = $4::text and orders.payment_intent_id is null)`,
+        params: [created.id, provider.name, JSON.stringify(created.nextAction), orderId],
       })
     },
   })

@@ -2,35 +2,64 @@ import { eq, sql } from 'drizzle-orm'
 import { z } from 'zod'
 import { webhookEvents } from '../../db/schema'
 import { applyPaymentStatus } from '../../orders/payment-state'
+import type { PaymentProvider } from '../../payments/types'
 import { requestedStatusOf, type PaymentEventType } from '../../webhooks/types'
 import { PermanentJobError, RetryableJobError } from '../errors'
 import { defineJobKind } from '../kind'
+import { retryLater } from './provider-errors'
 
 const WebhookApplyPayload = z.object({ webhookEventId: z.string().min(1), orderId: z.string().min(1) }).strict()
+
+/** Providers whose notifications are confirmed with their status API before they may move an order: Midtrans signs too little of its body. */
+const confirmedProviders = new Set(['midtrans'])
 
 /**
  * Applies a stored provider event to its order by precedence, under the order's lock, and marks the
  * event applied or ignored in the same fenced transaction. An order we do not know yet (the event
  * overtook it) is retried with backoff, then dead-lettered for an operator.
+ *
+ * With `confirmer` (the deployment's payment provider), a notification of a provider in
+ * confirmedProviders is applied as the provider's status API states it, not as its body does: what
+ * the API said is kept on the event, and a state change the API does not confirm is ignored as
+ * `unconfirmed`. A reconciled event is the API's answer already.
  */
-export const webhookApply = defineJobKind({
-  kind: 'webhook.apply',
-  payload: WebhookApplyPayload,
-  resource: payload => `order:${payload.orderId}`,
-  async run({ db, job, commit }, { webhookEventId, orderId }) {
-    const [stored] = await db.select().from(webhookEvents).where(eq(webhookEvents.id, webhookEventId))
-    if (!stored) throw new PermanentJobError(`webhook event ${webhookEventId} not found`)
-    await commit(async (tx) => {
-      const change = await applyPaymentStatus(tx, orderId, requestedStatusOf[stored.type as PaymentEventType], {
-        jobId: job.id,
-        requestId: stored.requestId,
-        webhookEventId,
-        amount: stored.amount ?? undefined,
-        currency: stored.currency ?? undefined,
+export function webhookApply(confirmer?: PaymentProvider) {
+  return defineJobKind({
+    kind: 'webhook.apply',
+    payload: WebhookApplyPayload,
+    resource: payload => `order:${payload.orderId}`,
+    async run({ db, job, signal, commit }, { webhookEventId, orderId }) {
+      const [stored] = await db.select().from(webhookEvents).where(eq(webhookEvents.id, webhookEventId))
+      if (!stored) throw new PermanentJobError(`webhook event ${webhookEventId} not found`)
+      let requested = requestedStatusOf[stored.type as PaymentEventType]
+      let amount = stored.amount ?? undefined
+      let currency = stored.currency ?? undefined
+      let confirmation: Record<string, unknown> | null = null
+      let unconfirmed = false
+      if (confirmer && confirmer.name === stored.provider && confirmedProviders.has(stored.provider) && stored.source === 'webhook') {
+        const state = await confirmer.readPayment({ orderId, paymentId: stored.paymentId ?? orderId }, signal).catch(error => retryLater(error, confirmer.name))
+        confirmation = state
+          ? { found: true, providerStatus: state.providerStatus, type: state.type, amount: state.amount ?? null, currency: state.currency ?? null, checkedAt: new Date().toISOString() }
+          : { found: false, checkedAt: new Date().toISOString() }
+        const confirmed = state ? requestedStatusOf[state.type] : null
+        unconfirmed = requested !== null && confirmed === null
+        requested = confirmed
+        amount = state?.amount
+        currency = state?.currency
+      }
+      await commit(async (tx) => {
+        const change = await applyPaymentStatus(tx, orderId, requested, {
+          jobId: job.id,
+          requestId: stored.requestId,
+          webhookEventId,
+          amount,
+          currency,
+          unconfirmed,
+        })
+        if (!change) throw new RetryableJobError(`order ${orderId} not found (yet) for ${stored.provider} event ${stored.eventId}`)
+        await tx.update(webhookEvents).set({ status: change.changed ? 'applied' : 'ignored', processedAt: sql`now()`, confirmation })
+          .where(eq(webhookEvents.id, webhookEventId))
       })
-      if (!change) throw new RetryableJobError(`order ${orderId} not found (yet) for ${stored.provider} event ${stored.eventId}`)
-      await tx.update(webhookEvents).set({ status: change.changed ? 'applied' : 'ignored', processedAt: sql`now()` })
-        .where(eq(webhookEvents.id, webhookEventId))
-    })
-  },
-})
+    },
+  })
+}

@@ -27,7 +27,8 @@ const StripeEvent = z.object({
       amount_refunded: z.number().int().nonnegative().optional(),
       currency: z.string().regex(/^[a-zA-Z]{3}$/).optional(),
       payment_intent: z.string().max(255).nullish(),
-      metadata: z.object({ orderId: z.string().min(1).max(64) }),
+      // Set by this app's PaymentIntents (server/payments/stripe.ts).
+      metadata: z.object({ order_id: z.string().min(1).max(64) }),
     }),
   }),
 })
@@ -61,7 +62,7 @@ export const stripeProvider: WebhookProvider = {
     const amount = normalised === 'payment.succeeded' ? object.amount_received ?? object.amount
       : normalised === 'payment.refunded' ? object.amount_refunded
         : object.amount
-    const event: PaymentEvent = { eventId: id, type: normalised, orderId: object.metadata.orderId, paymentId, amount, currency: object.currency?.toUpperCase() }
+    const event: PaymentEvent = { eventId: id, type: normalised, orderId: object.metadata.order_id, paymentId, amount, currency: object.currency?.toUpperCase() }
     return { ok: true, event }
   },
 }

@@ -1,6 +1,6 @@
 import { problem } from '../../../problems'
 
-const runnable = ['jobs:rescue', 'retention:cleanup']
+const runnable = ['jobs:rescue', 'retention:cleanup', 'payments:reconcile']
 
 /** Runs a maintenance task now (they also run on their schedule); safe with many instances. */
 export default defineEventHandler(async (event) => {

@@ -1,0 +1,139 @@
+import midtrans from 'midtrans-client'
+import type { AppConfig } from '../config'
+import type { PaymentNextAction } from '../db/schema'
+import type { PaymentEventType } from '../webhooks/types'
+import { type CreatedPayment, PaymentRefused, type PaymentProvider, type PaymentRequest, type PaymentState, ProviderUnavailable, REFUSED_DETAILS_MESSAGE, retryAfterMs } from './types'
+
+/**
+ * Midtrans through its official client, Core API. The order id is Midtrans' order_id, which it
+ * accepts once: a re-run after a crash or a lost response is refused with 406, and reads the
+ * transaction the first run created back with the status API instead. Core API rather than Snap
+ * because a charge can be read back (virtual account, e-wallet actions); a Snap token whose answer
+ * was lost cannot.
+ *
+ * The status API is also the truth behind notifications: Midtrans signs only order_id, status_code
+ * and gross_amount, so webhook.apply confirms a notification's state with readPayment first.
+ */
+
+type MidtransConfig = Pick<AppConfig, 'MIDTRANS_SERVER_KEY' | 'MIDTRANS_API_BASE' | 'MIDTRANS_IS_PRODUCTION' | 'PAYMENT_PROVIDER_TIMEOUT_MS'>
+type Answer = Record<string, unknown>
+
+const MIDTRANS_CURRENCY = 'IDR'
+/** The bank whose virtual account a bank transfer gets. */
+const VA_BANK = 'bca'
+
+export function createMidtransProvider(config: MidtransConfig): PaymentProvider {
+  const core = new midtrans.CoreApi({ isProduction: config.MIDTRANS_IS_PRODUCTION, serverKey: config.MIDTRANS_SERVER_KEY })
+  // The client has no base-URL option: a stand-in (tests) or a proxy is set here.
+  if (config.MIDTRANS_API_BASE) {
+    const base = config.MIDTRANS_API_BASE.replace(/\/+$/, '')
+    core.apiConfig.getCoreApiBaseUrl = () => base
+  }
+  core.httpClient.http_client.defaults.timeout = config.PAYMENT_PROVIDER_TIMEOUT_MS
+
+  const readStatus = async (orderId: string): Promise<Answer | undefined> => {
+    try {
+      return await core.transaction.status(orderId)
+    }
+    catch (error) {
+      if (statusOf(error) === 404) return undefined
+      throw classifyMidtransError(error)
+    }
+  }
+
+  return {
+    name: 'midtrans',
+    async createPayment(request, signal) {
+      signal.throwIfAborted()
+      const charge = chargeOf(request)
+      let answer: Answer
+      try {
+        answer = await core.charge(charge)
+      }
+      catch (error) {
+        if (statusOf(error) !== 406) throw classifyMidtransError(error)
+        // order_id already used: by an earlier run of this job, whose answer never reached its commit.
+        const existing = await readStatus(request.orderId)
+        if (!existing) throw new ProviderUnavailable(`Midtrans refused order_id ${request.orderId} as used, but its status API does not know it yet`)
+        answer = existing
+      }
+      return createdOf(request.orderId, answer)
+    },
+    async readPayment({ orderId }, signal) {
+      signal.throwIfAborted()
+      const answer = await readStatus(orderId)
+      return answer && stateOf(orderId, answer)
+    },
+  }
+}
+
+function chargeOf(request: PaymentRequest): Record<string, unknown> {
+  if (request.currency !== MIDTRANS_CURRENCY) {
+    throw new PaymentRefused({ code: 'currency_unsupported', message: REFUSED_DETAILS_MESSAGE, providerMessage: `Midtrans charges in ${MIDTRANS_CURRENCY} only; the order is in ${request.currency}` })
+  }
+  const method = request.paymentMethod === 'bank_transfer' ? { payment_type: 'bank_transfer', bank_transfer: { bank: VA_BANK } }
+    : request.paymentMethod === 'ewallet' ? { payment_type: 'gopay' }
+      : undefined
+  if (!method) {
+    throw new PaymentRefused({
+      code: 'payment_method_unsupported',
+      message: 'Card payments are not available for this shop yet. Nothing was charged; please place the order again with bank transfer or e-wallet.',
+      providerMessage: `payment method "${request.paymentMethod}" needs the card tokenised in the browser (Midtrans 3DS), which this checkout does not do`,
+    })
+  }
+  return {
+    ...method,
+    // Midtrans amounts are whole rupiah, the orders' minor unit for IDR.
+    transaction_details: { order_id: request.orderId, gross_amount: request.amount },
+    customer_details: { email: request.customerEmail },
+  }
+}
+
+function createdOf(orderId: string, answer: Answer): CreatedPayment {
+  const status = String(answer.transaction_status ?? '')
+  if (['deny', 'cancel', 'expire', 'failure'].includes(status)) {
+    const words = String(answer.channel_response_message ?? answer.status_message ?? status)
+    throw new PaymentRefused({ code: status, message: 'The payment was declined. Nothing was charged; please place the order again with another payment method.', providerMessage: words })
+  }
+  return { id: orderId, nextAction: nextActionOf(answer) }
+}
+
+function nextActionOf(answer: Answer): PaymentNextAction {
+  const expiresAt = typeof answer.expiry_time === 'string' ? answer.expiry_time : undefined
+  const va = Array.isArray(answer.va_numbers) ? answer.va_numbers[0] as { bank?: string, va_number?: string } | undefined : undefined
+  if (va?.va_number) return { type: 'midtrans_bank_transfer', bank: va.bank ?? VA_BANK, vaNumber: va.va_number, expiresAt }
+  if (typeof answer.permata_va_number === 'string') return { type: 'midtrans_bank_transfer', bank: 'permata', vaNumber: answer.permata_va_number, expiresAt }
+  const actions = Array.isArray(answer.actions) ? answer.actions as Array<{ name: string, method: string, url: string }> : []
+  return { type: 'midtrans_actions', actions: actions.map(({ name, method, url }) => ({ name, method, url })), expiresAt }
+}
+
+/** Midtrans' transaction_status (with fraud_status for a card capture) as a normalised event. */
+function stateOf(orderId: string, answer: Answer): PaymentState {
+  const status = String(answer.transaction_status ?? '')
+  const gross = Math.round(Number(answer.gross_amount))
+  const refunded = Math.round(Number(answer.refund_amount ?? answer.gross_amount))
+  const type: PaymentEventType = status === 'settlement' || (status === 'capture' && answer.fraud_status === 'accept') ? 'payment.succeeded'
+    : ['deny', 'cancel', 'expire', 'failure'].includes(status) ? 'payment.failed'
+      : status === 'refund' || status === 'partial_refund' ? 'payment.refunded'
+        : 'payment.updated'
+  return { paymentId: orderId, providerStatus: status, type, amount: type === 'payment.refunded' ? refunded : gross, currency: MIDTRANS_CURRENCY, answer }
+}
+
+function statusOf(error: unknown): number | undefined {
+  if (!(error instanceof midtrans.MidtransError) || error.httpStatusCode === null) return undefined
+  return Number(error.httpStatusCode)
+}
+
+/** Connection failures, 401/403 (a key being fixed), 409, 429 and 5xx are retried; other refusals are final. */
+export function classifyMidtransError(error: unknown): Error {
+  if (!(error instanceof midtrans.MidtransError)) return error instanceof Error ? error : new Error(String(error))
+  const status = statusOf(error)
+  const raw = error.rawHttpClientData
+  const wait = retryAfterMs(raw?.response?.headers?.['retry-after'] ?? raw?.headers?.['retry-after'])
+  const words = String(error.ApiResponse?.status_message ?? error.message)
+  if (status === undefined || Number.isNaN(status) || [401, 403, 409, 429].includes(status) || status >= 500) {
+    return new ProviderUnavailable(`Midtrans${status ? ` ${status}` : ' unreachable'}: ${words}`, wait, { cause: error })
+  }
+  const details = Array.isArray(error.ApiResponse?.validation_messages) ? `${words} ${(error.ApiResponse.validation_messages as string[]).join('; ')}` : words
+  return new PaymentRefused({ code: String(status), message: REFUSED_DETAILS_MESSAGE, providerMessage: details })
+}

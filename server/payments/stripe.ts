@@ -1,0 +1,97 @@
+import Stripe from 'stripe'
+import type { AppConfig } from '../config'
+import type { PaymentEventType } from '../webhooks/types'
+import { PaymentRefused, type PaymentProvider, type PaymentState, ProviderUnavailable, REFUSED_DETAILS_MESSAGE, retryAfterMs } from './types'
+
+/**
+ * Stripe through its official client. One PaymentIntent per order: the create call carries an
+ * Idempotency-Key derived from the order, so a re-run (crash, lost response, retry) gets the same
+ * PaymentIntent back from Stripe. The client's own retries are off: the job runner retries, with
+ * the same key, backoff and Retry-After.
+ */
+
+type StripeConfig = Pick<AppConfig, 'STRIPE_SECRET_KEY' | 'STRIPE_API_BASE' | 'PAYMENT_PROVIDER_TIMEOUT_MS'>
+
+export function stripeClientOptions(config: StripeConfig): ConstructorParameters<typeof Stripe>[1] {
+  const base = config.STRIPE_API_BASE ? new URL(config.STRIPE_API_BASE) : undefined
+  return {
+    maxNetworkRetries: 0,
+    timeout: config.PAYMENT_PROVIDER_TIMEOUT_MS,
+    ...(base && { host: base.hostname, port: base.port || (base.protocol === 'https:' ? 443 : 80), protocol: base.protocol === 'https:' ? 'https' : 'http' }),
+  }
+}
+
+export function createStripeProvider(config: StripeConfig): PaymentProvider {
+  if (!config.STRIPE_SECRET_KEY) throw new Error('STRIPE_SECRET_KEY is unset although PAYMENT_PROVIDER=stripe')
+  const stripe = new Stripe(config.STRIPE_SECRET_KEY, stripeClientOptions(config))
+  return {
+    name: 'stripe',
+    async createPayment(request, signal) {
+      signal.throwIfAborted()
+      const intent = await callStripe(() => stripe.paymentIntents.create({
+        amount: request.amount,
+        currency: request.currency.toLowerCase(),
+        metadata: { order_id: request.orderId },
+        receipt_email: request.customerEmail,
+        automatic_payment_methods: { enabled: true },
+      }, { idempotencyKey: request.idempotencyKey }))
+      if (!intent.client_secret) throw new ProviderUnavailable(`Stripe answered PaymentIntent ${intent.id} without a client_secret`)
+      return { id: intent.id, nextAction: { type: 'stripe_client_secret', clientSecret: intent.client_secret } }
+    },
+    async readPayment({ paymentId }, signal) {
+      signal.throwIfAborted()
+      let intent: Stripe.PaymentIntent
+      try {
+        intent = await callStripe(() => stripe.paymentIntents.retrieve(paymentId))
+      }
+      catch (error) {
+        if (error instanceof PaymentRefused && error.refusal.code === 'resource_missing') return undefined
+        throw error
+      }
+      return stateOfIntent(intent)
+    },
+  }
+}
+
+/** What a PaymentIntent's status means for the order. */
+function stateOfIntent(intent: Stripe.PaymentIntent): PaymentState {
+  const failed = intent.status === 'canceled' || (intent.status === 'requires_payment_method' && intent.last_payment_error)
+  const type: PaymentEventType = intent.status === 'succeeded' ? 'payment.succeeded' : failed ? 'payment.failed' : 'payment.updated'
+  const providerStatus = intent.status === 'requires_payment_method' && intent.last_payment_error ? 'payment_failed' : intent.status
+  return {
+    paymentId: intent.id,
+    providerStatus,
+    type,
+    amount: type === 'payment.succeeded' ? intent.amount_received : intent.amount,
+    currency: intent.currency.toUpperCase(),
+    answer: intent as unknown as Record<string, unknown>,
+  }
+}
+
+async function callStripe<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call()
+  }
+  catch (error) {
+    throw classifyStripeError(error)
+  }
+}
+
+/**
+ * Stripe's documented error types, as the job runner needs them: card errors and invalid requests
+ * (other than an idempotent request still in flight, 409) are final; rate limits, API errors,
+ * connection problems and authentication (a key being fixed) are worth another attempt.
+ */
+export function classifyStripeError(error: unknown): Error {
+  if (!(error instanceof Stripe.errors.StripeError)) return error instanceof Error ? error : new Error(String(error))
+  const status = error.statusCode
+  const wait = retryAfterMs(error.headers?.['retry-after'])
+  if (error instanceof Stripe.errors.StripeCardError) {
+    return new PaymentRefused({ code: error.decline_code ?? error.code ?? 'card_declined', message: `${error.message} Try another card or payment method.`, providerMessage: error.message })
+  }
+  if (status === 409 || status === 429 || (status !== undefined && status >= 500) || error instanceof Stripe.errors.StripeConnectionError
+    || error instanceof Stripe.errors.StripeAuthenticationError || error instanceof Stripe.errors.StripePermissionError || status === undefined) {
+    return new ProviderUnavailable(`Stripe ${error.type}${status ? ` (HTTP ${status})` : ''}: ${error.message}`, wait, { cause: error })
+  }
+  return new PaymentRefused({ code: error.code ?? error.type, message: REFUSED_DETAILS_MESSAGE, providerMessage: error.message })
+}
