@@ -27,6 +27,20 @@ export interface Order {
   customer: { email: string }
   createdAt: string
   paymentIntentId?: string | null
+  payment?: OrderPayment | null
+}
+
+/** The order's payment at its provider, as GET /api/orders/:id answers it once the worker asked. */
+export interface OrderPayment {
+  provider: 'mockpay' | 'stripe' | 'midtrans'
+  id: string | null
+  nextAction:
+    | { type: 'mockpay' }
+    | { type: 'stripe_client_secret', clientSecret: string }
+    | { type: 'midtrans_bank_transfer', bank: string, vaNumber: string, expiresAt?: string }
+    | { type: 'midtrans_actions', actions: Array<{ name: string, method: string, url: string }>, expiresAt?: string }
+    | null
+  error: { code: string, message: string } | null
 }
 
 export interface Cart {
