@@ -10,6 +10,14 @@ import { PaymentRefused, type PaymentProvider, type PaymentState, ProviderUnavai
  * the same key, backoff and Retry-After.
  */
 
+/**
+ * Stripe keeps an idempotency key for at least 24 hours. A job still asking later than this (retried
+ * for a day, or redriven from the dead letters) first searches for a PaymentIntent with the order's
+ * metadata, so an expired key cannot make a second one. Search lags writes by about a minute, which
+ * is harmless this long after the first call.
+ */
+const KEY_MEMORY_MS = 23 * 60 * 60 * 1000
+
 type StripeConfig = Pick<AppConfig, 'STRIPE_SECRET_KEY' | 'STRIPE_API_BASE' | 'PAYMENT_PROVIDER_TIMEOUT_MS'>
 
 export function stripeClientOptions(config: StripeConfig): ConstructorParameters<typeof Stripe>[1] {
@@ -28,7 +36,10 @@ export function createStripeProvider(config: StripeConfig): PaymentProvider {
     name: 'stripe',
     async createPayment(request, signal) {
       signal.throwIfAborted()
-      const intent = await callStripe(() => stripe.paymentIntents.create({
+      const earlier = Date.now() - request.firstAskedAt.getTime() > KEY_MEMORY_MS
+        ? (await callStripe(() => stripe.paymentIntents.search({ query: `metadata['order_id']:'${request.orderId}'`, limit: 1 }))).data[0]
+        : undefined
+      const intent = earlier ?? await callStripe(() => stripe.paymentIntents.create({
         amount: request.amount,
         currency: request.currency.toLowerCase(),
         metadata: { order_id: request.orderId },

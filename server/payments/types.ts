@@ -14,6 +14,8 @@ export interface PaymentRequest {
    * the provider sees one request and answers with one payment.
    */
   idempotencyKey: string
+  /** When the payment was first asked for (the job's creation): a provider whose idempotency keys expire looks for an earlier payment after that. */
+  firstAskedAt: Date
 }
 
 export interface CreatedPayment {

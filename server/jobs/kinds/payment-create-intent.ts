@@ -32,6 +32,7 @@ export function paymentCreateIntent(provider: PaymentProvider) {
           paymentMethod: order.paymentMethod,
           customerEmail: order.customer.email,
           idempotencyKey: paymentIdempotencyKey(orderId),
+          firstAskedAt: job.createdAt,
         }, signal)
       }
       catch (error) {
