@@ -76,6 +76,8 @@ export const metrics = {
   locksLost: defineCounter('locks_lost_total', 'Resource locks found expired or taken while their job still ran.', ['kind']),
 
   // Webhooks and the database fence.
+  paymentProviderCalls: defineHistogram('payment_provider_call_seconds', 'Calls to the payment provider by provider, operation (create, read) and result (ok, unavailable: retried; refused: final; error).', ['provider', 'operation', 'result'], JOB_BUCKETS),
+  paymentsReconciled: defineCounter('payments_reconciled_total', 'Payment states no webhook had reported, found at the provider and stored by reconciliation, by provider.', ['provider']),
   webhookResults: defineCounter('webhook_deliveries_total', 'Webhook deliveries by provider and result (accepted, duplicate, signature_invalid, payload_invalid, conflict, in_progress, error).', ['provider', 'result']),
   uniqueViolations: defineCounter('unique_constraint_violations_total', 'Unique-constraint violations caught by the database fence, by constraint.', ['constraint']),
 

@@ -4,14 +4,36 @@ import type { Database } from '../db/client'
 import { createMockpayProvider } from '../mockpay/provider'
 import { createMidtransProvider } from './midtrans'
 import { createStripeProvider } from './stripe'
-import type { PaymentProvider } from './types'
+import { metrics } from '../observability/metrics'
+import { PaymentRefused, type PaymentProvider, ProviderUnavailable } from './types'
 
-/** The provider PAYMENT_PROVIDER names: the only one orders ask. */
+/** The provider PAYMENT_PROVIDER names: the only one orders ask, each call timed and counted. */
 export function createPaymentProvider(config: AppConfig, db: Database): PaymentProvider {
   switch (config.PAYMENT_PROVIDER) {
-    case 'stripe': return createStripeProvider(config)
-    case 'midtrans': return createMidtransProvider(config)
-    case 'mockpay': return createMockpayProvider(db)
+    case 'stripe': return measured(createStripeProvider(config))
+    case 'midtrans': return measured(createMidtransProvider(config))
+    case 'mockpay': return measured(createMockpayProvider(db))
+  }
+}
+
+const resultOf = (error: unknown) => error instanceof ProviderUnavailable ? 'unavailable' : error instanceof PaymentRefused ? 'refused' : 'error'
+
+function measured(provider: PaymentProvider): PaymentProvider {
+  const timed = <T>(operation: 'create' | 'read', call: () => Promise<T>): Promise<T> => {
+    const started = performance.now()
+    const observe = (result: string) => metrics.paymentProviderCalls.observe({ provider: provider.name, operation, result }, (performance.now() - started) / 1000)
+    return call().then((value) => {
+      observe('ok')
+      return value
+    }, (error: unknown) => {
+      observe(resultOf(error))
+      throw error
+    })
+  }
+  return {
+    name: provider.name,
+    createPayment: (request, signal) => timed('create', () => provider.createPayment(request, signal)),
+    readPayment: (payment, signal) => timed('read', () => provider.readPayment(payment, signal)),
   }
 }
 

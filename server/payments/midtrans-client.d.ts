@@ -9,6 +9,7 @@ declare module 'midtrans-client' {
     transaction: { status(orderId: string): Promise<Answer> }
   }
   class MidtransError extends Error {
+    constructor(message: string, httpStatusCode?: number | string | null, ApiResponse?: Answer | null, rawHttpClientData?: MidtransError['rawHttpClientData'])
     /** A number for HTTP errors, the body's status_code string for errors in a 200 answer, null without an answer. */
     httpStatusCode: number | string | null
     ApiResponse: Answer | null

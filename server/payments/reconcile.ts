@@ -7,6 +7,7 @@ import { fingerprint } from '../idempotency/fingerprint'
 import { withTaskLock, type MaintenanceResult } from '../jobs/maintenance'
 import { wakeWorkers } from '../jobs/wake'
 import { log } from '../observability/logger'
+import { metrics } from '../observability/metrics'
 import { planWebhookIngest } from '../webhooks/ingest'
 import { requestedStatusOf, type PaymentEvent } from '../webhooks/types'
 import type { PaymentProvider } from './types'
@@ -96,6 +97,7 @@ async function reconcileOnce({ handle, provider, idempotency, afterSeconds, ttlS
     })
     if (outcome.kind === 'executed') {
       counts.recorded++
+      metrics.paymentsReconciled.inc({ provider: provider.name })
       log.info('reconciliation found a payment no webhook reported', { orderId: order.id, provider: provider.name, eventId: event.eventId, type: event.type, requestId })
     }
     else {
