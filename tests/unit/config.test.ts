@@ -13,8 +13,10 @@ const providedSecrets: Record<SecretName, string> = {
   MIDTRANS_SERVER_KEY: 'midtrans_provided_key_0123',
 }
 
-/** A complete deployment environment: every other test changes one variable of it. */
-const deploymentEnv = (): Record<string, string | undefined> => ({ DATABASE_URL, ...providedSecrets })
+const stripeKey = 'sk_test_provided0123456789'
+
+/** A complete deployment environment (a real payment provider included): every other test changes one variable of it. */
+const deploymentEnv = (): Record<string, string | undefined> => ({ DATABASE_URL, ...providedSecrets, PAYMENT_PROVIDER: 'stripe', STRIPE_SECRET_KEY: stripeKey })
 
 /** The ConfigError parseConfig throws for `env`; fails the test when it does not throw one. */
 function configErrorFor(env: Record<string, string | undefined>, options?: ParseOptions): ConfigError {
@@ -50,7 +52,7 @@ describe('parseConfig: secrets', () => {
     const second = parseConfig({})
     for (const name of SECRET_NAMES) expect(first[name]).not.toBe(second[name])
     const generated = Object.fromEntries(SECRET_NAMES.map(name => [name, first[name]]))
-    expect(parseConfig({ DATABASE_URL, ...generated }).generatedSecrets).toEqual([])
+    expect(parseConfig({ DATABASE_URL, ...generated, PAYMENT_PROVIDER: 'stripe', STRIPE_SECRET_KEY: stripeKey }).generatedSecrets).toEqual([])
   })
 
   it('keeps provided secrets verbatim and generates only the missing ones when embedded', () => {
@@ -81,10 +83,11 @@ describe('parseConfig: secrets', () => {
   })
 
   it('lets a standalone worker start with DATABASE_URL and no secrets', () => {
-    const config = parseConfig({ DATABASE_URL }, { secretsOptional: true })
+    const worker = { DATABASE_URL, PAYMENT_PROVIDER: 'stripe', STRIPE_SECRET_KEY: stripeKey }
+    const config = parseConfig(worker, { secretsOptional: true })
     expect(config.embedded).toBe(false)
     expect(config.generatedSecrets).toEqual([...SECRET_NAMES])
-    expect(configErrorFor({ DATABASE_URL }).message).toContain('OPS_TOKEN')
+    expect(configErrorFor(worker).message).toContain('OPS_TOKEN')
   })
 
   it('generates missing secrets in development even with DATABASE_URL', () => {
@@ -105,6 +108,21 @@ describe('parseConfig: values', () => {
     expect(config.REDIS_URL).toBeUndefined()
     expect(config.WORKER_CONCURRENCY).toBe(4)
     expect(config.WORKER_ID).toBeUndefined()
+    expect({
+      paymentProvider: config.PAYMENT_PROVIDER,
+      stripeApiBase: config.STRIPE_API_BASE,
+      midtransApiBase: config.MIDTRANS_API_BASE,
+      midtransIsProduction: config.MIDTRANS_IS_PRODUCTION,
+      providerTimeout: config.PAYMENT_PROVIDER_TIMEOUT_MS,
+      reconcileAfter: config.PAYMENT_RECONCILE_AFTER_SECONDS,
+    }).toEqual({
+      paymentProvider: 'stripe',
+      stripeApiBase: undefined,
+      midtransApiBase: undefined,
+      midtransIsProduction: false,
+      providerTimeout: 20_000,
+      reconcileAfter: 900,
+    })
     expect({
       poll: config.JOB_POLL_INTERVAL_MS,
       backoffBase: config.JOB_BACKOFF_BASE_MS,
@@ -150,7 +168,18 @@ describe('parseConfig: values', () => {
       WORKER_PREFETCH: '0',
       JOB_MAX_SNOOZES: '0',
       JOB_MAX_SNOOZE_MS: '86400000',
+      STRIPE_API_BASE: 'http://127.0.0.1:12111',
+      MIDTRANS_API_BASE: 'https://midtrans-proxy.internal/v2',
+      MIDTRANS_IS_PRODUCTION: 'true',
+      PAYMENT_PROVIDER_TIMEOUT_MS: '5000',
+      PAYMENT_RECONCILE_AFTER_SECONDS: '60',
     })
+    expect(config.STRIPE_SECRET_KEY).toBe(stripeKey)
+    expect(config.STRIPE_API_BASE).toBe('http://127.0.0.1:12111')
+    expect(config.MIDTRANS_API_BASE).toBe('https://midtrans-proxy.internal/v2')
+    expect(config.MIDTRANS_IS_PRODUCTION).toBe(true)
+    expect(config.PAYMENT_PROVIDER_TIMEOUT_MS).toBe(5000)
+    expect(config.PAYMENT_RECONCILE_AFTER_SECONDS).toBe(60)
     expect(config.WORKER_PREFETCH).toBe(0)
     expect(config.JOB_MAX_SNOOZES).toBe(0)
     expect(config.JOB_MAX_SNOOZE_MS).toBe(86_400_000)
@@ -188,6 +217,24 @@ describe('parseConfig: values', () => {
     ['REDIS_URL', 'http://x'],
     ['WEBHOOK_STANDARD_SECRET', 'c3RhbmRhcmQta2V5LXdpdGhvdXQtcHJlZml4'],
     ['MOCKPAY_WEBHOOK_SECRET', 'c3RhbmRhcmQta2V5LXdpdGhvdXQtcHJlZml4'],
+    ['PAYMENT_PROVIDER', 'paypal'],
+    ['PAYMENT_PROVIDER', 'Stripe'],
+    // A publishable key is public: it cannot create PaymentIntents.
+    ['STRIPE_SECRET_KEY', 'pk_test_0123456789abcdef'],
+    ['STRIPE_SECRET_KEY', 'sk_test_1234567'],
+    ['STRIPE_SECRET_KEY', 'sk_prod_0123456789abcdef'],
+    ['STRIPE_SECRET_KEY', 'whsec_0123456789abcdef'],
+    ['STRIPE_SECRET_KEY', 'sk_test_0123456789 abc'],
+    ['STRIPE_API_BASE', 'ftp://stripe.internal'],
+    ['STRIPE_API_BASE', 'not a url'],
+    ['MIDTRANS_API_BASE', 'ftp://midtrans.internal'],
+    ['MIDTRANS_API_BASE', '127.0.0.1:4000'],
+    ['MIDTRANS_IS_PRODUCTION', 'yes'],
+    ['PAYMENT_PROVIDER_TIMEOUT_MS', '99'],
+    ['PAYMENT_PROVIDER_TIMEOUT_MS', '120001'],
+    ['PAYMENT_PROVIDER_TIMEOUT_MS', '1.5'],
+    ['PAYMENT_RECONCILE_AFTER_SECONDS', '-1'],
+    ['PAYMENT_RECONCILE_AFTER_SECONDS', '2592001'],
   ])('rejects %s=%j with a ConfigError naming the variable', (name, value) => {
     const error = configErrorFor({ ...deploymentEnv(), [name]: value })
     expect(error.message).toMatch(new RegExp(`\\b${name}\\b`))
@@ -273,11 +320,11 @@ describe('parseConfig: mockpay and the demo checkout', () => {
   const sessionPassword = 'a-session-password-of-32-chars-!'
   const mockpaySecret = `whsec_${Buffer.alloc(32, 0x5A).toString('base64')}`
 
-  it('turns both on when embedded or in development, and off in a deployment', () => {
+  it('turns both on when embedded or in development (where mockpay is the default provider), and off in a deployment', () => {
     const embedded = parseConfig({})
     expect([embedded.MOCKPAY_ENABLED, embedded.CHECKOUT_DEMO_ENABLED]).toEqual([true, true])
     expect(embedded.SESSION_PASSWORD).toMatch(/^[\w-]{43}$/)
-    const dev = parseConfig({ ...deploymentEnv(), SESSION_PASSWORD: undefined }, { dev: true })
+    const dev = parseConfig({ ...deploymentEnv(), PAYMENT_PROVIDER: undefined, SESSION_PASSWORD: undefined }, { dev: true })
     expect([dev.MOCKPAY_ENABLED, dev.CHECKOUT_DEMO_ENABLED]).toEqual([true, true])
     const deployed = parseConfig(deploymentEnv())
     expect([deployed.MOCKPAY_ENABLED, deployed.CHECKOUT_DEMO_ENABLED]).toEqual([false, false])
@@ -299,8 +346,8 @@ describe('parseConfig: mockpay and the demo checkout', () => {
     expect(configErrorFor({ ...deploymentEnv(), SESSION_PASSWORD: 'too-short' }).message).toMatch(/\bSESSION_PASSWORD\b/)
   })
 
-  it('lets a deployment switch them off explicitly even when embedded', () => {
-    const config = parseConfig({ MOCKPAY_ENABLED: 'false', CHECKOUT_DEMO_ENABLED: '0' })
+  it('lets a deployment switch them off explicitly even when embedded (mockpay given a real provider instead)', () => {
+    const config = parseConfig({ PAYMENT_PROVIDER: 'stripe', STRIPE_SECRET_KEY: stripeKey, MOCKPAY_ENABLED: 'false', CHECKOUT_DEMO_ENABLED: '0' })
     expect([config.MOCKPAY_ENABLED, config.CHECKOUT_DEMO_ENABLED]).toEqual([false, false])
   })
 
@@ -309,7 +356,7 @@ describe('parseConfig: mockpay and the demo checkout', () => {
     expect(error.message).toMatch(/^Missing MOCKPAY_WEBHOOK_SECRET\b/)
     expect(error.message).toContain('MOCKPAY_ENABLED=true')
     // The standalone worker signs mockpay's deliveries: it needs the secret the instances verify with.
-    expect(configErrorFor({ DATABASE_URL, MOCKPAY_ENABLED: 'true' }, { secretsOptional: true }).message).toMatch(/^Missing MOCKPAY_WEBHOOK_SECRET\b/)
+    expect(configErrorFor({ DATABASE_URL, PAYMENT_PROVIDER: 'mockpay', MOCKPAY_ENABLED: 'true' }, { secretsOptional: true }).message).toMatch(/^Missing MOCKPAY_WEBHOOK_SECRET\b/)
     const deployed = parseConfig({ ...deploymentEnv(), MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_SECRET: mockpaySecret })
     expect(deployed.MOCKPAY_WEBHOOK_SECRET).toBe(mockpaySecret)
     expect(deployed.generatedSecrets).toEqual([])
@@ -318,7 +365,7 @@ describe('parseConfig: mockpay and the demo checkout', () => {
     expect(embedded.MOCKPAY_WEBHOOK_SECRET).toMatch(/^whsec_[A-Za-z0-9+/]{32}$/)
     expect(embedded.MOCKPAY_WEBHOOK_SECRET).not.toBe(embedded.WEBHOOK_STANDARD_SECRET)
     expect(embedded.generatedSecrets).toEqual([...SECRET_NAMES, 'MOCKPAY_WEBHOOK_SECRET'])
-    const dev = parseConfig({ ...deploymentEnv(), SESSION_PASSWORD: sessionPassword }, { dev: true })
+    const dev = parseConfig({ ...deploymentEnv(), PAYMENT_PROVIDER: undefined, SESSION_PASSWORD: sessionPassword }, { dev: true })
     expect(dev.generatedSecrets).toEqual(['MOCKPAY_WEBHOOK_SECRET'])
     expect(signingKeyOf(dev.MOCKPAY_WEBHOOK_SECRET!)).toHaveLength(24)
   })
@@ -333,6 +380,105 @@ describe('parseConfig: mockpay and the demo checkout', () => {
     const padded = `whsec_${Buffer.alloc(25, 3).toString('base64')}`
     expect(configErrorFor({ ...deploymentEnv(), WEBHOOK_STANDARD_SECRET: padded, MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_SECRET: unpadded }).message)
       .toMatch(/must differ/)
+  })
+})
+
+describe('parseConfig: the payment provider', () => {
+  const mockpaySecret = `whsec_${Buffer.alloc(32, 0x5A).toString('base64')}`
+  const midtransKey = 'SB-Mid-server-provided0123456789'
+
+  it('is mockpay by default when embedded or in development', () => {
+    const embedded = parseConfig({})
+    expect([embedded.PAYMENT_PROVIDER, embedded.MOCKPAY_ENABLED]).toEqual(['mockpay', true])
+    expect(embedded.STRIPE_SECRET_KEY).toBeUndefined()
+    const dev = parseConfig({ DATABASE_URL }, { dev: true })
+    expect([dev.PAYMENT_PROVIDER, dev.MOCKPAY_ENABLED]).toEqual(['mockpay', true])
+  })
+
+  it('is required with DATABASE_URL, naming PAYMENT_PROVIDER and its choices', () => {
+    const error = configErrorFor({ ...deploymentEnv(), PAYMENT_PROVIDER: undefined })
+    expect(error.message).toMatch(/^Missing PAYMENT_PROVIDER \(mockpay, stripe or midtrans\): it is required with DATABASE_URL\./)
+    // Empty means unset.
+    expect(configErrorFor({ ...deploymentEnv(), PAYMENT_PROVIDER: '' }).message).toMatch(/^Missing PAYMENT_PROVIDER\b/)
+  })
+
+  it('is required by a standalone worker too, which asks the provider for payments', () => {
+    expect(configErrorFor({ DATABASE_URL }, { secretsOptional: true }).message).toMatch(/^Missing PAYMENT_PROVIDER\b/)
+    const worker = parseConfig({ DATABASE_URL, PAYMENT_PROVIDER: 'midtrans', MIDTRANS_SERVER_KEY: midtransKey }, { secretsOptional: true })
+    expect([worker.PAYMENT_PROVIDER, worker.MIDTRANS_SERVER_KEY, worker.MOCKPAY_ENABLED]).toEqual(['midtrans', midtransKey, false])
+    expect(worker.generatedSecrets).toEqual(['OPS_TOKEN', 'WEBHOOK_STANDARD_SECRET', 'WEBHOOK_STRIPE_SECRET'])
+  })
+
+  it('takes each provider by name', () => {
+    expect(parseConfig(deploymentEnv())).toMatchObject({ PAYMENT_PROVIDER: 'stripe', STRIPE_SECRET_KEY: stripeKey, MOCKPAY_ENABLED: false })
+    expect(parseConfig({ ...deploymentEnv(), PAYMENT_PROVIDER: 'midtrans' })).toMatchObject({ PAYMENT_PROVIDER: 'midtrans', MIDTRANS_SERVER_KEY: providedSecrets.MIDTRANS_SERVER_KEY, MOCKPAY_ENABLED: false })
+    expect(parseConfig({ ...deploymentEnv(), PAYMENT_PROVIDER: 'mockpay', MOCKPAY_WEBHOOK_SECRET: mockpaySecret }))
+      .toMatchObject({ PAYMENT_PROVIDER: 'mockpay', MOCKPAY_ENABLED: true, MOCKPAY_WEBHOOK_SECRET: mockpaySecret })
+    for (const key of ['sk_live_0123456789abcdef', 'rk_test_01234567', 'rk_live_0123_abcd_EFGH']) {
+      expect(parseConfig({ ...deploymentEnv(), STRIPE_SECRET_KEY: key }).STRIPE_SECRET_KEY).toBe(key)
+    }
+  })
+
+  it('needs STRIPE_SECRET_KEY with PAYMENT_PROVIDER=stripe, embedded too: it is never generated', () => {
+    expect(configErrorFor({ ...deploymentEnv(), STRIPE_SECRET_KEY: undefined }).message).toMatch(/^Missing STRIPE_SECRET_KEY: PAYMENT_PROVIDER=stripe\b/)
+    expect(configErrorFor({ PAYMENT_PROVIDER: 'stripe' }).message).toMatch(/^Missing STRIPE_SECRET_KEY\b/)
+    expect(configErrorFor({ DATABASE_URL, PAYMENT_PROVIDER: 'stripe' }, { dev: true }).message).toMatch(/^Missing STRIPE_SECRET_KEY\b/)
+    expect(configErrorFor({ DATABASE_URL, PAYMENT_PROVIDER: 'stripe' }, { secretsOptional: true }).message).toMatch(/^Missing STRIPE_SECRET_KEY\b/)
+    const embedded = parseConfig({ PAYMENT_PROVIDER: 'stripe', STRIPE_SECRET_KEY: stripeKey })
+    expect(embedded.STRIPE_SECRET_KEY).toBe(stripeKey)
+    expect(embedded.generatedSecrets).not.toContain('STRIPE_SECRET_KEY')
+  })
+
+  it('needs a provided MIDTRANS_SERVER_KEY with PAYMENT_PROVIDER=midtrans, embedded too: a generated one would only fail at Midtrans', () => {
+    expect(configErrorFor({ ...deploymentEnv(), PAYMENT_PROVIDER: 'midtrans', MIDTRANS_SERVER_KEY: undefined }).message)
+      .toMatch(/^Missing required secrets: MIDTRANS_SERVER_KEY\./)
+    expect(configErrorFor({ PAYMENT_PROVIDER: 'midtrans' }).message).toMatch(/^Missing MIDTRANS_SERVER_KEY: PAYMENT_PROVIDER=midtrans\b/)
+    expect(configErrorFor({ DATABASE_URL, PAYMENT_PROVIDER: 'midtrans' }, { dev: true }).message).toMatch(/^Missing MIDTRANS_SERVER_KEY\b/)
+    expect(configErrorFor({ DATABASE_URL, PAYMENT_PROVIDER: 'midtrans' }, { secretsOptional: true }).message).toMatch(/^Missing MIDTRANS_SERVER_KEY\b/)
+    const embedded = parseConfig({ PAYMENT_PROVIDER: 'midtrans', MIDTRANS_SERVER_KEY: midtransKey })
+    expect(embedded.MIDTRANS_SERVER_KEY).toBe(midtransKey)
+    expect(embedded.generatedSecrets).toEqual(['OPS_TOKEN', 'WEBHOOK_STANDARD_SECRET', 'WEBHOOK_STRIPE_SECRET'])
+    // The other providers' keys are still generated when embedded: mockpay needs no Midtrans key.
+    expect(parseConfig({}).generatedSecrets).toContain('MIDTRANS_SERVER_KEY')
+  })
+
+  it.each([
+    ['PAYMENT_PROVIDER_TIMEOUT_MS', '100', 100],
+    ['PAYMENT_PROVIDER_TIMEOUT_MS', '120000', 120_000],
+    ['PAYMENT_RECONCILE_AFTER_SECONDS', '0', 0],
+    ['PAYMENT_RECONCILE_AFTER_SECONDS', '2592000', 2_592_000],
+  ] as const)('accepts %s=%s, at its bound', (name, value, parsed) => {
+    expect(parseConfig({ ...deploymentEnv(), [name]: value })[name]).toBe(parsed)
+  })
+
+  it('turns MOCKPAY_ENABLED on by default only when mockpay is the provider', () => {
+    expect(parseConfig({}).MOCKPAY_ENABLED).toBe(true)
+    const embeddedStripe = parseConfig({ PAYMENT_PROVIDER: 'stripe', STRIPE_SECRET_KEY: stripeKey })
+    expect([embeddedStripe.MOCKPAY_ENABLED, embeddedStripe.MOCKPAY_WEBHOOK_SECRET]).toEqual([false, undefined])
+    expect(embeddedStripe.generatedSecrets).not.toContain('MOCKPAY_WEBHOOK_SECRET')
+    expect(parseConfig({ PAYMENT_PROVIDER: 'midtrans', MIDTRANS_SERVER_KEY: midtransKey }).MOCKPAY_ENABLED).toBe(false)
+    // A deployment on mockpay has it on by default, and so needs its signing secret.
+    expect(configErrorFor({ ...deploymentEnv(), PAYMENT_PROVIDER: 'mockpay' }).message).toMatch(/^Missing MOCKPAY_WEBHOOK_SECRET\b/)
+  })
+
+  it('lets MOCKPAY_ENABLED=true run beside stripe', () => {
+    const embedded = parseConfig({ PAYMENT_PROVIDER: 'stripe', STRIPE_SECRET_KEY: stripeKey, MOCKPAY_ENABLED: 'true' })
+    expect([embedded.PAYMENT_PROVIDER, embedded.MOCKPAY_ENABLED]).toEqual(['stripe', true])
+    expect(embedded.MOCKPAY_WEBHOOK_SECRET).toMatch(/^whsec_[A-Za-z0-9+/]{32}$/)
+    const deployed = parseConfig({ ...deploymentEnv(), MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_SECRET: mockpaySecret })
+    expect([deployed.PAYMENT_PROVIDER, deployed.MOCKPAY_ENABLED, deployed.MOCKPAY_WEBHOOK_SECRET]).toEqual(['stripe', true, mockpaySecret])
+  })
+
+  it.each([
+    ['embedded, the default provider', {}, undefined],
+    ['embedded, named', { PAYMENT_PROVIDER: 'mockpay' }, undefined],
+    ['in development', { DATABASE_URL }, { dev: true }],
+    ['in a deployment', { ...deploymentEnv(), PAYMENT_PROVIDER: 'mockpay', MOCKPAY_WEBHOOK_SECRET: mockpaySecret }, undefined],
+  ] as const)('refuses PAYMENT_PROVIDER=mockpay with MOCKPAY_ENABLED off (%s)', (_where, env, options) => {
+    for (const off of ['false', '0']) {
+      const error = configErrorFor({ ...env, MOCKPAY_ENABLED: off }, options)
+      expect(error.message).toMatch(/^PAYMENT_PROVIDER=mockpay needs MOCKPAY_ENABLED\b/)
+    }
   })
 })
 
