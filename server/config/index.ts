@@ -228,7 +228,7 @@ export function parseConfig(env: Record<string, string | undefined>, options: Pa
     if (!mockpaySecret) {
       // The standalone worker signs mockpay's deliveries too: a generated key would sign what no instance accepts.
       if (!local) {
-        throw new ConfigError('Missing MOCKPAY_WEBHOOK_SECRET (whsec_ and the base64 of at least 24 random bytes): it is required when MOCKPAY_ENABLED=true '
+        throw new ConfigError('Missing MOCKPAY_WEBHOOK_SECRET (whsec_ and the base64 of at least 24 random bytes): it is required when mockpay is on (MOCKPAY_ENABLED=true, or PAYMENT_PROVIDER=mockpay) '
           + 'with DATABASE_URL, the same on every instance and worker, and different from WEBHOOK_STANDARD_SECRET.')
       }
       mockpaySecret = generateSecret('MOCKPAY_WEBHOOK_SECRET')

@@ -98,11 +98,11 @@ export function classifyStripeError(error: unknown): Error {
   const status = error.statusCode
   const wait = retryAfterMs(error.headers?.['retry-after'])
   if (error instanceof Stripe.errors.StripeCardError) {
-    return new PaymentRefused({ code: error.decline_code ?? error.code ?? 'card_declined', message: `${error.message} Try another card or payment method.`, providerMessage: error.message })
+    return new PaymentRefused({ code: error.decline_code || error.code || 'card_declined', message: `${error.message} Try another card or payment method.`, providerMessage: error.message })
   }
   if (status === 409 || status === 429 || (status !== undefined && status >= 500) || error instanceof Stripe.errors.StripeConnectionError
     || error instanceof Stripe.errors.StripeAuthenticationError || error instanceof Stripe.errors.StripePermissionError || status === undefined) {
     return new ProviderUnavailable(`Stripe ${error.type}${status ? ` (HTTP ${status})` : ''}: ${error.message}`, wait, { cause: error })
   }
-  return new PaymentRefused({ code: error.code ?? error.type, message: REFUSED_DETAILS_MESSAGE, providerMessage: error.message })
+  return new PaymentRefused({ code: error.code || error.rawType || 'invalid_request_error', message: REFUSED_DETAILS_MESSAGE, providerMessage: error.message })
 }

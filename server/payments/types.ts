@@ -69,6 +69,8 @@ export function retryAfterMs(header: string | undefined, now = Date.now()): numb
   if (!header) return undefined
   const value = header.trim()
   if (/^\d{1,10}$/.test(value)) return Number(value) * 1000
+  // Only the IMF-fixdate form (`Wed, 21 Oct 2015 07:28:00 GMT`): Date.parse would take '-1' or '1.5' for dates.
+  if (!/^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/.test(value)) return undefined
   const date = Date.parse(value)
   return Number.isNaN(date) ? undefined : Math.max(0, date - now)
 }

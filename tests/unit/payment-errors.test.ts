@@ -49,9 +49,8 @@ describe('retryAfterMs', () => {
     expect(retryAfterMs(header, now)).toBeUndefined()
   })
 
-  // Known bug in retryAfterMs: V8's Date.parse reads '-1' and '1.5' as dates in 2001, so these give 0
-  // (retry at once) instead of undefined. Drop `.fails` once it accepts only IMF-fixdate (RFC 9110 §5.6.7).
-  it.fails.each(['-1', '1.5'])('has no wait for %j, which is neither delta-seconds nor an HTTP date', (header) => {
+  // V8's Date.parse would read '-1' and '1.5' as dates in 2001 (a wait of 0): only IMF-fixdate counts.
+  it.each(['-1', '1.5'])('has no wait for %j, which is neither delta-seconds nor an HTTP date', (header) => {
     expect(retryAfterMs(header, now)).toBeUndefined()
   })
 })
@@ -77,9 +76,8 @@ describe('classifyStripeError', () => {
     expect(refused.refusal.message).toMatch(/Try another card or payment method\.$/)
   })
 
-  // Known bug in classifyStripeError: StripeCardError sets decline_code to '' when Stripe sent none, and
-  // `decline_code ?? code` keeps the '' (refusal.code ''). Drop `.fails` once it falls back on an empty one too.
-  it.fails('refuses a card error without a decline code with its error code', () => {
+  // StripeCardError sets decline_code to '' when Stripe sent none: the error's code stands in.
+  it('refuses a card error without a decline code with its error code', () => {
     const stripeError = new Stripe.errors.StripeCardError({
       statusCode: 402,
       type: 'card_error',
@@ -172,16 +170,8 @@ describe('classifyStripeError', () => {
   })
 })
 
-/**
- * The client's constructor, (message, httpStatusCode, ApiResponse, rawHttpClientData)
- * (midtrans-client/lib/midtransError.js); server/payments/midtrans-client.d.ts declares none.
- */
-const MidtransError = midtrans.MidtransError as unknown as new (
-  message: string,
-  httpStatusCode: number | string | null,
-  ApiResponse: Record<string, unknown> | null,
-  rawHttpClientData: { headers?: Record<string, string>, response?: { headers?: Record<string, string> } } | null,
-) => InstanceType<typeof midtrans.MidtransError>
+/** The client's own error: (message, httpStatusCode, ApiResponse, rawHttpClientData). */
+const { MidtransError } = midtrans
 
 describe('classifyMidtransError', () => {
   const httpError = (status: number | string, answer: Record<string, unknown> | null = null, headers: Record<string, string> = {}) =>
