@@ -1,0 +1,243 @@
+import { randomUUID } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
+import postgres from 'postgres'
+import { expect } from 'vitest'
+import type { JobErrorEntry } from '../../server/db/schema'
+import { type AppProcess, startApp, testSecrets } from './app'
+import { createTenant, request, type TestResponse } from './http'
+import type { MidtransApi } from './midtrans-api'
+import { type OrderBody, postOrder, type TenantCredentials, validOrderBody } from './orders'
+import { pollUntil } from './poll'
+import { createTestDatabase, redisUrl, uniqueRedisPrefix } from './services'
+import type { ProviderCall, StripeApi } from './stripe-api'
+
+/**
+ * What the payment-provider suites share: the built app pointed at a local stand-in of Stripe or
+ * Midtrans (server/config: PAYMENT_PROVIDER, STRIPE_API_BASE, MIDTRANS_API_BASE), on a fresh
+ * Postgres database and one Redis prefix that every instance of a stack shares (as a deployment's
+ * instances do, so their task and order locks are the same), and the rows and stand-in calls the
+ * tests assert on.
+ */
+
+/**
+ * Works around a broken build (reported, not fixed here): Nitro's file tracing copies
+ * `async-function`'s index.js but not the require.mjs its `module-sync` export condition points to,
+ * which Node ≥ 20.19 picks when get-intrinsic require()s it, so `.output/server/index.mjs` exits at
+ * start-up with MODULE_NOT_FOUND. Without require(esm), Node takes the `default` condition instead.
+ */
+export const builtServerWorkaround = { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --no-experimental-require-module`.trim() }
+
+/** The Stripe stand-in accepts only this key; the app sends it as `Authorization: Bearer …`. */
+export const stripeSecretKey = 'sk_test_standin0123456789abcdef'
+
+/** The app asks the Stripe stand-in for PaymentIntents; mockpay is off. */
+export const stripeEnv = (api: Pick<StripeApi, 'url'>): Record<string, string> => ({
+  PAYMENT_PROVIDER: 'stripe',
+  STRIPE_SECRET_KEY: stripeSecretKey,
+  STRIPE_API_BASE: api.url,
+  MOCKPAY_ENABLED: 'false',
+  PAYMENT_PROVIDER_TIMEOUT_MS: '5000',
+  ...builtServerWorkaround,
+})
+
+/** The app charges through the Midtrans stand-in (server key: testSecrets.midtransServerKey, which appEnv sets); mockpay is off. */
+export const midtransEnv = (api: Pick<MidtransApi, 'url'>): Record<string, string> => ({
+  PAYMENT_PROVIDER: 'midtrans',
+  MIDTRANS_SERVER_KEY: testSecrets.midtransServerKey,
+  MIDTRANS_API_BASE: api.url,
+  MOCKPAY_ENABLED: 'false',
+  PAYMENT_PROVIDER_TIMEOUT_MS: '5000',
+  ...builtServerWorkaround,
+})
+
+export interface ProviderStack {
+  app: AppProcess
+  databaseUrl: string
+  /** Shared by every instance the stack starts. */
+  redisKeyPrefix: string
+  sql: postgres.Sql
+  tenant: TenantCredentials
+  /** Another app instance on the same database and Redis prefix, with `env` on top of the stack's. */
+  startInstance: (label: string, env?: Record<string, string>) => Promise<AppProcess>
+  close: () => Promise<void>
+}
+
+/** A fresh database, the built app on it with `env`, and one tenant. */
+export async function startProviderStack(label: string, env: Record<string, string>): Promise<ProviderStack> {
+  const database = await createTestDatabase(label)
+  const redisKeyPrefix = uniqueRedisPrefix(label)
+  const instances: AppProcess[] = []
+  const startInstance = async (instanceLabel: string, extra: Record<string, string> = {}) => {
+    const app = await startApp({ databaseUrl: database.url, redisUrl, label: instanceLabel, env: { ...env, REDIS_KEY_PREFIX: redisKeyPrefix, ...extra } })
+    instances.push(app)
+    return app
+  }
+  const sql = postgres(database.url, { max: 4, onnotice: () => {} })
+  const close = async () => {
+    await Promise.all(instances.map(instance => instance.stop()))
+    await sql.end({ timeout: 5 })
+    await database.drop()
+  }
+  try {
+    const app = await startInstance(label)
+    const tenant = await createTenant(app.url, `${label} tenant`)
+    return { app, databaseUrl: database.url, redisKeyPrefix, sql, tenant, startInstance, close }
+  }
+  catch (error) {
+    await close()
+    throw error
+  }
+}
+
+/** A US-dollar order for Stripe (IDR is validOrderBody's default, for Midtrans). */
+export function usdOrderBody(overrides: Partial<OrderBody> = {}): OrderBody {
+  return validOrderBody({ currency: 'USD', amount: 4_200, items: [{ sku: 'SKU-USD', quantity: 2, unitPrice: 2_100 }], paymentMethod: 'card', ...overrides })
+}
+
+/** POST /api/orders under a fresh key; the new order's id. */
+export async function placeOrder(stack: Pick<ProviderStack, 'app' | 'tenant'>, body: OrderBody): Promise<string> {
+  const created = await postOrder(stack.app.url, { secretKey: stack.tenant.secretKey, key: `providers-${randomUUID()}`, body })
+  expect(created.status, created.text).toBe(201)
+  expect(created.json.status).toBe('pending_payment')
+  return created.json.id as string
+}
+
+export async function getOrder(stack: Pick<ProviderStack, 'app' | 'tenant'>, orderId: string): Promise<TestResponse> {
+  return request(stack.app.url, `/api/orders/${orderId}`, { headers: { authorization: `Bearer ${stack.tenant.secretKey}` } })
+}
+
+/** pollUntil, with the last thing seen in the error when it times out. */
+async function pollSeeing<T>(what: string, read: () => Promise<T>, done: (seen: T) => boolean, timeoutMs: number): Promise<T> {
+  let seen: T | undefined
+  try {
+    await pollUntil(what, async () => done(seen = await read()), { timeoutMs, intervalMs: 50 })
+  }
+  catch (error) {
+    throw new Error(`${(error as Error).message}; last seen: ${JSON.stringify(seen)}`)
+  }
+  return seen!
+}
+
+/** GET /api/orders/:id until `done` holds for its body; the last body. */
+export function orderWhen(stack: Pick<ProviderStack, 'app' | 'tenant'>, orderId: string, what: string, done: (order: any) => boolean, timeoutMs = 20_000): Promise<any> {
+  return pollSeeing(`order ${orderId} ${what}`, async () => {
+    const fetched = await getOrder(stack, orderId)
+    expect(fetched.status, fetched.text).toBe(200)
+    return fetched.json
+  }, done, timeoutMs)
+}
+
+export interface JobView {
+  id: string
+  kind: string
+  status: string
+  attempt: number
+  snoozes: number
+  errors: JobErrorEntry[]
+  lastError: string | null
+  lockedBy: string | null
+  requestId: string | null
+}
+
+/** The order's jobs of one kind (one, for every kind but webhook.apply). */
+export function jobsOf(sql: postgres.Sql, orderId: string, kind: string): Promise<JobView[]> {
+  return sql<JobView[]>`
+    select id, kind, status, attempt, snoozes, errors, last_error as "lastError", locked_by as "lockedBy", request_id as "requestId"
+    from jobs where resource_id = ${`order:${orderId}`} and kind = ${kind} order by created_at, id`
+}
+
+/** The order's one job of `kind`, once it is completed (or dead-lettered: the assertion then says why). */
+export async function settledJob(sql: postgres.Sql, orderId: string, kind: string, timeoutMs = 20_000): Promise<JobView> {
+  const jobs = await pollSeeing(`the ${kind} job of ${orderId} is completed`, () => jobsOf(sql, orderId, kind),
+    seen => seen.length === 1 && (seen[0]!.status === 'completed' || seen[0]!.status === 'dead_letter'), timeoutMs)
+  return jobs[0]!
+}
+
+/** Every job of the order completed (its webhook.apply jobs and the effects they enqueued included). */
+export function allJobsSettled(sql: postgres.Sql, orderId: string, timeoutMs = 20_000): Promise<Array<{ kind: string, status: string }>> {
+  return pollSeeing(`every job of ${orderId} completed`,
+    () => sql<Array<{ kind: string, status: string }>>`select kind, status from jobs where resource_id = ${`order:${orderId}`} order by kind, id`,
+    jobs => jobs.every(job => job.status === 'completed'), timeoutMs)
+}
+
+export interface HistoryView {
+  fromStatus: string
+  requestedStatus: string | null
+  toStatus: string
+  outcome: string
+  reason: string | null
+  webhookEventId: string | null
+  jobId: string | null
+}
+
+export function historyOf(sql: postgres.Sql, orderId: string): Promise<HistoryView[]> {
+  return sql<HistoryView[]>`
+    select from_status as "fromStatus", requested_status as "requestedStatus", to_status as "toStatus", outcome, reason,
+      webhook_event_id as "webhookEventId", job_id as "jobId"
+    from order_status_history where order_id = ${orderId} order by id`
+}
+
+export interface WebhookEventView {
+  id: string
+  provider: string
+  eventId: string
+  type: string
+  paymentId: string | null
+  amount: number | null
+  currency: string | null
+  status: string
+  source: string
+  confirmation: Record<string, unknown> | null
+}
+
+export function webhookEventsOf(sql: postgres.Sql, orderId: string): Promise<WebhookEventView[]> {
+  return sql<WebhookEventView[]>`
+    select id, provider, event_id as "eventId", type, payment_id as "paymentId", amount::int as amount, currency, status, source, confirmation
+    from webhook_events where order_id = ${orderId} order by received_at, id`
+}
+
+/** The order's emails (subjects) and invoices. */
+export async function effectsOf(sql: postgres.Sql, orderId: string): Promise<{ emails: string[], invoices: number, markers: string[] }> {
+  const emails = await sql<Array<{ subject: string }>>`select subject from mailbox where order_id = ${orderId} order by created_at, id`
+  const [invoices] = await sql<Array<{ count: number }>>`select count(*)::int as count from invoices where order_id = ${orderId}`
+  const markers = await sql<Array<{ effect: string }>>`select effect from side_effects where order_id = ${orderId} order by effect`
+  return { emails: emails.map(row => row.subject), invoices: invoices!.count, markers: markers.map(row => row.effect) }
+}
+
+export function ops(baseUrl: string, path: string, method = 'GET'): Promise<TestResponse> {
+  return request(baseUrl, path, { method, headers: { authorization: `Bearer ${testSecrets.opsToken}` }, timeoutMs: 30_000 })
+}
+
+/** POST /api/ops/tasks/payments:reconcile: the task's result as the endpoint answers it. */
+export async function runReconcile(baseUrl: string): Promise<any> {
+  const response = await ops(baseUrl, '/api/ops/tasks/payments:reconcile', 'POST')
+  expect(response.status, response.text).toBe(200)
+  return response.json
+}
+
+/**
+ * Every app instance runs payments:reconcile at second 0 of each minute (nuxt.config.ts). A test
+ * that runs the task itself and counts what it did waits until at least `needSeconds` are left
+ * before the next run, so the scheduled one cannot take its orders (or its task lock) first.
+ */
+export async function clearOfScheduledReconcile(needSeconds = 15): Promise<void> {
+  const secondsLeft = 60 - (Date.now() % 60_000) / 1000
+  if (secondsLeft < needSeconds) await sleep(secondsLeft * 1000 + 1_500)
+}
+
+/** The Stripe stand-in's PaymentIntent creations for one order (metadata[order_id]). */
+export const stripeCreates = (api: StripeApi, orderId: string): ProviderCall[] =>
+  api.calls.filter(call => call.method === 'POST' && call.path === '/v1/payment_intents' && (call.body.metadata as Record<string, unknown> | undefined)?.order_id === orderId)
+
+/** The Stripe stand-in's intents for one order. */
+export const stripeIntentsOf = (api: StripeApi, orderId: string) => [...api.intents.values()].filter(intent => intent.metadata.order_id === orderId)
+
+/** The Midtrans stand-in's calls about one order: its charges and its status reads, in arrival order. */
+export function midtransCallsOf(api: MidtransApi, orderId: string): Array<{ call: string, answered: ProviderCall['answered'] }> {
+  return api.calls.flatMap((call) => {
+    const details = call.body.transaction_details as Record<string, unknown> | undefined
+    if (call.method === 'POST' && call.path === '/v2/charge' && details?.order_id === orderId) return [{ call: 'charge', answered: call.answered }]
+    if (call.method === 'GET' && call.path === `/v2/${orderId}/status`) return [{ call: 'status', answered: call.answered }]
+    return []
+  })
+}
