@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url'
 // start-up, never here: this file is frozen at build time.
 // APP_BUILD_ROOT puts .nuxt and .output elsewhere, so separate builds can be run side by side.
 const buildRoot = process.env.APP_BUILD_ROOT
+const moduleSyncOnlyFiles = ['async-function/require.mjs', 'async-generator-function/require.mjs', 'generator-function/require.mjs']
 
 export default defineNuxtConfig({
   ...(buildRoot && { buildDir: `${buildRoot}/.nuxt` }),
@@ -21,8 +22,13 @@ export default defineNuxtConfig({
       '0 * * * * *': ['payments:reconcile'],
     },
     ...(buildRoot && { output: { dir: `${buildRoot}/.output` } }),
-    // PGlite ships WASM and data files it loads relative to its own module: keep it external.
-    externals: { external: ['@electric-sql/pglite'] },
+    externals: {
+      // PGlite ships WASM and data files it loads relative to its own module: keep it external.
+      external: ['@electric-sql/pglite'],
+      // Node ≥ 20.19 requires these (under get-intrinsic, from axios, from midtrans-client) through their
+      // `module-sync` export, which the file tracer only follows on Node 22: ship those files too.
+      traceInclude: moduleSyncOnlyFiles.map(file => fileURLToPath(new URL(`./node_modules/${file}`, import.meta.url))),
+    },
   },
   hooks: {
     // API errors become problem+json first; everything else keeps Nuxt's own error handling.

@@ -6,8 +6,9 @@ import { PaymentRefused, type PaymentProvider, type PaymentState, ProviderUnavai
 /**
  * Stripe through its official client. One PaymentIntent per order: the create call carries an
  * Idempotency-Key derived from the order, so a re-run (crash, lost response, retry) gets the same
- * PaymentIntent back from Stripe. The client's own retries are off: the job runner retries, with
- * the same key, backoff and Retry-After.
+ * PaymentIntent back from Stripe. The client's own retries are off (`maxNetworkRetries: 0`; it still
+ * resends once, under the same key, a request whose connection closed): the job runner retries,
+ * with the same key, backoff and Retry-After.
  */
 
 /**
@@ -102,7 +103,7 @@ export function classifyStripeError(error: unknown): Error {
   }
   if (status === 409 || status === 429 || (status !== undefined && status >= 500) || error instanceof Stripe.errors.StripeConnectionError
     || error instanceof Stripe.errors.StripeAuthenticationError || error instanceof Stripe.errors.StripePermissionError || status === undefined) {
-    return new ProviderUnavailable(`Stripe ${error.type}${status ? ` (HTTP ${status})` : ''}: ${error.message}`, wait, { cause: error })
+    return new ProviderUnavailable(`Stripe ${error.rawType ?? error.type}${status ? ` (HTTP ${status})` : ''}: ${error.message}`, wait, { cause: error })
   }
   return new PaymentRefused({ code: error.code || error.rawType || 'invalid_request_error', message: REFUSED_DETAILS_MESSAGE, providerMessage: error.message })
 }

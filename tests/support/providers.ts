@@ -19,14 +19,6 @@ import type { ProviderCall, StripeApi } from './stripe-api'
  * tests assert on.
  */
 
-/**
- * Works around a broken build (reported, not fixed here): Nitro's file tracing copies
- * `async-function`'s index.js but not the require.mjs its `module-sync` export condition points to,
- * which Node ≥ 20.19 picks when get-intrinsic require()s it, so `.output/server/index.mjs` exits at
- * start-up with MODULE_NOT_FOUND. Without require(esm), Node takes the `default` condition instead.
- */
-export const builtServerWorkaround = { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --no-experimental-require-module`.trim() }
-
 /** The Stripe stand-in accepts only this key; the app sends it as `Authorization: Bearer …`. */
 export const stripeSecretKey = 'sk_test_standin0123456789abcdef'
 
@@ -37,7 +29,6 @@ export const stripeEnv = (api: Pick<StripeApi, 'url'>): Record<string, string> =
   STRIPE_API_BASE: api.url,
   MOCKPAY_ENABLED: 'false',
   PAYMENT_PROVIDER_TIMEOUT_MS: '5000',
-  ...builtServerWorkaround,
 })
 
 /** The app charges through the Midtrans stand-in (server key: testSecrets.midtransServerKey, which appEnv sets); mockpay is off. */
@@ -47,7 +38,6 @@ export const midtransEnv = (api: Pick<MidtransApi, 'url'>): Record<string, strin
   MIDTRANS_API_BASE: api.url,
   MOCKPAY_ENABLED: 'false',
   PAYMENT_PROVIDER_TIMEOUT_MS: '5000',
-  ...builtServerWorkaround,
 })
 
 export interface ProviderStack {

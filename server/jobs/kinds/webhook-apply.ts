@@ -12,6 +12,8 @@ const WebhookApplyPayload = z.object({ webhookEventId: z.string().min(1), orderI
 
 /** Providers whose notifications are confirmed with their status API before they may move an order: Midtrans signs too little of its body. */
 const confirmedProviders = new Set(['midtrans'])
+/** Attempts that ask the status API again while it does not confirm a notification yet. */
+const CONFIRM_ATTEMPTS = 3
 
 /**
  * Applies a stored provider event to its order by precedence, under the order's lock, and marks the
@@ -43,7 +45,13 @@ export function webhookApply(confirmer?: PaymentProvider) {
           : { found: false, checkedAt: new Date().toISOString() }
         const confirmed = state ? requestedStatusOf[state.type] : null
         unconfirmed = requested !== null && confirmed === null
-        requested = confirmed
+        // The status API may lag the notification: ask again with backoff before the event is settled
+        // as unconfirmed (its id is spent then; reconciliation still finds a later payment).
+        if (unconfirmed && job.attempt < CONFIRM_ATTEMPTS) {
+          throw new RetryableJobError(`${stored.provider}'s status API does not confirm ${stored.type} for order ${orderId} yet (it says ${state ? state.providerStatus : 'no such transaction'})`)
+        }
+        // Unconfirmed, the history keeps what the notification asked for; confirmed, the API's state counts.
+        if (!unconfirmed) requested = confirmed
         amount = state?.amount
         currency = state?.currency
       }
