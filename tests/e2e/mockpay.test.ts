@@ -2,12 +2,14 @@ import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import postgres from 'postgres'
 import { afterAll, beforeAll, expect, it } from 'vitest'
+import { paymentIdempotencyKey } from '../../server/payments'
 import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '../support/app'
 import { createTenant, request, type TestResponse } from '../support/http'
 import { effectsPerOrder } from '../support/jobs'
 import { expectProblem, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
+import { type StripeApi, startStripeApi } from '../support/stripe-api'
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy'
 import { deliver, newWebhookId, type SignedDelivery, standardBody, standardDelivery } from '../support/webhooks'
 
@@ -332,20 +334,50 @@ describeWithServices('mockpay: the simulated provider on Postgres and Redis', ['
   })
 })
 
+/** The Stripe stand-in accepts only this key (STRIPE_SECRET_KEY must look like a test-mode key). */
+const stripeSecretKey = 'sk_test_mockpayoff0123456789'
+
+/** PAYMENT_PROVIDER=stripe against the stand-in: the provider a deployment with mockpay off asks. */
+const stripeEnv = (api: StripeApi) => ({
+  PAYMENT_PROVIDER: 'stripe',
+  STRIPE_SECRET_KEY: stripeSecretKey,
+  STRIPE_API_BASE: api.url,
+  MOCKPAY_ENABLED: 'false',
+})
+
 describeWithServices('mockpay: a provider retries until the endpoint answers, and mockpay off', ['postgres', 'redis'], () => {
   let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined
+  let stripeDatabase: Awaited<ReturnType<typeof createTestDatabase>> | undefined
   let sql: postgres.Sql | undefined
+  let stripeSql: postgres.Sql | undefined
   let proxy: TcpProxy | undefined
+  let stripeApi: StripeApi | undefined
   /** Runs mockpay and the only worker; delivers through the proxy to `receiver`. */
   let provider: AppProcess
   /** No worker: only receives the webhooks (at /api/webhooks/mockpay, which needs mockpay on). */
   let receiver: AppProcess
-  /** MOCKPAY_ENABLED=false, with a worker: no provider to ask for intents. */
+  /**
+   * MOCKPAY_ENABLED=false on the same database, so PAYMENT_PROVIDER=stripe (mockpay cannot be the
+   * provider with mockpay off). No worker: the provider a payment.create_intent job asks is the one
+   * of whichever worker claims it, and both workers claim that kind. The instance that placed an
+   * order usually wins (it wakes its own worker at once, the other on a NOTIFY 50 ms later), but a
+   * retry after backoff, a poll or a busy worker can go either way: a worker here could ask Stripe
+   * for an intent the tests above expect `provider` to create at mockpay.
+   */
   let mockpayOff: AppProcess
+  /**
+   * PAYMENT_PROVIDER=stripe (mockpay off) with a worker, on a database of its own: the only worker
+   * that can claim its orders' payment.create_intent jobs, so which provider is asked is decided by
+   * its configuration, never by a race with `provider`'s worker.
+   */
+  let stripeApp: AppProcess
   let tenant: TenantCredentials
+  let stripeTenant: TenantCredentials
 
   beforeAll(async () => {
     database = await createTestDatabase('mockpay_retries')
+    stripeDatabase = await createTestDatabase('mockpay_off_stripe')
+    stripeApi = await startStripeApi({ secretKey: stripeSecretKey })
     receiver = await startApp({ databaseUrl: database.url, redisUrl, label: 'mockpay-receiver' })
     proxy = await startTcpProxy({ host: '127.0.0.1', port: receiver.port })
     provider = await startApp({
@@ -354,16 +386,22 @@ describeWithServices('mockpay: a provider retries until the endpoint answers, an
       label: 'mockpay-provider',
       env: { ...fastJobsEnv, MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_URL: `http://127.0.0.1:${proxy.port}/api/webhooks/mockpay` },
     })
-    mockpayOff = await startApp({ databaseUrl: database.url, redisUrl, label: 'mockpay-off', env: { ...fastJobsEnv, MOCKPAY_ENABLED: 'false' } })
+    mockpayOff = await startApp({ databaseUrl: database.url, redisUrl, label: 'mockpay-off', env: { ...stripeEnv(stripeApi), WORKER_ENABLED: 'false' } })
+    stripeApp = await startApp({ databaseUrl: stripeDatabase.url, redisUrl, label: 'mockpay-off-stripe', env: { ...fastJobsEnv, ...stripeEnv(stripeApi) } })
     sql = postgres(database.url, { max: 2, onnotice: () => {} })
+    stripeSql = postgres(stripeDatabase.url, { max: 2, onnotice: () => {} })
     tenant = await createTenant(provider.url, 'mockpay retries')
+    stripeTenant = await createTenant(stripeApp.url, 'mockpay off')
   })
 
   afterAll(async () => {
     await stopAll()
     await proxy?.close()
+    await stripeApi?.close()
     await sql?.end()
+    await stripeSql?.end()
     await database?.drop()
+    await stripeDatabase?.drop()
   })
 
   it('a delivery refused at first is retried with backoff, then delivered and applied once', async () => {
@@ -431,19 +469,52 @@ describeWithServices('mockpay: a provider retries until the endpoint answers, an
     expect(read.json.status).toBe('requires_payment')
   })
 
-  it('with MOCKPAY_ENABLED=false an order enqueues no payment.create_intent job (no provider could run it) and asks mockpay for nothing', async () => {
-    const created = await postOrder(mockpayOff.url, { secretKey: tenant.secretKey, key: `mockpay-off-${randomUUID()}`, body: validOrderBody() })
+  it('with PAYMENT_PROVIDER=stripe (mockpay off) an order\'s payment.create_intent asks Stripe once, under order:<id>:payment, and never mockpay', async () => {
+    const api = stripeApi!
+    const created = await postOrder(stripeApp.url, { secretKey: stripeTenant.secretKey, key: `mockpay-off-${randomUUID()}`, body: validOrderBody() })
     expect(created.status, created.text).toBe(201)
     const orderId: string = created.json.id
-    // The job would have been one of the order's transaction's statements: none committed.
-    expect(await sql!`select kind from jobs where resource_id = ${`order:${orderId}`} or payload->>'orderId' = ${orderId}`).toEqual([])
-    // Both instances' workers poll every 50 ms: a job, had there been one, would have made an intent by now.
-    await sleep(1_500)
-    expect(await sql!`select id from payment_intents where order_id = ${orderId}`).toEqual([])
-    expect(await sql!`select kind from jobs where resource_id = ${`order:${orderId}`}`).toEqual([])
-    const fetched = await request(mockpayOff.url, orderPath(orderId), { headers: { authorization: `Bearer ${tenant.secretKey}` } })
-    expect(fetched.status, fetched.text).toBe(200)
-    expect(fetched.json).toMatchObject({ id: orderId, status: 'pending_payment', paymentIntentId: null })
+    const readOrder = () => request(stripeApp.url, orderPath(orderId), { headers: { authorization: `Bearer ${stripeTenant.secretKey}` } })
+    let fetched: TestResponse | undefined
+    await pollUntil(`order ${orderId} has a payment`, async () => {
+      fetched = await readOrder()
+      expect(fetched.status, fetched.text).toBe(200)
+      return fetched.json.paymentIntentId !== null
+    }, { timeoutMs: 20_000, intervalMs: 100 })
+
+    const createCalls = () => api.calls.filter(call => call.method === 'POST' && call.path === '/v1/payment_intents'
+      && (call.body.metadata as Record<string, unknown> | undefined)?.order_id === orderId)
+    const [intent, ...moreIntents] = [...api.intents.values()].filter(stored => stored.metadata.order_id === orderId)
+    expect(moreIntents).toEqual([])
+    expect(intent).toMatchObject({ id: expect.stringMatching(/^pi_/), amount: 150_000, currency: 'idr', status: 'requires_payment_method' })
+    expect(createCalls()).toEqual([expect.objectContaining({
+      idempotencyKey: paymentIdempotencyKey(orderId),
+      authorization: `Bearer ${stripeSecretKey}`,
+      body: expect.objectContaining({ amount: '150000', currency: 'idr', metadata: { order_id: orderId } }),
+      answered: 200,
+    })])
+    expect(paymentIdempotencyKey(orderId)).toBe(`order:${orderId}:payment`)
+    expect(fetched!.json).toMatchObject({
+      id: orderId,
+      status: 'pending_payment',
+      paymentIntentId: intent!.id,
+      payment: { provider: 'stripe', id: intent!.id, nextAction: { type: 'stripe_client_secret', clientSecret: intent!.client_secret }, error: null },
+    })
+
+    // One job, done at its first attempt; mockpay was asked for nothing and delivers nothing.
+    expect(await stripeSql!`select kind, status, attempt from jobs where resource_id = ${`order:${orderId}`} or payload->>'orderId' = ${orderId}`)
+      .toEqual([{ kind: 'payment.create_intent', status: 'completed', attempt: 1 }])
+    expect(await stripeSql!`select id from payment_intents`).toEqual([])
+    expect(await stripeSql!`select id from jobs where kind = 'mockpay.deliver'`).toEqual([])
+    const [row] = await stripeSql!<Array<{ paymentProvider: string, paymentIntentId: string }>>`
+      select payment_provider as "paymentProvider", payment_intent_id as "paymentIntentId" from orders where id = ${orderId}`
+    expect(row).toEqual({ paymentProvider: 'stripe', paymentIntentId: intent!.id })
+    // The worker polls every 50 ms: a second run of the job would have called again by now.
+    await sleep(1_000)
+    expect(createCalls()).toHaveLength(1)
+    // Nor can the shopper reach mockpay for the Stripe payment.
+    expectProblem(await mockpayPost(stripeApp.url, intent!.id, 'confirm', { outcome: 'succeed' }), 'not-found')
+    expect((await readOrder()).json).toMatchObject({ status: 'pending_payment', paymentIntentId: intent!.id })
   })
 })
 

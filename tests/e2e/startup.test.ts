@@ -17,6 +17,17 @@ import { logLines } from '../support/worker'
 // safely, dev secrets are printed, and test or demo features switched on in a deployment are
 // warned about.
 
+/**
+ * PAYMENT_PROVIDER=stripe with mockpay off and a well-formed test key, its API base a port nothing
+ * listens on: these instances run no worker, and nothing of theirs may reach the real Stripe.
+ */
+const stripeOff = {
+  PAYMENT_PROVIDER: 'stripe',
+  STRIPE_SECRET_KEY: 'sk_test_startup0123456789',
+  STRIPE_API_BASE: 'http://127.0.0.1:9',
+  MOCKPAY_ENABLED: 'false',
+}
+
 const migrationJournal = JSON.parse(readFileSync(new URL('../../drizzle/meta/_journal.json', import.meta.url), 'utf8')) as { entries: unknown[] }
 
 describeWithServices('start-up', ['postgres', 'redis'], () => {
@@ -90,6 +101,21 @@ describeWithServices('start-up', ['postgres', 'redis'], () => {
     await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*Invalid configuration:\n {2}WEBHOOK_STANDARD_SECRET: must be "whsec_" followed by the canonical base64 of a key of at least 24 random bytes/)
   })
 
+  it('refuses a deployment that names no PAYMENT_PROVIDER, exiting 1', async () => {
+    const start = startApp({ databaseUrl: database.url, redisUrl, label: 'startup-no-provider', env: { PAYMENT_PROVIDER: '' } })
+    await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*Missing PAYMENT_PROVIDER \(mockpay, stripe or midtrans\): it is required with DATABASE_URL\./)
+  })
+
+  it('refuses PAYMENT_PROVIDER=stripe without STRIPE_SECRET_KEY, naming it, and exits 1', async () => {
+    const start = startApp({ databaseUrl: database.url, redisUrl, label: 'startup-stripe-no-key', env: { ...stripeOff, STRIPE_SECRET_KEY: '' } })
+    await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*Missing STRIPE_SECRET_KEY: PAYMENT_PROVIDER=stripe creates PaymentIntents with it\./)
+  })
+
+  it('refuses PAYMENT_PROVIDER=mockpay with MOCKPAY_ENABLED=false (orders would ask a provider that is off), exiting 1', async () => {
+    const start = startApp({ databaseUrl: database.url, redisUrl, label: 'startup-mockpay-off', env: { PAYMENT_PROVIDER: 'mockpay', MOCKPAY_ENABLED: 'false' } })
+    await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*PAYMENT_PROVIDER=mockpay needs MOCKPAY_ENABLED: the simulated provider is the one orders would ask\./)
+  })
+
   it('refuses mockpay without its own secret in a deployment, naming MOCKPAY_WEBHOOK_SECRET', async () => {
     const start = startApp({ databaseUrl: database.url, redisUrl, label: 'startup-mockpay-secret', env: { MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_SECRET: '' } })
     await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*Missing MOCKPAY_WEBHOOK_SECRET/)
@@ -110,7 +136,8 @@ describeWithServices('start-up', ['postgres', 'redis'], () => {
   })
 
   it('lists no warnings when none of them is on', async () => {
-    const app = await startApp({ databaseUrl: database.url, redisUrl, label: 'startup-no-warnings', env: { FAULTS_ENABLED: 'false', MOCKPAY_ENABLED: 'false', CHECKOUT_DEMO_ENABLED: 'false' } })
+    // MOCKPAY_ENABLED=false (in stripeOff) needs another provider than mockpay.
+    const app = await startApp({ databaseUrl: database.url, redisUrl, label: 'startup-no-warnings', env: { FAULTS_ENABLED: 'false', CHECKOUT_DEMO_ENABLED: 'false', ...stripeOff } })
     const ready = await request(app.url, '/api/ready')
     expect(ready.status, ready.text).toBe(200)
     expect(ready.json.warnings).toEqual([])
