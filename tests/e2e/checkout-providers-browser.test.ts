@@ -1,11 +1,8 @@
-import { mkdir } from 'node:fs/promises'
-import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import postgres from 'postgres'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest'
 import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '../support/app'
-import { type CheckoutPage, launchChromium, openCheckout, storedCart } from '../support/browser'
+import { type CheckoutPage, launchChromium, openCheckout, screenshot, storedCart } from '../support/browser'
 import { type MidtransApi, startMidtransApi } from '../support/midtrans-api'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
 
@@ -21,8 +18,6 @@ const CART_TOTAL = 387_000
 const DECLINED_MESSAGE = 'The payment was declined. Nothing was charged; please place the order again with another payment method.'
 /** …and when the order asks for a card, which it refuses before calling Midtrans. */
 const CARD_UNSUPPORTED_MESSAGE = 'Card payments are not available for this shop yet. Nothing was charged; please place the order again with bank transfer or e-wallet.'
-/** Committed: the README shows them. */
-const docsScreenshots = fileURLToPath(new URL('../../docs/screenshots/', import.meta.url))
 
 type PaymentMethod = 'Card' | 'Bank transfer' | 'E-wallet'
 
@@ -124,11 +119,6 @@ describeWithServices('checkout page in Chromium: the payment provider\'s next st
     return response.json()
   }
 
-  async function docsScreenshot(page: Page, name: string): Promise<void> {
-    await mkdir(docsScreenshots, { recursive: true })
-    await page.screenshot({ path: join(docsScreenshots, `${name}.png`), animations: 'disabled' })
-  }
-
   /** No mockpay panel or button anywhere on the page. */
   async function expectNoMockpay(page: Page): Promise<void> {
     for (const testId of ['mockpay', 'mockpay-pay', 'mockpay-fail', 'mockpay-refund']) expect(await page.getByTestId(testId).count(), testId).toBe(0)
@@ -149,7 +139,7 @@ describeWithServices('checkout page in Chromium: the payment provider\'s next st
     expect(await page.getByTestId('order-status').getAttribute('data-status')).toBe('pending_payment')
     expect(await page.getByTestId('payment-error').count()).toBe(0)
     await expectNoMockpay(page)
-    await docsScreenshot(page, 'midtrans-va')
+    await screenshot(page, 'midtrans-va')
 
     // Exactly one charge, for this order's amount and bank, answered with the account shown.
     const charges = chargesOf(orderId)
@@ -187,7 +177,7 @@ describeWithServices('checkout page in Chromium: the payment provider\'s next st
     expect(await page.getByTestId('payment-next-step').count()).toBe(0)
     expect(await page.getByTestId('va-number').count()).toBe(0)
     await expectNoMockpay(page)
-    await docsScreenshot(page, 'payment-refused')
+    await screenshot(page, 'payment-refused')
 
     expect(chargesOf(orderId).map(call => call.answered)).toEqual([200])
     expect(api().transactions.get(orderId)).toMatchObject({ transaction_status: 'deny', channel_response_message: 'Do not honour' })
