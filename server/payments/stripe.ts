@@ -1,6 +1,7 @@
 import Stripe from 'stripe'
 import type { AppConfig } from '../config'
 import type { PaymentEventType } from '../webhooks/types'
+import { fromStripeAmount, toStripeAmount } from './stripe-amounts'
 import { PaymentRefused, type PaymentProvider, type PaymentState, ProviderUnavailable, REFUSED_DETAILS_MESSAGE, retryAfterMs } from './types'
 
 /**
@@ -41,7 +42,7 @@ export function createStripeProvider(config: StripeConfig): PaymentProvider {
         ? (await callStripe(() => stripe.paymentIntents.search({ query: `metadata['order_id']:'${request.orderId}'`, limit: 1 }))).data[0]
         : undefined
       const intent = earlier ?? await callStripe(() => stripe.paymentIntents.create({
-        amount: request.amount,
+        amount: toStripeAmount(request.amount, request.currency),
         currency: request.currency.toLowerCase(),
         metadata: { order_id: request.orderId },
         receipt_email: request.customerEmail,
@@ -74,7 +75,7 @@ function stateOfIntent(intent: Stripe.PaymentIntent): PaymentState {
     paymentId: intent.id,
     providerStatus,
     type,
-    amount: type === 'payment.succeeded' ? intent.amount_received : intent.amount,
+    amount: fromStripeAmount(type === 'payment.succeeded' ? intent.amount_received : intent.amount, intent.currency),
     currency: intent.currency.toUpperCase(),
     answer: intent as unknown as Record<string, unknown>,
   }

@@ -116,6 +116,21 @@ describeWithServices('payment providers against local stand-ins of their APIs', 
       expect(await historyOf(stack.sql, orderId)).toEqual([])
     })
 
+    it('an IDR order asks Stripe for its amount in hundredths of a rupiah (Stripe\'s two-decimal IDR), and the succeeded event pays it', async () => {
+      const body = validOrderBody()
+      expect(body.currency).toBe('IDR')
+      const orderId = await placeOrder(stack, body)
+      await settledJob(stack.sql, orderId, CREATE)
+      const [create] = stripeCreates(api, orderId)
+      expect(create!.body).toMatchObject({ amount: String(body.amount * 100), currency: 'idr' })
+      const [intent] = stripeIntentsOf(api, orderId)
+      api.succeed(intent!.id)
+      const paid = JSON.stringify(api.event(intent!.id, 'payment_intent.succeeded'))
+      const delivered = await postWebhook(stack.app.url, 'stripe', paid, { 'stripe-signature': stripeSignature(testSecrets.webhookStripeSecret, paid) })
+      expect(delivered.status, delivered.text).toBe(200)
+      await orderWhen(stack, orderId, 'is paid', order => order.status === 'paid', 10_000)
+    })
+
     it('429 with Retry-After: 1, then success: the job snoozes a second without spending an attempt and asks again under the same key; one intent', async () => {
       api.script.push({ match: 'create', fault: { kind: 'status', status: 429, retryAfter: '1' } })
       const orderId = await placeOrder(stack, usdOrderBody())

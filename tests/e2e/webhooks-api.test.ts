@@ -463,7 +463,9 @@ describeWithServices('POST /api/webhooks/:provider (SPEC §5) with the in-app wo
       const refundId = `evt_${randomUUID().replaceAll('-', '')}`
       const partlyRefunded = 50_000
       const refundBody = stripeBody(refundId, 'charge.refunded', order.id, order.amount, order.currency.toLowerCase(), partlyRefunded)
-      expect(JSON.parse(refundBody).data.object).toMatchObject({ amount: order.amount, amount_refunded: partlyRefunded, refunded: false })
+      // In Stripe's units: IDR in hundredths of a rupiah.
+      expect(order.currency).toBe('IDR')
+      expect(JSON.parse(refundBody).data.object).toMatchObject({ amount: order.amount * 100, amount_refunded: partlyRefunded * 100, refunded: false })
       expectReceived(await send(stripeDelivery(refundBody)), refundId, false)
       await settled(order.id)
 

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto'
 import type postgres from 'postgres'
+import { toStripeAmount } from '../../server/payments/stripe-amounts'
+import { hmacSha256 } from '../../server/webhooks/providers/common'
 import { midtransSignature } from '../../server/webhooks/providers/midtrans'
 import { signStandardWebhook } from '../../server/webhooks/providers/standard'
-import { hmacSha256 } from '../../server/webhooks/providers/common'
 import { testSecrets } from './app'
 import { request, type TestResponse } from './http'
 
@@ -47,8 +48,13 @@ export function standardDelivery(webhookId: string, body: string, options: { at?
 
 export type StripeEventType = 'payment_intent.succeeded' | 'payment_intent.payment_failed' | 'charge.refunded'
 
-/** A Stripe event; a charge.refunded refunds all of `amount` unless `amountRefunded` says less. */
-export function stripeBody(eventId: string, type: StripeEventType, orderId: string, amount: number, currency = 'usd', amountRefunded = amount): string {
+/**
+ * A Stripe event for amounts in the app's units (converted to Stripe's, e.g. IDR in hundredths); a
+ * charge.refunded refunds all of `orderAmount` unless `orderAmountRefunded` says less.
+ */
+export function stripeBody(eventId: string, type: StripeEventType, orderId: string, orderAmount: number, currency = 'usd', orderAmountRefunded = orderAmount): string {
+  const amount = toStripeAmount(orderAmount, currency)
+  const amountRefunded = toStripeAmount(orderAmountRefunded, currency)
   const object = type === 'charge.refunded'
     ? { id: `ch_${eventId}`, object: 'charge', amount, amount_refunded: amountRefunded, refunded: amountRefunded === amount, currency, payment_intent: `pi_${orderId}`, metadata: { order_id: orderId } }
     : { id: `pi_${orderId}`, object: 'payment_intent', amount, amount_received: type === 'payment_intent.succeeded' ? amount : 0, currency, metadata: { order_id: orderId } }

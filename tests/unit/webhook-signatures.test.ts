@@ -454,11 +454,24 @@ describe('parse: stripe', () => {
     })
   })
 
-  it('maps payment_intent.payment_failed to payment.failed', () => {
-    expect(parseStripe(event('evt_failed', 'payment_intent.payment_failed', intent({ amount_received: 0, currency: 'idr' })))).toEqual({
+  it('maps payment_intent.payment_failed to payment.failed, an IDR amount read in Stripe\'s hundredths of a rupiah', () => {
+    expect(parseStripe(event('evt_failed', 'payment_intent.payment_failed', intent({ amount: 420000, amount_received: 0, currency: 'idr' })))).toEqual({
       ok: true,
       event: { eventId: 'evt_failed', type: 'payment.failed', orderId: 'ord_stripe_1', paymentId: 'pi_3Qintent', amount: 4200, currency: 'IDR' },
     })
+  })
+
+  it('reads IDR in hundredths (Stripe\'s two-decimal IDR), rounded down to whole rupiah, and other currencies as they come', () => {
+    const paid = (amount: number, currency: string) => {
+      const parsed = parseStripe(event('evt_paid', 'payment_intent.succeeded', intent({ amount, amount_received: amount, currency })))
+      return parsed.ok ? parsed.event.amount : parsed.reason
+    }
+    expect(paid(15_000_000, 'idr')).toBe(150_000)
+    expect(paid(15_000_050, 'idr')).toBe(150_000)
+    expect(paid(14_999_950, 'idr')).toBe(149_999)
+    expect(paid(13, 'idr')).toBe(0)
+    expect(paid(4200, 'usd')).toBe(4200)
+    expect(paid(4200, 'jpy')).toBe(4200)
   })
 
   it('maps charge.refunded to payment.refunded under the charge\'s payment intent', () => {
