@@ -486,11 +486,12 @@ describeWithServices('mockpay: a provider retries until the endpoint answers, an
       && (call.body.metadata as Record<string, unknown> | undefined)?.order_id === orderId)
     const [intent, ...moreIntents] = [...api.intents.values()].filter(stored => stored.metadata.order_id === orderId)
     expect(moreIntents).toEqual([])
-    expect(intent).toMatchObject({ id: expect.stringMatching(/^pi_/), amount: 150_000, currency: 'idr', status: 'requires_payment_method' })
+    // Stripe counts IDR in hundredths of a rupiah: Rp 150,000 is 15000000 there.
+    expect(intent).toMatchObject({ id: expect.stringMatching(/^pi_/), amount: 15_000_000, currency: 'idr', status: 'requires_payment_method' })
     expect(createCalls()).toEqual([expect.objectContaining({
       idempotencyKey: paymentIdempotencyKey(orderId),
       authorization: `Bearer ${stripeSecretKey}`,
-      body: expect.objectContaining({ amount: '150000', currency: 'idr', metadata: { order_id: orderId } }),
+      body: expect.objectContaining({ amount: '15000000', currency: 'idr', metadata: { order_id: orderId } }),
       answered: 200,
     })])
     expect(paymentIdempotencyKey(orderId)).toBe(`order:${orderId}:payment`)
