@@ -19,6 +19,8 @@ type MidtransConfig = Pick<AppConfig, 'MIDTRANS_SERVER_KEY' | 'MIDTRANS_API_BASE
 type Answer = Record<string, unknown>
 
 const MIDTRANS_CURRENCY = 'IDR'
+/** transaction_status values that end a payment unpaid. */
+const failedStatuses = new Set(['deny', 'cancel', 'expire', 'failure'])
 /** The bank whose virtual account a bank transfer gets. */
 const VA_BANK = 'bca'
 
@@ -91,7 +93,7 @@ function chargeOf(request: PaymentRequest): Record<string, unknown> {
 
 function createdOf(orderId: string, answer: Answer): CreatedPayment {
   const status = String(answer.transaction_status ?? '')
-  if (['deny', 'cancel', 'expire', 'failure'].includes(status)) {
+  if (failedStatuses.has(status)) {
     const words = String(answer.channel_response_message ?? answer.status_message ?? status)
     throw new PaymentRefused({ code: status, message: 'The payment was declined. Nothing was charged; please place the order again with another payment method.', providerMessage: words })
   }
@@ -113,7 +115,7 @@ function stateOf(orderId: string, answer: Answer): PaymentState {
   const gross = Math.round(Number(answer.gross_amount))
   const refunded = Math.round(Number(answer.refund_amount ?? answer.gross_amount))
   const type: PaymentEventType = status === 'settlement' || (status === 'capture' && answer.fraud_status === 'accept') ? 'payment.succeeded'
-    : ['deny', 'cancel', 'expire', 'failure'].includes(status) ? 'payment.failed'
+    : failedStatuses.has(status) ? 'payment.failed'
       : status === 'refund' || status === 'partial_refund' ? 'payment.refunded'
         : 'payment.updated'
   return { paymentId: orderId, providerStatus: status, type, amount: type === 'payment.refunded' ? refunded : gross, currency: MIDTRANS_CURRENCY, answer }
