@@ -1,5 +1,9 @@
 import { sql } from 'drizzle-orm'
 import { bigint, bigserial, check, index, integer, json, jsonb, pgSequence, pgTable, text, timestamp, unique, uuid } from 'drizzle-orm/pg-core'
+import { type IdempotencyStatus, idempotencyStatuses, type JobStatus, jobStatuses, type WebhookEventSource, webhookEventSources, type WebhookEventStatus, webhookEventStatuses } from '../../shared/statuses'
+
+export { idempotencyStatuses, jobStatuses, webhookEventSources, webhookEventStatuses }
+export type { IdempotencyStatus, JobStatus, WebhookEventSource, WebhookEventStatus }
 
 /**
  * The single source of truth for every table. Each uniqueness the product promises is a named
@@ -67,8 +71,6 @@ export const operatorActions = pgTable('operator_actions', {
   index('operator_actions_request_id_idx').on(t.requestId),
 ])
 
-export const idempotencyStatuses = ['processing', 'succeeded', 'failed'] as const
-export type IdempotencyStatus = typeof idempotencyStatuses[number]
 
 export const idempotencyRecords = pgTable('idempotency_records', {
   id: uuid('id').primaryKey().defaultRandom(),
@@ -174,13 +176,6 @@ export const requestLog = pgTable('request_log', {
   index('request_log_created_at_idx').on(t.createdAt),
 ])
 
-/**
- * queued: waiting for run_at. running: claimed by `locked_by` under `fence`. failed: an attempt
- * failed and the job waits for its retry at run_at. completed. dead_letter: out of attempts or a
- * permanent error; an operator may redrive it.
- */
-export const jobStatuses = ['queued', 'running', 'failed', 'completed', 'dead_letter'] as const
-export type JobStatus = typeof jobStatuses[number]
 
 export interface JobErrorEntry {
   attempt: number
@@ -287,11 +282,6 @@ export const invoices = pgTable('invoices', {
   createdAt: createdAt(),
 }, t => [index('invoices_order_idx').on(t.orderId)])
 
-/** received: stored, its webhook.apply job pending. applied: it moved the order. ignored: it could not (see history). */
-export const webhookEventStatuses = ['received', 'applied', 'ignored'] as const
-export type WebhookEventStatus = typeof webhookEventStatuses[number]
-export const webhookEventSources = ['webhook', 'reconciliation'] as const
-export type WebhookEventSource = typeof webhookEventSources[number]
 
 /**
  * Every verified provider event, once: the raw body and the signature headers are kept so the
