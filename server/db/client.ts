@@ -6,6 +6,7 @@ import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
 import * as schema from './schema'
 import { type BoundStatement, shiftParams } from './statements'
+import { registerDatabase, runAfterCommit } from './transaction'
 
 export type Database = PgDatabase<PgQueryResultHKT, typeof schema>
 
@@ -79,9 +80,21 @@ export function checkPatchedDriver(driver: unknown): void {
  */
 export async function openDatabase(options: OpenDatabaseOptions): Promise<DatabaseHandle> {
   const migrationsFolder = resolve(options.migrationsDir)
-  return options.url
-    ? openPostgres(options.url, migrationsFolder, options.poolSize ?? 10, options.lockTimeoutMs ?? LOCK_TIMEOUT_MS)
-    : openPglite(resolve(options.pgliteDir), migrationsFolder)
+  const handle = options.url
+    ? await openPostgres(options.url, migrationsFolder, options.poolSize ?? 10, options.lockTimeoutMs ?? LOCK_TIMEOUT_MS)
+    : await openPglite(resolve(options.pgliteDir), migrationsFolder)
+  return registerDatabase(withStatementHooks(handle))
+}
+
+/** transact() runs the after-commit hooks its statements carry (e.g. a job insert's wake-up) once it committed. */
+function withStatementHooks(handle: DatabaseHandle): DatabaseHandle {
+  const send = handle.transact
+  handle.transact = async (statements, options) => {
+    await send(statements, options)
+    const hooks = new Set(statements.flatMap(statement => (statement.afterCommit ? [statement.afterCommit] : [])))
+    if (hooks.size) runAfterCommit(handle, hooks)
+  }
+  return handle
 }
 
 async function openPostgres(url: string, migrationsFolder: string, poolSize: number, lockTimeoutMs: number): Promise<DatabaseHandle> {
