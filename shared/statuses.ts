@@ -9,9 +9,10 @@ export type IdempotencyStatus = typeof idempotencyStatuses[number]
 /**
  * queued: waiting for run_at. running: claimed by `locked_by` under `fence`. failed: an attempt
  * failed and the job waits for its retry at run_at. completed. dead_letter: out of attempts or a
- * permanent error; an operator may redrive it.
+ * permanent error; an operator may redrive it, or dismiss it with a reason when it can never
+ * succeed. dismissed: final, never claimed, rescued or redriven again.
  */
-export const jobStatuses = ['queued', 'running', 'failed', 'completed', 'dead_letter'] as const
+export const jobStatuses = ['queued', 'running', 'failed', 'completed', 'dead_letter', 'dismissed'] as const
 export type JobStatus = typeof jobStatuses[number]
 
 /** received: stored, its webhook.apply job pending. applied: it moved the order. ignored: it could not (see history). */

@@ -57,10 +57,11 @@ export const apiKeys = pgTable('api_keys', {
  */
 export const operatorActions = pgTable('operator_actions', {
   id: bigserial('id', { mode: 'number' }).primaryKey(),
-  /** tenant.created | api_key.created | api_key.revoked */
+  /** tenant.created | api_key.created | api_key.revoked | job.dismissed */
   action: text('action').notNull(),
-  tenantId: text('tenant_id').notNull(),
-  /** The object acted on: the key id for key actions, the tenant id for tenant.created. */
+  /** Null for an action on no tenant's row: a dismissed job of no order. */
+  tenantId: text('tenant_id'),
+  /** The object acted on: the key id for key actions, the tenant id for tenant.created, the job id for job.dismissed. */
   subjectId: text('subject_id').notNull(),
   requestId: text('request_id'),
   detail: jsonb('detail').$type<Record<string, unknown>>().notNull().default({}),
@@ -221,6 +222,9 @@ export const jobs = pgTable('jobs', {
   startedAt: timestamp('started_at', { withTimezone: true }),
   heartbeatAt: timestamp('heartbeat_at', { withTimezone: true }),
   completedAt: timestamp('completed_at', { withTimezone: true }),
+  /** Why an operator dismissed the dead letter, and when (status dismissed). */
+  dismissedReason: text('dismissed_reason'),
+  dismissedAt: timestamp('dismissed_at', { withTimezone: true }),
   createdAt: createdAt(),
   updatedAt: updatedAt(),
 }, t => [

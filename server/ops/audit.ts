@@ -1,6 +1,7 @@
 import { and, desc, gte, isNotNull, sql } from 'drizzle-orm'
 import type { Database } from '../db/client'
 import { invoices, mailbox, orders, orderStatusHistory, requestLog, sideEffects, webhookEvents } from '../db/schema'
+import type { BusinessDuplicate, DuplicatesAudit, ExactlyOnceViolation, FrequentReplay, ViolationKind } from '../../shared/ops-api'
 
 /**
  * The duplicates audit (SPEC §7): what "exactly once" would look like if it had failed. `healthy`
@@ -32,32 +33,6 @@ export interface AuditOptions {
   replayThreshold: number
   /** How far apart two orders of one key may be and still be one intent: the order key's TTL. */
   keyTtlSeconds: number
-}
-
-export interface BusinessDuplicate {
-  tenantId: string
-  customerEmail: string
-  amount: number
-  currency: string
-  orders: Array<{ id: string, cartId: string, createdAt: string }>
-}
-
-export type ViolationKind = 'side_effect' | 'email' | 'invoice' | 'order_per_cart' | 'order_per_key' | 'webhook_event'
-
-export interface ExactlyOnceViolation {
-  kind: ViolationKind
-  ids: Record<string, unknown>
-  count: number
-}
-
-export interface FrequentReplay { scope: string | null, key: string, replays: number }
-
-export interface DuplicatesAudit {
-  /** True when no exactly-once violation was found; suspects do not count. */
-  healthy: boolean
-  window: { minutes: number }
-  exactlyOnceViolations: ExactlyOnceViolation[]
-  suspects: { businessDuplicates: BusinessDuplicate[], frequentReplays: FrequentReplay[] }
 }
 
 const recent = (column: typeof orders.createdAt | typeof requestLog.createdAt) =>

@@ -1,8 +1,8 @@
 import type { Database } from '../db/client'
 import { operatorActions } from '../db/schema'
 
-/** What operators can do to tenants and their keys; each is kept as evidence in `operator_actions`. */
-export type OperatorActionName = 'tenant.created' | 'api_key.created' | 'api_key.revoked'
+/** What operators can do to tenants, their keys and dead letters; each is kept as evidence in `operator_actions`. */
+export type OperatorActionName = 'tenant.created' | 'api_key.created' | 'api_key.revoked' | 'job.dismissed'
 
 /** Where an operator action came from: the ops API request (its id), or the CLI (no request). */
 export interface OperatorOrigin {
@@ -13,8 +13,9 @@ export interface OperatorOrigin {
 
 export interface OperatorAction {
   action: OperatorActionName
-  tenantId: string
-  /** The tenant id for tenant.created, the key id for key actions. */
+  /** Null when the subject belongs to no tenant (a dismissed job of no order). */
+  tenantId: string | null
+  /** The tenant id for tenant.created, the key id for key actions, the job id for job.dismissed. */
   subjectId: string
   detail: Record<string, unknown>
 }

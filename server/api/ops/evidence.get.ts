@@ -2,6 +2,7 @@ import { z } from 'zod'
 import { useDatabaseHandle } from '../../db'
 import { readValidatedQuery } from '../../http/body'
 import { collectEvidence, requireOneSubject } from '../../ops/evidence'
+import type { Evidence } from '../../../shared/ops-api'
 
 const text = (max: number) => z.string().min(1).max(max).optional()
 
@@ -18,5 +19,5 @@ export default defineEventHandler(async (event) => {
   requireOps(event)
   const query = readValidatedQuery(event, EvidenceQuery)
   requireOneSubject(query)
-  return collectEvidence(useDatabaseHandle().db, query)
+  return (await collectEvidence(useDatabaseHandle().db, query)) satisfies Evidence
 })

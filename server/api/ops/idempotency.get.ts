@@ -3,6 +3,7 @@ import { useDatabaseHandle } from '../../db'
 import { idempotencyStatuses } from '../../db/schema'
 import { readValidatedQuery } from '../../http/body'
 import { listIdempotencyRecords } from '../../ops/records'
+import type { OpsIdempotencyRecord, OpsList } from '../../../shared/ops-api'
 
 const RecordsQuery = z.object({
   tenant: z.string().min(1).max(200).optional(),
@@ -15,5 +16,5 @@ const RecordsQuery = z.object({
 export default defineEventHandler(async (event) => {
   requireOps(event)
   const filter = readValidatedQuery(event, RecordsQuery)
-  return { object: 'list', data: await listIdempotencyRecords(useDatabaseHandle().db, filter) }
+  return { object: 'list', data: await listIdempotencyRecords(useDatabaseHandle().db, filter) } satisfies OpsList<OpsIdempotencyRecord<Date>>
 })

@@ -3,6 +3,7 @@ import { useDatabaseHandle } from '../../db'
 import { jobStatuses } from '../../db/schema'
 import { readValidatedQuery } from '../../http/body'
 import { createJobStore } from '../../jobs/store'
+import type { OpsJob, OpsList } from '../../../shared/ops-api'
 
 const JobsQuery = z.object({
   status: z.enum(jobStatuses).optional(),
@@ -15,5 +16,5 @@ export default defineEventHandler(async (event) => {
   requireOps(event)
   const filter = readValidatedQuery(event, JobsQuery)
   const jobs = await createJobStore(useDatabaseHandle().db).list(filter)
-  return { object: 'list', data: jobs }
+  return { object: 'list', data: jobs } satisfies OpsList<OpsJob<Date>>
 })

@@ -2,6 +2,7 @@ import { z } from 'zod'
 import { useDatabaseHandle } from '../../db'
 import { readValidatedQuery } from '../../http/body'
 import { listMailbox } from '../../ops/records'
+import type { OpsList, OpsMailboxMessage } from '../../../shared/ops-api'
 
 const MailboxQuery = z.object({
   orderId: z.string().min(1).max(200).optional(),
@@ -11,5 +12,5 @@ const MailboxQuery = z.object({
 export default defineEventHandler(async (event) => {
   requireOps(event)
   const filter = readValidatedQuery(event, MailboxQuery)
-  return { object: 'list', data: await listMailbox(useDatabaseHandle().db, filter) }
+  return { object: 'list', data: await listMailbox(useDatabaseHandle().db, filter) } satisfies OpsList<OpsMailboxMessage<Date>>
 })

@@ -2,6 +2,7 @@ import { z } from 'zod'
 import { useDatabaseHandle } from '../../db'
 import { readValidatedJson } from '../../http/body'
 import { createTenant } from '../../tenants/service'
+import type { OpsCreatedTenant } from '../../../shared/ops-api'
 
 const CreateTenantSchema = z.object({ name: z.string().trim().min(1).max(100) })
 
@@ -11,5 +12,5 @@ export default defineEventHandler(async (event) => {
   const created = await createTenant(useDatabaseHandle().db, name, { requestId: event.context.requestId })
   setResponseStatus(event, 201)
   setResponseHeader(event, 'Cache-Control', 'no-store')
-  return created
+  return created satisfies OpsCreatedTenant
 })

@@ -3,6 +3,7 @@ import { useConfig } from '../../../config'
 import { useDatabaseHandle } from '../../../db'
 import { readValidatedQuery } from '../../../http/body'
 import { auditDuplicates } from '../../../ops/audit'
+import type { DuplicatesAudit } from '../../../../shared/ops-api'
 
 const AuditQuery = z.object({
   windowMinutes: z.coerce.number().int().min(1).max(1440).default(10),
@@ -12,5 +13,5 @@ const AuditQuery = z.object({
 export default defineEventHandler(async (event) => {
   requireOps(event)
   const { windowMinutes, replayThreshold } = readValidatedQuery(event, AuditQuery)
-  return auditDuplicates(useDatabaseHandle().db, { windowMinutes, replayThreshold, keyTtlSeconds: useConfig().IDEMPOTENCY_TTL_SECONDS })
+  return (await auditDuplicates(useDatabaseHandle().db, { windowMinutes, replayThreshold, keyTtlSeconds: useConfig().IDEMPOTENCY_TTL_SECONDS })) satisfies DuplicatesAudit
 })

@@ -1,4 +1,5 @@
 import { problem } from '../../../problems'
+import type { OpsTaskRun } from '../../../../shared/ops-api'
 
 const runnable = ['jobs:rescue', 'retention:cleanup', 'payments:reconcile']
 
@@ -7,5 +8,5 @@ export default defineEventHandler(async (event) => {
   requireOps(event)
   const name = getRouterParam(event, 'name') ?? ''
   if (!runnable.includes(name)) throw problem('not-found', `No task "${name}". Tasks: ${runnable.join(', ')}.`)
-  return runTask(name)
+  return (await runTask(name)) satisfies OpsTaskRun
 })

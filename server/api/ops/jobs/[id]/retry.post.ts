@@ -2,6 +2,7 @@ import { useDatabaseHandle } from '../../../../db'
 import { createJobStore } from '../../../../jobs/store'
 import { wakeWorkers } from '../../../../jobs/wake'
 import { problem } from '../../../../problems'
+import type { OpsJob } from '../../../../../shared/ops-api'
 
 /** Redrives a dead letter: queued now, with a fresh set of attempts and its error history kept. */
 export default defineEventHandler(async (event) => {
@@ -12,7 +13,7 @@ export default defineEventHandler(async (event) => {
   const job = await store.redrive(id)
   if (job) {
     wakeWorkers(handle)
-    return job
+    return job satisfies OpsJob<Date>
   }
   const existing = await store.find(id)
   if (!existing) throw problem('not-found', `No job "${id}". List jobs with GET /api/ops/jobs?status=dead_letter.`)

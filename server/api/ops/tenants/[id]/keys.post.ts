@@ -2,6 +2,7 @@ import { z } from 'zod'
 import { useDatabaseHandle } from '../../../../db'
 import { readOptionalValidatedJson } from '../../../../http/body'
 import { issueApiKey, tenantIdParam } from '../../../../tenants/service'
+import type { OpsIssuedApiKey } from '../../../../../shared/ops-api'
 
 /** Nothing to choose about a new key: no body, or an empty object. */
 const IssueKeySchema = z.object({}).strict()
@@ -14,5 +15,5 @@ export default defineEventHandler(async (event) => {
   const issued = await issueApiKey(useDatabaseHandle().db, tenantId, { requestId: event.context.requestId })
   setResponseStatus(event, 201)
   setResponseHeader(event, 'Cache-Control', 'no-store')
-  return issued
+  return issued satisfies OpsIssuedApiKey
 })

@@ -1,0 +1,179 @@
+import type { IdempotencyStatus, JobStatus } from './statuses'
+
+/**
+ * The answers of /api/ops/**, shared by the server (each route's return value must satisfy its
+ * type, so a change on one side fails the type check) and the ops console. Timestamps travel as
+ * ISO 8601 strings; on the server a row still holds Dates, hence the `Time` parameter: the console
+ * uses the default (string), a route checks its value with `Date`.
+ */
+
+export type OpsTime = string | Date
+
+/** GET listings: newest first, at most `limit` rows. */
+export interface OpsList<T> { object: 'list', data: T[] }
+
+/** One failed or rescued attempt in a job's history (database clock). */
+export interface OpsJobError {
+  attempt: number
+  at: string
+  startedAt: string | null
+  /** When the next attempt was scheduled; null when the job was dead-lettered. */
+  retryAt: string | null
+  /** retryable | permanent | rescued */
+  errorClass: string
+  message: string
+  worker: string | null
+}
+
+/** GET /api/ops/jobs rows, POST /api/ops/jobs/{id}/retry and /dismiss. */
+export interface OpsJob<Time extends OpsTime = string> {
+  id: string
+  kind: string
+  dedupeKey: string
+  payload: Record<string, unknown>
+  status: JobStatus
+  attempt: number
+  maxAttempts: number
+  snoozes: number
+  runAt: Time
+  lastError: string | null
+  errors: OpsJobError[]
+  resourceId: string | null
+  idempotencyKey: string | null
+  requestId: string | null
+  lockedBy: string | null
+  fence: number | null
+  faults: Record<string, unknown> | null
+  startedAt: Time | null
+  heartbeatAt: Time | null
+  completedAt: Time | null
+  /** Why an operator dismissed the dead letter (status dismissed), else null. */
+  dismissedReason: string | null
+  dismissedAt: Time | null
+  createdAt: Time
+  updatedAt: Time
+}
+
+/** GET /api/ops/idempotency rows: never a record's lease token or stored response body. */
+export interface OpsIdempotencyRecord<Time extends OpsTime = string> {
+  id: string
+  scope: string
+  key: string
+  route: string
+  status: IdempotencyStatus
+  attempts: number
+  requestId: string | null
+  responseStatus: number | null
+  resourceType: string | null
+  resourceId: string | null
+  error: string | null
+  createdAt: Time
+  updatedAt: Time
+  expiresAt: Time
+  leaseExpiresAt: Time | null
+}
+
+/** GET /api/ops/mailbox rows: the dev mailbox's messages. */
+export interface OpsMailboxMessage<Time extends OpsTime = string> {
+  id: string
+  tenantId: string
+  orderId: string | null
+  to: string
+  subject: string
+  body: string
+  createdAt: Time
+}
+
+export interface OpsTenant { id: string, name: string }
+
+/** POST /api/ops/tenants (201): the tenant and its first secret key, shown this once. */
+export interface OpsCreatedTenant { tenant: OpsTenant, secretKey: string }
+
+/** POST /api/ops/tenants/{id}/keys (201): another secret key, shown this once. */
+export interface OpsIssuedApiKey { object: 'api_key', keyId: string, secretKey: string, createdAt: string }
+
+/** GET /api/ops/tenants/{id}/keys rows: what identifies a key, never its secret or hash. */
+export interface OpsApiKey<Time extends OpsTime = string> {
+  keyId: string
+  keyPrefix: string
+  createdAt: Time
+  lastUsedAt: Time | null
+  revokedAt: Time | null
+}
+
+/** POST /api/ops/tasks/{name}: what the task reported. */
+export interface OpsTaskRun { result?: unknown }
+
+/** The kinds of ids an evidence search starts from: exactly one per query (`scope` only narrows `key`). */
+export const evidenceSubjects = ['key', 'orderId', 'eventId', 'requestId', 'keyId'] as const
+export type EvidenceSubject = typeof evidenceSubjects[number]
+
+export interface EvidenceQuery {
+  key?: string
+  /** Narrows `key` to one scope (`tenant:ten_…`, `provider:standard`). */
+  scope?: string
+  orderId?: string
+  eventId?: string
+  /** The server's request id (`req_…`), or a client's X-Request-Id (its entries say so). */
+  requestId?: string
+  /** An API key (`key_…`): the operator actions on it and the requests that made them. */
+  keyId?: string
+}
+
+export type EvidenceKind = 'request' | 'idempotency_record' | 'job' | 'job_attempt' | 'webhook_event' | 'order' | 'order_status' | 'side_effect' | 'email' | 'invoice' | 'operator_action'
+
+export interface EvidenceIds {
+  requestId?: string
+  key?: string
+  scope?: string
+  orderId?: string
+  jobId?: string
+  eventId?: string
+  webhookEventId?: string
+  tenantId?: string
+  keyId?: string
+}
+
+export interface EvidenceEntry {
+  at: string
+  kind: EvidenceKind
+  summary: string
+  ids: EvidenceIds
+  detail: Record<string, unknown>
+  /** Request entries only: false when the request proved no identity. */
+  verified?: boolean
+}
+
+/** GET /api/ops/evidence: one chronological timeline, capped (`truncated` says so). */
+export interface Evidence {
+  query: EvidenceQuery
+  timeline: EvidenceEntry[]
+  truncated: boolean
+}
+
+export interface BusinessDuplicate {
+  tenantId: string
+  customerEmail: string
+  amount: number
+  currency: string
+  orders: Array<{ id: string, cartId: string, createdAt: string }>
+}
+
+export type ViolationKind = 'side_effect' | 'email' | 'invoice' | 'order_per_cart' | 'order_per_key' | 'webhook_event'
+
+export interface ExactlyOnceViolation {
+  kind: ViolationKind
+  ids: Record<string, unknown>
+  count: number
+}
+
+export interface FrequentReplay { scope: string | null, key: string, replays: number }
+
+/** GET /api/ops/audit/duplicates. */
+export interface DuplicatesAudit {
+  /** True when no exactly-once violation was found; suspects do not count. */
+  healthy: boolean
+  window: { minutes: number }
+  exactlyOnceViolations: ExactlyOnceViolation[]
+  suspects: { businessDuplicates: BusinessDuplicate[], frequentReplays: FrequentReplay[] }
+}
