@@ -1,12 +1,30 @@
+import { fileURLToPath } from 'node:url'
+import { defineVitestProject } from '@nuxt/test-utils/config'
 import { defineConfig } from 'vitest/config'
 
-// Three projects: pure units, contract suites against real services and PGlite, and HTTP suites
-// against the built server (built once by the e2e global setup, then started as real processes).
-// A fourth, the multi-instance chaos run, takes minutes: it runs only when asked for by name
+// Four projects: pure units, contract suites against real services and PGlite, HTTP suites
+// against the built server (built once by the e2e global setup, then started as real processes),
+// and components mounted in the Nuxt environment (happy-dom).
+// A fifth, the multi-instance chaos run, takes minutes: it runs only when asked for by name
 // (`npm run test:chaos`, i.e. `--project chaos`, which replaces the default selection below).
+
+/**
+ * The Nuxt environment loads the app's Nuxt config and generates its own build directory, apart
+ * from the project's `.nuxt` (which typecheck reads) and the e2e build: under APP_BUILD_ROOT when
+ * set, so parallel runs do not share it.
+ */
+const nuxtTestBuildDir = process.env.APP_BUILD_ROOT
+  ? `${process.env.APP_BUILD_ROOT}/.nuxt-test`
+  : fileURLToPath(new URL('./node_modules/.cache/nuxt-test', import.meta.url))
+
+/** `--project` names given on the command line (globs allowed; a negated one may select anything). */
+const projectFilters = process.argv.flatMap((arg, index, args) => arg === '--project' ? [args[index + 1] ?? ''] : arg.startsWith('--project=') ? [arg.slice('--project='.length)] : [])
+const selects = (name: string) => !projectFilters.length
+  || projectFilters.some(filter => filter.startsWith('!') || new RegExp(`^${filter.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*')}$`).test(name))
+
 export default defineConfig({
   test: {
-    project: ['unit', 'integration', 'e2e'],
+    project: ['unit', 'integration', 'e2e', 'nuxt'],
     projects: [
       { test: { name: 'unit', include: ['tests/unit/**/*.test.ts'], environment: 'node' } },
       {
@@ -41,6 +59,17 @@ export default defineConfig({
           hookTimeout: 600_000,
         },
       },
+      // Loading Nuxt takes seconds of CPU: only when this project is selected.
+      ...(selects('nuxt')
+        ? [defineVitestProject({
+            test: {
+              name: 'nuxt',
+              include: ['tests/nuxt/**/*.test.ts'],
+              environment: 'nuxt',
+              environmentOptions: { nuxt: { domEnvironment: 'happy-dom', overrides: { buildDir: nuxtTestBuildDir } } },
+            },
+          })]
+        : []),
     ],
   },
 })
