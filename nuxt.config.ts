@@ -1,3 +1,5 @@
+import { cpSync } from 'node:fs'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 // Runtime values (DATABASE_URL, secrets, …) are read from the environment by server/config at
@@ -28,6 +30,13 @@ export default defineNuxtConfig({
       // Node ≥ 20.19 requires these (under get-intrinsic, from axios, from midtrans-client) through their
       // `module-sync` export, which the file tracer only follows on Node 22: ship those files too.
       traceInclude: moduleSyncOnlyFiles.map(file => fileURLToPath(new URL(`./node_modules/${file}`, import.meta.url))),
+    },
+    hooks: {
+      // The server applies the migrations at start-up: ship them, so `.output` alone deploys and
+      // starts from any working directory (see shippedMigrationsDir in server/db/client.ts).
+      compiled(nitro) {
+        cpSync(fileURLToPath(new URL('./drizzle', import.meta.url)), join(nitro.options.output.serverDir, 'drizzle'), { recursive: true })
+      },
     },
   },
   hooks: {

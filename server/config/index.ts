@@ -49,7 +49,8 @@ const EnvSchema = z.object({
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').optional(),
   REDIS_KEY_PREFIX: z.string().regex(/^[\w:.-]{1,64}$/).default('ic:'),
   PGLITE_DIR: z.string().min(1).default('.data/pglite'),
-  MIGRATIONS_DIR: z.string().min(1).default('drizzle'),
+  /** Overrides the migrations shipped with the build (see shippedMigrationsDir). */
+  MIGRATIONS_DIR: z.string().min(1).optional(),
   OPS_TOKEN: secret(),
   WEBHOOK_STANDARD_SECRET: signingSecret(),
   WEBHOOK_STRIPE_SECRET: secret(),

@@ -1,5 +1,6 @@
-import { mkdirSync } from 'node:fs'
-import { resolve } from 'node:path'
+import { existsSync, mkdirSync } from 'node:fs'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
@@ -33,7 +34,10 @@ export interface DatabaseHandle {
 }
 
 export interface TransactOptions {
-  /** Runs after the statements, before COMMIT (an explicit transaction, test faults only); throwing rolls back. */
+  /**
+   * Runs after the statements, before COMMIT (an explicit transaction, test faults only); throwing
+   * rolls back. On PGlite it runs before BEGIN, so that a delay does not hold the one connection.
+   */
   beforeCommit?: () => Promise<void>
 }
 
@@ -41,7 +45,8 @@ export interface OpenDatabaseOptions {
   /** postgres:// URL; without one the embedded PGlite in `pgliteDir` is used. */
   url?: string
   pgliteDir: string
-  migrationsDir: string
+  /** Default: the `drizzle/` folder next to the code (shipped in `.output/server/` by the build). */
+  migrationsDir?: string
   poolSize?: number
   /** Postgres lock_timeout of the pool's connections (default LOCK_TIMEOUT_MS). */
   lockTimeoutMs?: number
@@ -79,7 +84,7 @@ export function checkPatchedDriver(driver: unknown): void {
  * Several instances starting at once serialise on a Postgres advisory lock.
  */
 export async function openDatabase(options: OpenDatabaseOptions): Promise<DatabaseHandle> {
-  const migrationsFolder = resolve(options.migrationsDir)
+  const migrationsFolder = resolve(options.migrationsDir ?? shippedMigrationsDir())
   const handle = options.url
     ? await openPostgres(options.url, migrationsFolder, options.poolSize ?? 10, options.lockTimeoutMs ?? LOCK_TIMEOUT_MS)
     : await openPglite(resolve(options.pgliteDir), migrationsFolder)
@@ -95,6 +100,18 @@ function withStatementHooks(handle: DatabaseHandle): DatabaseHandle {
     if (hooks.size) runAfterCommit(handle, hooks)
   }
   return handle
+}
+
+/**
+ * The nearest `drizzle/` folder with a migration journal above this module: `.output/server/drizzle`
+ * in a build (nuxt.config.ts copies it there), the project's own from the sources. Otherwise
+ * `drizzle` under the working directory, whose absence the migrator reports.
+ */
+export function shippedMigrationsDir(): string {
+  for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
+    if (existsSync(join(dir, 'drizzle', 'meta', '_journal.json'))) return join(dir, 'drizzle')
+    if (dirname(dir) === dir) return resolve('drizzle')
+  }
 }
 
 async function openPostgres(url: string, migrationsFolder: string, poolSize: number, lockTimeoutMs: number): Promise<DatabaseHandle> {
@@ -171,20 +188,42 @@ async function openPglite(dataDir: string, migrationsFolder: string): Promise<Da
   ])
   mkdirSync(dataDir, { recursive: true })
   const client = await PGlite.create(dataDir)
+  // PGlite is one connection: every query, in a transaction or not, waits in one first-come queue
+  // until the running transaction ends. Transactions enter that queue one at a time, so a read waits
+  // behind at most one transaction, however many writers are waiting.
+  const transaction = client.transaction.bind(client)
+  const oneTransactionAtATime = serialised()
+  client.transaction = work => oneTransactionAtATime(() => transaction(work))
   const db = drizzle(client, { schema })
   await migrate(db, { migrationsFolder })
   return {
     db: db as unknown as Database,
     driver: 'pglite',
-    ping: async () => { await client.query('select 1') },
+    // In-process: nothing to reach. A query would wait behind the running transaction.
+    ping: async () => {
+      if (client.closed) throw new Error('PGlite is closed')
+    },
     // One connection, in-process: no round trips to save, so the statements simply run in turn.
     transact: async (statements, options = {}) => {
+      // The test fault runs before BEGIN: a sleep inside the transaction would hold the one
+      // connection and stall every other request. A throw still rolls the statements back.
+      const fault = await options.beforeCommit?.().then(() => undefined, (error: unknown) => ({ error }))
       await client.transaction(async (tx) => {
         for (const statement of statements) await tx.query(statement.text, statement.params)
-        await options.beforeCommit?.()
+        if (fault) throw fault.error
       })
     },
     close: () => client.close(),
+  }
+}
+
+/** Runs the calls one after another, in the order they were made, whatever each one's outcome. */
+function serialised(): <T>(work: () => Promise<T>) => Promise<T> {
+  let last: Promise<unknown> = Promise.resolve()
+  return (work) => {
+    const run = last.then(work)
+    last = run.catch(() => {})
+    return run
   }
 }
 
