@@ -35,7 +35,7 @@ export function readCommitFaults(event: H3Event): CommitFaults {
     case 'delay-after-commit': return { afterCommit: async () => { await sleep(Number(ms)); return false } }
     case 'drop-after-commit': return {
       afterCommit: async (e) => {
-        e.node.req.socket.destroy()
+        dropConnection(e)
         return true
       },
     }
@@ -47,4 +47,21 @@ export function readCommitFaults(event: H3Event): CommitFaults {
     }
     default: return {}
   }
+}
+
+/**
+ * Ends the client's connection without a byte of the response. Under `nuxt dev` the client talks to
+ * the dev server's proxy, not to this socket: a destroyed socket there ends in an error the proxy
+ * never answers, and the client waits for its own timeout. A response head whose body never comes
+ * makes the proxy destroy its client's connection, before it has sent it anything.
+ */
+function dropConnection(event: H3Event): void {
+  const socket = event.node.req.socket
+  if (!import.meta.dev) {
+    socket.destroy()
+    return
+  }
+  event.node.res.writeHead(502)
+  event.node.res.flushHeaders()
+  socket.end(() => socket.destroy())
 }
