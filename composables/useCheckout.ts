@@ -57,6 +57,8 @@ const CART_KEY = 'checkout:cart'
 const LAST_ORDER_KEY = 'checkout:last-order'
 const POLL_MS = 1000
 const SLOW_COMMIT_MS = 4000
+/** A provider action whose webhook never moves the order gives the buttons back after this long. */
+const PROVIDER_ACTION_MAX_MS = 20_000
 /** Statuses after which nothing more happens to an order. */
 const settled = new Set(['refunded'])
 
@@ -75,6 +77,50 @@ export function formatMoney(amount: number, currency: string): string {
   return new Intl.NumberFormat('en-US', { style: 'currency', currency, maximumFractionDigits: 0 }).format(amount)
 }
 
+export type ProviderAction = 'succeed' | 'fail' | 'refund'
+
+/** A failed Pay in the shopper's words: one summary, and each field's message next to that field. */
+export interface ShopperProblem {
+  /** The problem type (`/problems/<slug>`), or `network` when no answer was final. */
+  type: string
+  summary: string
+  fields: { email?: string, paymentMethod?: string }
+  /** Problems of the cart itself, listed under the summary. */
+  cart: string[]
+}
+
+const tryAgainLater = 'We could not reach the shop just now. Your order may already have gone through: press Pay again and it will be placed once, never twice.'
+const somethingBroke = 'Something went wrong on our side while sending your order. Reload the page and press Pay again.'
+const shopperSummaries: Record<string, string> = {
+  'validation-failed': 'Your order was not placed yet. Fix what is marked above and press Pay again.',
+  'idempotency-key-reused': 'Your cart changed after an earlier attempt to pay. Press Pay again to order the cart as it is now.',
+  'unauthorized': 'Your visit to the store has expired. Reload the page to continue.',
+  'not-found': 'The store is not open right now. Please come back later.',
+  'payload-too-large': 'Your cart is too large to order at once. Remove some items and press Pay again.',
+}
+
+/**
+ * The page's words for a failed Pay. The server's `detail` speaks to API clients (keys, headers);
+ * a shopper gets what to do next, per problem type and field.
+ */
+export function shopperProblem(snapshot: { phase: string, problem?: Problem }, email: string): ShopperProblem | undefined {
+  if (snapshot.phase !== 'failed') return undefined
+  const problem = snapshot.problem
+  const type = typeof problem?.type === 'string' && problem.type.startsWith('/problems/') ? problem.type : 'network'
+  const slug = type.slice('/problems/'.length)
+  const status = problem?.status ?? 0
+  const summary = shopperSummaries[slug] ?? (type === 'network' || status >= 500 || status === 429 ? tryAgainLater : somethingBroke)
+  const fields: ShopperProblem['fields'] = {}
+  const cart = new Set<string>()
+  for (const error of slug === 'validation-failed' ? problem?.errors ?? [] : []) {
+    if (error.path === 'customer.email') fields.email = email.trim() ? 'Enter a valid email address, like name@example.com.' : 'Enter your email address for the receipt.'
+    else if (error.path === 'paymentMethod') fields.paymentMethod = 'Choose a payment method.'
+    else if (error.path === 'amount' || error.path.startsWith('items')) cart.add('Your cart no longer matches the shop\'s prices. Reload the page to see the current total.')
+    else cart.add(somethingBroke)
+  }
+  return { type, summary, fields, cart: [...cart] }
+}
+
 export function useCheckout() {
   const session = ref<StoreSession>()
   const sessionError = ref<string>()
@@ -83,8 +129,14 @@ export function useCheckout() {
   /** Set when the shown order came from a replay or from an earlier order of the same cart. */
   const orderNote = ref<string>()
   const trouble = ref<NetworkTrouble>('none')
-  const providerBusy = ref(false)
+  /** The provider action asked for, from the click until the order's status moves or an error shows. */
+  const providerAction = ref<ProviderAction>()
   const providerError = ref<string>()
+  /**
+   * Until the page knows what to show: `store` while the store opens, `order` while a stored order
+   * or a Pay in flight is being resumed after a reload (never an empty cart meanwhile).
+   */
+  const opening = ref<'store' | 'order' | false>('store')
 
   const request = useIdempotentRequest<Order>({ url: '/api/orders', intentName: () => `checkout:${cart.cartId}` })
 
@@ -110,16 +162,30 @@ export function useCheckout() {
   }
 
   let pollTimer: ReturnType<typeof setTimeout> | undefined
-  async function refreshOrder(orderId: string) {
+  let providerActionTimer: ReturnType<typeof setTimeout> | undefined
+  function endProviderAction() {
+    clearTimeout(providerActionTimer)
+    providerAction.value = undefined
+  }
+
+  /** Reads the order; false when it does not exist (any more) for this session. */
+  async function refreshOrder(orderId: string): Promise<boolean> {
     clearTimeout(pollTimer)
+    let found = true
     try {
       const response = await fetch(`/api/orders/${encodeURIComponent(orderId)}`, { credentials: 'same-origin' })
-      if (response.ok) order.value = await response.json()
+      if (response.ok) {
+        const previous = order.value
+        order.value = await response.json()
+        if (previous?.id === orderId && previous.status !== order.value!.status) endProviderAction()
+      }
+      found = response.status !== 404
     }
     catch {
       // Offline for a moment: the next poll tries again.
     }
     if (order.value?.id === orderId && !settled.has(order.value.status)) pollTimer = setTimeout(() => void refreshOrder(orderId), POLL_MS)
+    return found
   }
 
   function showOrder(placed: Order, note?: string) {
@@ -150,11 +216,14 @@ export function useCheckout() {
     await settle(request.submit(orderBody(), { firstAttemptHeaders: fault ? { 'x-fault': fault } : {} }))
   }
 
-  async function provider(action: 'succeed' | 'fail' | 'refund') {
+  /** Asks mockpay for the action; the order moves when its webhook arrives (about a second later). */
+  async function provider(action: ProviderAction) {
     const intentId = order.value?.paymentIntentId
-    if (!intentId) return
-    providerBusy.value = true
+    if (!intentId || providerAction.value) return
+    providerAction.value = action
     providerError.value = undefined
+    clearTimeout(providerActionTimer)
+    providerActionTimer = setTimeout(endProviderAction, PROVIDER_ACTION_MAX_MS)
     try {
       const path = action === 'refund' ? 'refund' : 'confirm'
       const response = await fetch(`/api/mockpay/intents/${encodeURIComponent(intentId)}/${path}`, {
@@ -162,16 +231,21 @@ export function useCheckout() {
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify(action === 'refund' ? {} : { outcome: action }),
       })
-      if (!response.ok) providerError.value = ((await response.json().catch(() => ({}))) as Problem).detail ?? `The provider answered ${response.status}.`
-      void refreshOrder(order.value!.id)
+      if (!response.ok) {
+        providerError.value = ((await response.json().catch(() => ({}))) as Problem).detail ?? `The provider answered ${response.status}.`
+        endProviderAction()
+      }
     }
-    finally {
-      providerBusy.value = false
+    catch {
+      providerError.value = 'The payment provider could not be reached. Try again.'
+      endProviderAction()
     }
+    if (order.value) void refreshOrder(order.value.id)
   }
 
   function startOver() {
     clearTimeout(pollTimer)
+    endProviderAction()
     order.value = undefined
     orderNote.value = undefined
     localStorage.removeItem(LAST_ORDER_KEY)
@@ -181,6 +255,8 @@ export function useCheckout() {
   async function start() {
     const saved = readJson<Cart>(CART_KEY)
     if (saved?.cartId) Object.assign(cart, saved)
+    const lastOrder = localStorage.getItem(LAST_ORDER_KEY)
+    if (lastOrder || request.pendingIntent()) opening.value = 'order'
     try {
       const response = await fetch('/api/checkout/session', { credentials: 'same-origin' })
       const body = await response.json()
@@ -189,16 +265,24 @@ export function useCheckout() {
     }
     catch (error) {
       sessionError.value = `The store could not be opened: ${(error as Error).message}`
+      opening.value = false
       return
     }
-    // A Pay that was still in flight when the page went away is resumed with its key.
+    // A Pay that was still in flight when the page went away is resumed with its key: the form
+    // shows its cart while it is placed.
     const resumed = request.resume()
-    if (resumed) return settle(resumed)
-    const lastOrder = localStorage.getItem(LAST_ORDER_KEY)
-    if (lastOrder) await refreshOrder(lastOrder)
+    if (resumed) {
+      opening.value = false
+      return settle(resumed)
+    }
+    if (lastOrder && !await refreshOrder(lastOrder)) localStorage.removeItem(LAST_ORDER_KEY)
+    opening.value = false
   }
 
-  onBeforeUnmount(() => clearTimeout(pollTimer))
+  onBeforeUnmount(() => {
+    clearTimeout(pollTimer)
+    clearTimeout(providerActionTimer)
+  })
 
-  return { session, sessionError, cart, lines, total, busy, request: request.state, order, orderNote, trouble, providerBusy, providerError, setQuantity, pay, provider, startOver, start }
+  return { session, sessionError, cart, lines, total, busy, opening, request: request.state, order, orderNote, trouble, providerAction, providerError, setQuantity, pay, provider, startOver, start }
 }

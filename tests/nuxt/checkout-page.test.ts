@@ -1,0 +1,140 @@
+import { mountSuspended, registerEndpoint } from '@nuxt/test-utils/runtime'
+import { setResponseHeader, setResponseStatus } from 'h3'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import IndexPage from '~/pages/index.vue'
+import type { Order } from '~/composables/useCheckout'
+import { deferred, placedOrder, storeSession } from './support/checkout'
+
+// The checkout page mounted in the Nuxt environment, its API answered by registered endpoints:
+// what the shopper sees at each step, in the words the page uses.
+
+type Wrapper = Awaited<ReturnType<typeof mountSuspended>>
+const summaryText = (wrapper: Wrapper) => wrapper.get('aside').text()
+const order = placedOrder()
+
+/** The answer GET /api/orders/:id gives next; a held promise keeps the page waiting. */
+let orderAnswer: () => Promise<Order> | Order
+let confirmations = 0
+
+registerEndpoint('/api/checkout/session', () => storeSession)
+registerEndpoint(`/api/orders/${order.id}`, () => orderAnswer())
+registerEndpoint('/api/mockpay/intents/pi_1/confirm', {
+  method: 'POST',
+  handler: () => {
+    confirmations++
+    return { id: 'pi_1', status: 'succeeded' }
+  },
+})
+registerEndpoint('/api/orders', {
+  method: 'POST',
+  handler: (event) => {
+    setResponseStatus(event, 400)
+    setResponseHeader(event, 'content-type', 'application/problem+json')
+    return {
+      type: '/problems/validation-failed',
+      title: 'Validation failed',
+      status: 400,
+      detail: 'The order body is invalid: customer.email: Invalid email address. Fix the fields listed in errors and send the request again with the same Idempotency-Key.',
+      errors: [{ path: 'customer.email', message: 'Invalid email address' }],
+    }
+  },
+})
+
+beforeEach(() => {
+  localStorage.clear()
+  orderAnswer = () => order
+  confirmations = 0
+})
+afterEach(() => {
+  localStorage.clear()
+})
+
+describe('checkout page: reload while an order is shown', () => {
+  it('says "Resuming your order…" until the stored order is read, never an empty cart or IDR 0, then shows the order', async () => {
+    localStorage.setItem('checkout:last-order', order.id)
+    const held = deferred()
+    orderAnswer = async () => {
+      await held.promise
+      return order
+    }
+
+    const wrapper = await mountSuspended(IndexPage)
+    await vi.waitFor(() => expect(wrapper.find('[data-testid="summary-opening"]').attributes('data-opening')).toBe('order'))
+    expect(summaryText(wrapper)).toBe('Your order Resuming your order…')
+    // Intl separates the code with a no-break space, which \s matches.
+    expect(wrapper.text()).not.toMatch(/IDR\s0\b/)
+    expect(wrapper.text()).not.toContain('Your cart is empty')
+    expect(wrapper.find('[data-testid="pay"]').exists()).toBe(false)
+
+    held.resolve()
+    await vi.waitFor(() => expect(wrapper.find('[data-testid="order-id"]').exists()).toBe(true))
+    expect(wrapper.get('[data-testid="order-id"]').text()).toBe(order.id)
+    expect(wrapper.find('[data-testid="summary-opening"]').exists()).toBe(false)
+    wrapper.unmount()
+  })
+
+  it('shows the empty cart once a stored order no longer exists (404), and forgets it', async () => {
+    localStorage.setItem('checkout:last-order', 'ord_gone')
+    registerEndpoint('/api/orders/ord_gone', (event) => {
+      setResponseStatus(event, 404)
+      return { type: '/problems/not-found', status: 404 }
+    })
+
+    const wrapper = await mountSuspended(IndexPage)
+    await vi.waitFor(() => expect(wrapper.find('[data-testid="pay"]').exists()).toBe(true))
+    expect(wrapper.find('[data-testid="summary-opening"]').exists()).toBe(false)
+    expect(wrapper.get('[data-testid="pay"]').text()).toBe('Pay IDR\u00A00')
+    expect(localStorage.getItem('checkout:last-order')).toBeNull()
+    wrapper.unmount()
+  })
+})
+
+describe('checkout page: a Pay the server rejects', () => {
+  it('shows shopper words, the email message once beside the field, and not the server\'s detail', async () => {
+    const wrapper = await mountSuspended(IndexPage)
+    await vi.waitFor(() => expect(wrapper.find('[data-testid="add-TEE-ORGANIC"]').exists()).toBe(true))
+    await wrapper.get('[data-testid="add-TEE-ORGANIC"]').trigger('click')
+    await wrapper.get('#email').setValue('not-an-email')
+    await wrapper.get('form').trigger('submit')
+
+    await vi.waitFor(() => expect(wrapper.find('[data-testid="problem-detail"]').exists()).toBe(true))
+    expect(wrapper.get('[data-testid="problem-detail"]').text()).toBe('Your order was not placed yet. Fix what is marked above and press Pay again.')
+    expect(wrapper.get('[data-testid="problem-detail"]').attributes('data-problem-type')).toBe('/problems/validation-failed')
+    expect(wrapper.get('#email-error').text()).toBe('Enter a valid email address, like name@example.com.')
+    expect(wrapper.get('#email').attributes('aria-invalid')).toBe('true')
+    expect(wrapper.get('#email').attributes('aria-describedby')).toBe('email-error')
+    const page = wrapper.text()
+    expect(page.split('Enter a valid email address').length - 1).toBe(1)
+    expect(page).not.toContain('Idempotency-Key')
+    expect(page).not.toContain('Invalid email address')
+
+    // Emptied, the field asks for an address instead.
+    await wrapper.get('#email').setValue('')
+    expect(wrapper.get('#email-error').text()).toBe('Enter your email address for the receipt.')
+    wrapper.unmount()
+  })
+})
+
+describe('checkout page: Approve payment', () => {
+  it('keeps the button busy ("Approving…", aria-busy) from the click until the order is paid', async () => {
+    localStorage.setItem('checkout:last-order', order.id)
+    const wrapper = await mountSuspended(IndexPage)
+    await vi.waitFor(() => expect(wrapper.find('[data-testid="mockpay-pay"]').exists()).toBe(true))
+
+    await wrapper.get('[data-testid="mockpay-pay"]').trigger('click')
+    await vi.waitFor(() => expect(confirmations).toBe(1))
+    // mockpay answered; its webhook has not moved the order yet, so the page still waits.
+    await vi.waitFor(() => expect(wrapper.get('[data-testid="mockpay-pay"]').text()).toBe('Approving…'))
+    expect(wrapper.get('[data-testid="mockpay-pay"]').attributes('aria-busy')).toBe('true')
+    expect(wrapper.get('[data-testid="mockpay-pay"]').attributes('disabled')).toBeDefined()
+    expect(wrapper.get('[data-testid="mockpay-fail"]').attributes('disabled')).toBeDefined()
+
+    orderAnswer = () => ({ ...order, status: 'paid' })
+    await vi.waitFor(() => expect(wrapper.get('[data-testid="order-status"]').attributes('data-status')).toBe('paid'), { timeout: 3000 })
+    expect(wrapper.get('[data-testid="mockpay-pay"]').text()).toBe('Approve payment')
+    expect(wrapper.get('[data-testid="mockpay-pay"]').attributes('aria-busy')).toBeUndefined()
+    expect(wrapper.get('[data-testid="mockpay-refund"]').attributes('disabled')).toBeUndefined()
+    expect(confirmations).toBe(1)
+    wrapper.unmount()
+  })
+})
