@@ -1,0 +1,256 @@
+import type { idempotencyRecords, invoices, jobs, mailbox, operatorActions, orders, orderStatusHistory, requestLog, sideEffects, webhookEvents } from '../db/schema'
+import { orderIdOfResource, isProviderScope, providerScope, resourceLockKey, tenantScope } from '../../shared/resources'
+
+/**
+ * Evidence entries from rows: one pure function per table, no database. Each says what one row
+ * (or one transition a row records) means to an operator; server/ops/evidence.ts finds the rows.
+ */
+
+export type EvidenceKind = 'request' | 'idempotency_record' | 'job' | 'job_attempt' | 'webhook_event' | 'order' | 'order_status' | 'side_effect' | 'email' | 'invoice' | 'operator_action'
+
+export interface EvidenceIds {
+  requestId?: string
+  key?: string
+  scope?: string
+  orderId?: string
+  jobId?: string
+  eventId?: string
+  webhookEventId?: string
+  tenantId?: string
+  keyId?: string
+}
+
+export interface EvidenceEntry {
+  at: string
+  kind: EvidenceKind
+  summary: string
+  ids: EvidenceIds
+  detail: Record<string, unknown>
+  /** Request entries only: false when the request proved no identity. */
+  verified?: boolean
+}
+
+/** An entry with what orders it in the timeline and names it once however often its row is found. */
+export interface RankedEntry {
+  /** Unique per row and transition: the first entry under an identity is kept. */
+  identity: string
+  /** Order among entries of the same instant (see rankOf). */
+  rank: number
+  entry: EvidenceEntry
+}
+
+/**
+ * Entries at the same instant (one transaction shares one `now()`) are ordered by cause: the key is
+ * claimed, the business rows are written, their jobs enqueued, the result stored; attempts,
+ * effects and the request's own log row follow.
+ */
+export const rankOf = {
+  claimed: 0,
+  webhook_event: 1,
+  order: 1,
+  operator_action: 1,
+  order_status: 2,
+  job: 3,
+  stored: 4,
+  job_attempt: 5,
+  side_effect: 6,
+  email: 7,
+  invoice: 7,
+  request: 8,
+} as const
+
+export type RecordRow = typeof idempotencyRecords.$inferSelect
+export type RequestRow = typeof requestLog.$inferSelect
+export type OrderRow = typeof orders.$inferSelect
+export type JobRow = typeof jobs.$inferSelect
+export type WebhookEventRow = typeof webhookEvents.$inferSelect
+export type HistoryRow = typeof orderStatusHistory.$inferSelect
+export type OperatorActionRow = typeof operatorActions.$inferSelect
+export type SideEffectRow = typeof sideEffects.$inferSelect
+export type EmailRow = typeof mailbox.$inferSelect
+export type InvoiceRow = typeof invoices.$inferSelect
+
+/** The provider's event id of a stored webhook event (by its row id), when that event was seen. */
+export type EventIdOf = (webhookEventId: string) => string | undefined
+
+export const iso = (value: Date | string) => new Date(value).toISOString()
+/** Serial ids padded, so the string tiebreak keeps their numeric order. */
+const serial = (id: number) => String(id).padStart(16, '0')
+const money = (amount: number | null, currency: string | null) => amount === null ? 'no amount' : `${currency ?? ''} ${amount.toLocaleString('en-US')}`.trim()
+/** Drops undefined and null ids, so `ids` carries only the links an entry has. */
+function idsOf(ids: Partial<Record<keyof EvidenceIds, string | null | undefined>>): EvidenceIds {
+  return Object.fromEntries(Object.entries(ids).filter(([, value]) => value !== undefined && value !== null)) as EvidenceIds
+}
+const ranked = (identity: string, rank: number, at: Date | string, entry: Omit<EvidenceEntry, 'at'>): RankedEntry =>
+  ({ identity, rank, entry: { at: iso(at), ...entry } })
+
+export function requestEntry(row: RequestRow): RankedEntry {
+  const answered = row.status === 499 ? 'the client disconnected before the answer (499)' : `answered ${row.status}`
+  const verified = row.authenticatedBy !== null
+  return ranked(`request:${serial(row.id)}`, rankOf.request, row.createdAt, {
+    kind: 'request',
+    summary: `${row.method} ${row.path} ${answered}${row.outcome ? ` (${row.outcome})` : ''} after ${row.durationMs} ms on ${row.instance}${verified ? '' : '; unverified: no key, session, ops token or signature proved who sent it'}.`,
+    ids: idsOf({ requestId: row.requestId, key: row.idempotencyKey, scope: row.scope }),
+    verified,
+    detail: {
+      requestId: row.requestId, clientRequestId: row.clientRequestId, authenticatedBy: row.authenticatedBy,
+      method: row.method, path: row.path, tenantId: row.tenantId, scope: row.scope, key: row.idempotencyKey,
+      outcome: row.outcome, status: row.status, durationMs: row.durationMs, instance: row.instance, loggedAt: iso(row.createdAt),
+    },
+  })
+}
+
+export function operatorActionEntry(row: OperatorActionRow): RankedEntry {
+  const keyId = row.action.startsWith('api_key.') ? row.subjectId : undefined
+  const prefix = typeof row.detail.keyPrefix === 'string' ? ` (${row.detail.keyPrefix})` : ''
+  return ranked(`operator_action:${serial(row.id)}`, rankOf.operator_action, row.createdAt, {
+    kind: 'operator_action',
+    summary: `Operator action ${row.action} on ${row.subjectId}${prefix} of tenant ${row.tenantId} by ${row.requestId ? `request ${row.requestId}` : 'no request (the command line)'}.`,
+    ids: idsOf({ requestId: row.requestId, tenantId: row.tenantId, keyId }),
+    detail: { ...row, createdAt: iso(row.createdAt) },
+  })
+}
+
+/** A record's transitions: claimed (created_at), then its stored result or its last change (updated_at). */
+export function recordEntries(row: RecordRow): RankedEntry[] {
+  const { leaseToken: _secret, responseBody, ...fields } = row
+  const ids = idsOf({
+    key: row.key,
+    scope: row.scope,
+    requestId: row.requestId,
+    orderId: row.resourceType === 'order' ? row.resourceId : undefined,
+    webhookEventId: row.resourceType === 'webhook_event' ? row.resourceId : undefined,
+    eventId: isProviderScope(row.scope) ? row.key : undefined,
+  })
+  const detail = { ...fields, responseBody, createdAt: iso(row.createdAt), updatedAt: iso(row.updatedAt), expiresAt: iso(row.expiresAt), leaseExpiresAt: row.leaseExpiresAt && iso(row.leaseExpiresAt) }
+  const claimed = ranked(`record:${row.id}:claimed`, rankOf.claimed, row.createdAt, {
+    kind: 'idempotency_record',
+    summary: `Key "${row.key}" claimed in ${row.scope} for ${row.route} by request ${row.requestId}.`,
+    ids,
+    detail: { ...detail, transition: 'claimed' },
+  })
+  if (row.status === 'processing') {
+    if (row.updatedAt.getTime() === row.createdAt.getTime()) return [claimed]
+    return [claimed, ranked(`record:${row.id}:updated`, rankOf.stored, row.updatedAt, {
+      kind: 'idempotency_record',
+      summary: `Key "${row.key}" is still processing after ${row.attempts} attempt(s)${row.error ? `; last failure: ${row.error}` : ''}.`,
+      ids,
+      detail: { ...detail, transition: 'processing' },
+    })]
+  }
+  const resource = row.resourceId ? ` → ${row.resourceType ?? 'resource'} ${row.resourceId}` : ''
+  return [claimed, ranked(`record:${row.id}:stored`, rankOf.stored, row.updatedAt, {
+    kind: 'idempotency_record',
+    summary: `Key "${row.key}" stored ${row.status} with ${row.responseStatus}${resource} after ${row.attempts} attempt(s); replays answer this.`,
+    ids,
+    detail: { ...detail, transition: row.status },
+  })]
+}
+
+/** The job, each failed or rescued attempt in its error history, and its completion or running attempt. */
+export function jobEntries(job: JobRow, eventIdOf: EventIdOf): RankedEntry[] {
+  const webhookEventId = typeof job.payload.webhookEventId === 'string' ? job.payload.webhookEventId : undefined
+  const ids = idsOf({ jobId: job.id, orderId: orderIdOfResource(job.resourceId), key: job.idempotencyKey, requestId: job.requestId, webhookEventId, eventId: webhookEventId && eventIdOf(webhookEventId) })
+  const { errors, ...fields } = job
+  const entries = [ranked(`job:${job.id}`, rankOf.job, job.createdAt, {
+    kind: 'job',
+    summary: `Job ${job.kind} enqueued for ${job.resourceId ?? 'no resource'}; now ${job.status} after ${job.attempt} of ${job.maxAttempts} attempt(s).`,
+    ids,
+    detail: { ...fields, lockKey: job.resourceId ? resourceLockKey(job.resourceId) : null, failedAttempts: errors.length },
+  })]
+  errors.forEach((failure, index) => {
+    const next = failure.retryAt ? `retry at ${iso(failure.retryAt)}` : 'dead-lettered'
+    entries.push(ranked(`job:${job.id}:error:${index}`, rankOf.job_attempt, failure.at, {
+      kind: 'job_attempt',
+      summary: `Attempt ${failure.attempt} of ${job.kind} ${failure.errorClass === 'rescued' ? 'was rescued' : 'failed'} on ${failure.worker ?? 'an unknown worker'} (${failure.errorClass}: ${failure.message}); ${next}.`,
+      ids,
+      detail: { ...failure, outcome: failure.errorClass === 'rescued' ? 'rescued' : 'failed' },
+    }))
+  })
+  if (job.completedAt) {
+    entries.push(ranked(`job:${job.id}:completed`, rankOf.job_attempt, job.completedAt, {
+      kind: 'job_attempt',
+      summary: `Attempt ${job.attempt} of ${job.kind} completed on ${job.lockedBy ?? 'an unknown worker'} (fence ${job.fence ?? '–'}).`,
+      ids,
+      detail: { attempt: job.attempt, outcome: 'completed', startedAt: job.startedAt && iso(job.startedAt), at: iso(job.completedAt), worker: job.lockedBy, fence: job.fence },
+    }))
+  }
+  else if (job.status === 'running' && job.startedAt) {
+    entries.push(ranked(`job:${job.id}:running:${job.attempt}`, rankOf.job_attempt, job.startedAt, {
+      kind: 'job_attempt',
+      summary: `Attempt ${job.attempt} of ${job.kind} is running on ${job.lockedBy ?? 'an unknown worker'} (fence ${job.fence ?? '–'}).`,
+      ids,
+      detail: { attempt: job.attempt, outcome: 'running', startedAt: iso(job.startedAt), heartbeatAt: job.heartbeatAt && iso(job.heartbeatAt), worker: job.lockedBy, fence: job.fence },
+    }))
+  }
+  return entries
+}
+
+export function historyEntry(row: HistoryRow, eventIdOf: EventIdOf): RankedEntry {
+  const change = row.outcome === 'applied'
+    ? `moved ${row.fromStatus} → ${row.toStatus}`
+    : `stayed ${row.toStatus} (ignored${row.requestedStatus ? ` ${row.requestedStatus}` : ''}: ${row.reason ?? 'no reason'})`
+  return ranked(`history:${serial(row.id)}`, rankOf.order_status, row.createdAt, {
+    kind: 'order_status',
+    summary: `Order ${row.orderId} ${change}${row.webhookEventId ? ` by webhook event ${row.webhookEventId}` : ''}.`,
+    ids: idsOf({ orderId: row.orderId, jobId: row.jobId, requestId: row.requestId, webhookEventId: row.webhookEventId, eventId: row.webhookEventId && eventIdOf(row.webhookEventId) }),
+    detail: { ...row, createdAt: iso(row.createdAt) },
+  })
+}
+
+export function orderEntry(order: OrderRow): RankedEntry {
+  return ranked(`order:${order.id}`, rankOf.order, order.createdAt, {
+    kind: 'order',
+    summary: `Order ${order.id} created for cart ${order.cartId} (${money(order.amount, order.currency)}, ${order.customer.email}) by request ${order.requestId}; now ${order.status}`
+      + `${order.paymentIntentId ? `; payment ${order.paymentIntentId} at ${order.paymentProvider}` : ''}${order.paymentError ? `; ${order.paymentProvider} refused the payment (${order.paymentError.code}: ${order.paymentError.providerMessage})` : ''}.`,
+    ids: idsOf({ orderId: order.id, key: order.idempotencyKey, scope: tenantScope(order.tenantId), requestId: order.requestId }),
+    // The next action's type only: a Stripe client secret is for the shopper's browser, not the console.
+    detail: { ...order, paymentNextAction: order.paymentNextAction && { type: order.paymentNextAction.type }, createdAt: iso(order.createdAt), updatedAt: iso(order.updatedAt) },
+  })
+}
+
+/** What the provider's status API said when it confirmed the notification (Midtrans). */
+function confirmationOf(row: WebhookEventRow): string {
+  const said = row.confirmation
+  if (!said) return ''
+  return said.found ? `; ${row.provider}'s status API said ${String(said.providerStatus)} (${String(said.type)})` : `; ${row.provider}'s status API does not know this payment`
+}
+
+export function webhookEventEntry(row: WebhookEventRow): RankedEntry {
+  const { rawBody, ...fields } = row
+  return ranked(`webhook_event:${row.id}`, rankOf.webhook_event, row.receivedAt, {
+    kind: 'webhook_event',
+    summary: row.source === 'reconciliation'
+      ? `No webhook came: reconciliation asked ${row.provider}'s API for payment ${row.paymentId} and found ${row.type} (${money(row.amount, row.currency)}); stored for order ${row.orderId} as event ${row.eventId}, applied through webhook.apply like a webhook; ${row.status}.`
+      : `${row.provider} event ${row.eventId} (${row.type}, ${money(row.amount, row.currency)}) stored for order ${row.orderId} by request ${row.requestId}; ${row.status}${confirmationOf(row)}.`,
+    ids: idsOf({ eventId: row.eventId, webhookEventId: row.id, orderId: row.orderId, requestId: row.requestId, key: row.eventId, scope: providerScope(row.provider) }),
+    detail: { ...fields, rawBodyBytes: Buffer.byteLength(rawBody), receivedAt: iso(row.receivedAt), processedAt: row.processedAt && iso(row.processedAt) },
+  })
+}
+
+export function sideEffectEntry(effect: SideEffectRow): RankedEntry {
+  return ranked(`side_effect:${serial(effect.id)}`, rankOf.side_effect, effect.createdAt, {
+    kind: 'side_effect',
+    summary: `Side effect ${effect.effect} of order ${effect.orderId} marked done by job ${effect.jobId ?? 'unknown'}.`,
+    ids: idsOf({ orderId: effect.orderId, jobId: effect.jobId }),
+    detail: { ...effect, createdAt: iso(effect.createdAt) },
+  })
+}
+
+export function emailEntry(email: EmailRow): RankedEntry {
+  return ranked(`email:${email.id}`, rankOf.email, email.createdAt, {
+    kind: 'email',
+    summary: `Email "${email.subject}" sent to ${email.to}.`,
+    ids: idsOf({ orderId: email.orderId }),
+    detail: { ...email, createdAt: iso(email.createdAt) },
+  })
+}
+
+export function invoiceEntry(invoice: InvoiceRow): RankedEntry {
+  return ranked(`invoice:${invoice.id}`, rankOf.invoice, invoice.createdAt, {
+    kind: 'invoice',
+    summary: `Invoice ${invoice.id} issued for order ${invoice.orderId} (${money(invoice.amount, invoice.currency)}).`,
+    ids: idsOf({ orderId: invoice.orderId }),
+    detail: { ...invoice, createdAt: iso(invoice.createdAt) },
+  })
+}
