@@ -1,8 +1,6 @@
 import { useConfig } from '../config'
-import { useDatabaseHandle } from '../db'
 import { readValidatedJson } from '../http/body'
 import { requireIdempotencyKey, runIdempotent } from '../idempotency/handler'
-import { wakeWorkers } from '../jobs/wake'
 import { CreateOrderSchema } from '../orders/schema'
 import { planOrder } from '../orders/service'
 
@@ -17,7 +15,6 @@ export default defineEventHandler(async (event) => {
     payload: order,
     ttlSeconds: useConfig().IDEMPOTENCY_TTL_SECONDS,
     plan: (db, now) => planOrder(db, now, { tenantId: tenant.id, idempotencyKey: key, requestId: event.context.requestId }, order),
-    afterCommit: () => wakeWorkers(useDatabaseHandle()),
   })
   return reply.body
 })

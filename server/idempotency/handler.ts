@@ -37,8 +37,6 @@ interface RouteOperation {
    * `Prefer: wait` (webhooks: providers do not send it, and a 409 only makes them redeliver).
    */
   defaultWaitMs?: number
-  /** Runs once the execution committed (never on a replay): e.g. wake the workers for its jobs. */
-  afterCommit?: () => void
 }
 
 /** Every effect in the one transaction (atomic mode): the plan's statements and the response they make. */
@@ -118,7 +116,6 @@ export async function runIdempotent(event: H3Event, operation: AtomicRoute | Lea
 
   switch (outcome.kind) {
     case 'executed':
-      operation.afterCommit?.()
       noteOutcome(event, 'miss')
       if (faults.afterCommit && await faults.afterCommit(event)) return { outcome: 'miss', body: {} }
       return { outcome: 'miss', body: respond(event, outcome.response, false) }

@@ -2,6 +2,7 @@ import { and, eq, getTableColumns, inArray, isNull, lt, or, sql } from 'drizzle-
 import type { Database } from '../db/client'
 import { idempotencyRecords as records } from '../db/schema'
 import { type BoundStatement, defineStatement } from '../db/statements'
+import { transaction } from '../db/transaction'
 
 /**
  * Postgres is the source of truth for idempotency; the unique (scope, key) decides who executes.
@@ -181,7 +182,7 @@ export function createIdempotencyStore(db: Database) {
       beforeCommit?: () => Promise<void>,
     ): Promise<CommitOutcome> {
       let stored: Promise<unknown> | undefined
-      const outcome = await db.transaction(async (tx) => {
+      const outcome = await transaction(db, async (tx) => {
         // The fence is sent together with the business statements (one round trip, not two) and is
         // the first of them that Postgres runs; without the token the whole transaction rolls back.
         const fence = tx.select({ id: records.id }).from(records)

@@ -3,16 +3,15 @@ import type { Database } from '../db/client'
 import { newId } from '../db/ids'
 import { jobs } from '../db/schema'
 import { type BoundStatement, defineStatement } from '../db/statements'
+import { afterCommit } from '../db/transaction'
+import type { JobType, PayloadOf } from './types'
+import { wakeWorkers } from './wake'
 
 export const DEFAULT_MAX_ATTEMPTS = 8
 
-export interface EnqueueInput {
-  kind: string
+export interface EnqueueOptions {
   /** Unique per kind: enqueueing the same (kind, dedupeKey) again is a no-op. */
   dedupeKey: string
-  payload: Record<string, unknown>
-  /** `order:ord_…`: the resource the job will lock. */
-  resourceId?: string
   idempotencyKey?: string
   requestId?: string
   maxAttempts?: number
@@ -23,37 +22,39 @@ export interface EnqueueInput {
 
 const runAfter = (delayMs: unknown) => sql`now() + (${delayMs}::int * interval '1 millisecond')`
 
-function jobValues(input: EnqueueInput) {
+function jobValues<Type extends JobType>(type: Type, payload: PayloadOf<Type>, options: EnqueueOptions) {
   return {
     id: newId('job'),
-    kind: input.kind,
-    dedupeKey: input.dedupeKey,
-    payload: input.payload,
-    maxAttempts: input.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
-    resourceId: input.resourceId ?? null,
-    idempotencyKey: input.idempotencyKey ?? null,
-    requestId: input.requestId ?? null,
-    faults: input.faults ?? null,
+    kind: type.kind,
+    dedupeKey: options.dedupeKey,
+    payload: payload as Record<string, unknown>,
+    maxAttempts: options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+    resourceId: type.resource?.(payload) ?? null,
+    idempotencyKey: options.idempotencyKey ?? null,
+    requestId: options.requestId ?? null,
+    faults: options.faults ?? null,
   }
 }
 
 /**
  * Enqueues inside the caller's transaction (the outbox): the job exists if and only if the business
- * write commits. Resolves to the new job's id, or undefined when (kind, dedupeKey) already exists.
- * Wake workers after the commit (wakeWorkers), not here.
+ * write commits, and the workers are woken once it did (an after-commit hook of `tx`, see
+ * server/db/transaction.ts). Resolves to the new job's id, or undefined when (kind, dedupeKey)
+ * already exists.
  */
-export async function enqueueJob(tx: Database, input: EnqueueInput): Promise<string | undefined> {
-  const [row] = await tx.insert(jobs).values({ ...jobValues(input), runAt: runAfter(input.delayMs ?? 0) })
+export async function enqueueJob<Type extends JobType>(tx: Database, type: Type, payload: PayloadOf<Type>, options: EnqueueOptions): Promise<string | undefined> {
+  const [row] = await tx.insert(jobs).values({ ...jobValues(type, payload, options), runAt: runAfter(options.delayMs ?? 0) })
     .onConflictDoNothing({ target: [jobs.kind, jobs.dedupeKey] }).returning({ id: jobs.id })
+  afterCommit(tx, wakeWorkers)
   return row?.id
 }
 
 const insertJob = defineStatement(db => db.insert(jobs).values({
-  ...Object.fromEntries(Object.keys(jobValues({ kind: '', dedupeKey: '', payload: {} })).map(name => [name, sql.placeholder(name)])) as Record<keyof ReturnType<typeof jobValues>, ReturnType<typeof sql.placeholder>>,
+  ...Object.fromEntries(Object.keys(jobValues({ kind: '', payload: undefined as never }, {}, { dedupeKey: '' })).map(name => [name, sql.placeholder(name)])) as Record<keyof ReturnType<typeof jobValues>, ReturnType<typeof sql.placeholder>>,
   runAt: runAfter(sql.placeholder('delayMs')),
 }).onConflictDoNothing({ target: [jobs.kind, jobs.dedupeKey] }))
 
-/** enqueueJob as a statement for an atomic transaction (see DatabaseHandle.transact). */
-export function jobInsert(db: Database, input: EnqueueInput): BoundStatement {
-  return insertJob(db, { ...jobValues(input), delayMs: input.delayMs ?? 0 })
+/** enqueueJob as a statement for an atomic transaction (DatabaseHandle.transact wakes the workers after its commit). */
+export function jobInsert<Type extends JobType>(db: Database, type: Type, payload: PayloadOf<Type>, options: EnqueueOptions): BoundStatement {
+  return { ...insertJob(db, { ...jobValues(type, payload, options), delayMs: options.delayMs ?? 0 }), afterCommit: wakeWorkers }
 }

@@ -1,6 +1,6 @@
-import type { ZodType } from 'zod'
 import type { Database } from '../db/client'
 import type { ClaimedJob, JobEffect } from './store'
+import type { JobType } from './types'
 
 export interface JobContext {
   job: ClaimedJob
@@ -19,12 +19,8 @@ export interface JobContext {
   commit(work: (tx: Database) => Promise<void>): Promise<void>
 }
 
-export interface JobKind<Payload = any, Loaded = any> {
-  kind: string
-  /** A payload that does not parse is a permanent error: retrying cannot fix it. */
-  payload: ZodType<Payload>
-  /** The business resource to lock while the job runs (`order:<id>` → `lock:order:<id>`). */
-  resource?: (payload: Payload) => string
+/** A job type (server/jobs/types.ts) with the code that runs it. */
+export interface JobKind<Payload = any, Loaded = any> extends JobType<Payload> {
   /**
    * Reads what the jobs of one claimed batch need, in one query for the batch instead of one per
    * job: an entry per payload, in order. Read before the job runs, as a read outside the commit would be.

@@ -69,8 +69,6 @@ interface Execution {
   paused: boolean
   /** Its handler is done and its completion waits in (or for) a batch: its slot is free for the next job. */
   committing: boolean
-  /** It committed through an interactive transaction (JobContext.commit). */
-  interactive: boolean
   done: Promise<void>
 }
 
@@ -273,7 +271,7 @@ export function createWorker(options: WorkerOptions): Worker {
   function run(prepared: PreparedJob): void {
     const { job, lockKey } = prepared
     const started = performance.now()
-    const execution: Execution = { prepared, controller: new AbortController(), paused: false, committing: false, interactive: false, done: Promise.resolve() }
+    const execution: Execution = { prepared, controller: new AbortController(), paused: false, committing: false, done: Promise.resolve() }
     active.set(job.id, execution)
     if (lockKey) runningKeys.add(lockKey)
     execution.done = execute(execution)
@@ -288,9 +286,9 @@ export function createWorker(options: WorkerOptions): Worker {
         if (lockKey) runningKeys.delete(lockKey)
         const release = dropLock(prepared)
         dispatch()
-        // An interactive commit may have enqueued jobs (webhook.apply enqueues the order's effects).
-        if (execution.interactive) jobsArrived()
-        else if (!queueDrained) wake()
+        // Jobs a commit enqueued (webhook.apply enqueues the order's effects) woke this worker through
+        // the transaction's after-commit hook already.
+        if (!queueDrained) wake()
         if (result) report(prepared, result, started, release)
       })
   }
@@ -323,10 +321,7 @@ export function createWorker(options: WorkerOptions): Worker {
       signal: controller.signal,
       db: options.db,
       complete: effect => fenced(() => completeBatched(job, effect), true),
-      commit: (work) => {
-        execution.interactive = true
-        return fenced(() => store.complete(job, work), false)
-      },
+      commit: work => fenced(() => store.complete(job, work), false),
     }
     const locked = { lockKey: lock || lockBusy ? execution.prepared.lockKey : undefined, lockResult: lockBusy ? 'busy' : lockResult(lock) }
 

@@ -3,9 +3,10 @@ import { z } from 'zod'
 import { useConfig } from '../config'
 import type { Database } from '../db/client'
 import { newId } from '../db/ids'
+import { transaction } from '../db/transaction'
 import { paymentIntents } from '../db/schema'
 import { enqueueJob } from '../jobs/enqueue'
-import type { MockpayDelivery } from '../jobs/kinds/mockpay-deliver'
+import { type MockpayDelivery, mockpayDeliverJob } from '../jobs/types'
 import { problem } from '../problems'
 
 /**
@@ -60,7 +61,7 @@ export async function actOnIntent(db: Database, intentId: string, action: Mockpa
   const maxDelayMs = chaos.maxDelayMs ?? config.MOCKPAY_MAX_DELAY_MS
   const reorder = chaos.reorder ?? config.MOCKPAY_REORDER
   const transition = transitions[action]
-  return db.transaction(async (tx) => {
+  return transaction(db, async (tx) => {
     // Row-locked: two presses of the button serialise, and the second finds the state the first left.
     const intent = await findIntent(tx, intentId, { forUpdate: true })
     if (intent.status === transition.to) return { ...intent, deliveriesScheduled: 0 }
@@ -82,7 +83,7 @@ export async function actOnIntent(db: Database, intentId: string, action: Mockpa
         amount: intent.amount,
         currency: intent.currency,
       }
-      await enqueueJob(tx, { kind: 'mockpay.deliver', dedupeKey: `${delivered.id}:${copy}`, payload, delayMs: Math.floor(Math.random() * (maxDelayMs + 1)) })
+      await enqueueJob(tx, mockpayDeliverJob, payload, { dedupeKey: `${delivered.id}:${copy}`, delayMs: Math.floor(Math.random() * (maxDelayMs + 1)) })
     }
     return { ...intent, status: transition.to, events, deliveriesScheduled: deliveries.length }
   })

@@ -2,6 +2,7 @@ import { and, eq, sql } from 'drizzle-orm'
 import type { Database } from '../db/client'
 import { orders, orderStatusHistory } from '../db/schema'
 import { enqueueJob } from '../jobs/enqueue'
+import { orderIssueInvoiceJob, orderSendConfirmationJob, orderSendRefundNoticeJob } from '../jobs/types'
 
 /**
  * An order's payment state moves only up this ladder, so events that arrive late, twice or out of
@@ -66,12 +67,10 @@ export async function applyPaymentStatus(
     await tx.update(orders).set({ status: to, updatedAt: sql`now()` }).where(eq(orders.id, orderId))
     const reached = (status: PaymentStatus) => rank(order.status) < rank(status) && rank(to) >= rank(status)
     const effects = [
-      ...(reached('paid') ? ['order.send_confirmation', 'order.issue_invoice'] : []),
-      ...(reached('refunded') ? ['order.send_refund_notice'] : []),
+      ...(reached('paid') ? [orderSendConfirmationJob, orderIssueInvoiceJob] : []),
+      ...(reached('refunded') ? [orderSendRefundNoticeJob] : []),
     ]
-    for (const kind of effects) {
-      await enqueueJob(tx, { kind, dedupeKey: orderId, payload: { orderId }, resourceId: `order:${orderId}`, requestId: context.requestId })
-    }
+    for (const type of effects) await enqueueJob(tx, type, { orderId }, { dedupeKey: orderId, requestId: context.requestId })
   }
   await tx.insert(orderStatusHistory).values({
     orderId,

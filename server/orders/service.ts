@@ -5,6 +5,7 @@ import { orders } from '../db/schema'
 import { defineStatement } from '../db/statements'
 import type { AtomicPlan } from '../idempotency/core'
 import { jobInsert } from '../jobs/enqueue'
+import { paymentCreateIntentJob } from '../jobs/types'
 import { metrics } from '../observability/metrics'
 import { problem } from '../problems'
 import type { CreateOrderInput } from './schema'
@@ -88,11 +89,8 @@ export function planOrder(
     createdAt: now,
     updatedAt: now,
   }
-  const statements = [insertOrder(db, order), jobInsert(db, {
-    kind: 'payment.create_intent',
+  const statements = [insertOrder(db, order), jobInsert(db, paymentCreateIntentJob, { orderId: order.id }, {
     dedupeKey: order.id,
-    payload: { orderId: order.id },
-    resourceId: `order:${order.id}`,
     idempotencyKey: context.idempotencyKey,
     requestId: context.requestId,
   })]

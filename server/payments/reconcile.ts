@@ -5,7 +5,6 @@ import { orders } from '../db/schema'
 import { type IdempotencyDeps, runIdempotent } from '../idempotency/core'
 import { fingerprint } from '../idempotency/fingerprint'
 import { withTaskLock, type MaintenanceResult } from '../jobs/maintenance'
-import { wakeWorkers } from '../jobs/wake'
 import { log } from '../observability/logger'
 import { metrics } from '../observability/metrics'
 import { planWebhookIngest } from '../webhooks/ingest'
@@ -104,7 +103,6 @@ async function reconcileOnce({ handle, provider, idempotency, afterSeconds, ttlS
       counts.alreadyRecorded++
     }
   }
-  if (counts.recorded) wakeWorkers(handle)
   await db.update(orders).set({ paymentCheckedAt: sql`now()` }).where(inArray(orders.id, due.map(order => order.id)))
   return counts
 }

@@ -5,6 +5,7 @@ import { webhookEvents } from '../db/schema'
 import { defineStatement } from '../db/statements'
 import type { AtomicPlan } from '../idempotency/core'
 import { jobInsert } from '../jobs/enqueue'
+import { webhookApplyJob } from '../jobs/types'
 import type { VerifiedDelivery } from './receive'
 
 const EVENT_CONSTRAINT = 'webhook_events_provider_event_unique'
@@ -41,14 +42,7 @@ export function planWebhookIngest(provider: string, delivery: VerifiedDelivery, 
           id, provider, ...event, paymentId: event.paymentId ?? null, amount: event.amount ?? null, currency: event.currency ?? null,
           rawBody: delivery.rawBody, signatureHeaders: delivery.signatureHeaders, source: delivery.source ?? 'webhook', requestId, receivedAt: now,
         }),
-        jobInsert(db, {
-          kind: 'webhook.apply',
-          dedupeKey: id,
-          payload: { webhookEventId: id, orderId: event.orderId },
-          resourceId: `order:${event.orderId}`,
-          idempotencyKey: event.eventId,
-          requestId,
-        }),
+        jobInsert(db, webhookApplyJob, { webhookEventId: id, orderId: event.orderId }, { dedupeKey: id, idempotencyKey: event.eventId, requestId }),
       ],
       result: { status: 200, body: { received: true, eventId: event.eventId }, resourceType: 'webhook_event', resourceId: id },
       onUniqueViolation: async (constraint, db) => {

@@ -7,12 +7,12 @@ import { describeDatabaseError } from '../../server/db/errors'
 import { idempotencyRecords, jobs, tenants } from '../../server/db/schema'
 import { type IdempotencyDeps, runIdempotent } from '../../server/idempotency/core'
 import { createReplayCache } from '../../server/idempotency/replay-cache'
-import { enqueueJob } from '../../server/jobs/enqueue'
 import { defineJobKind } from '../../server/jobs/kind'
 import { createWorker } from '../../server/jobs/runner'
 import { createMemoryLocks } from '../../server/locks/memory'
 import { setLogLevel } from '../../server/observability/logger'
 import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../support/databases'
+import { enqueueTestJob } from '../support/jobs'
 import { pollUntil } from '../support/poll'
 import { describeWithServices } from '../support/services'
 
@@ -60,7 +60,7 @@ function errorTextContract(driver: DatabaseDriver) {
         await insertDuplicate(jobDb)
       },
     })
-    const jobId = await enqueueJob(db, { kind: failing.kind, dedupeKey: randomUUID(), payload: {}, maxAttempts: 1 })
+    const jobId = await enqueueTestJob(db, { kind: failing.kind, dedupeKey: randomUUID(), payload: {}, maxAttempts: 1 })
     const worker = createWorker({
       db,
       notifications: database.handle.notifications,

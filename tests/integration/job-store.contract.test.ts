@@ -8,7 +8,7 @@ import type { Database } from '../../server/db/client'
 import { describeDatabaseError } from '../../server/db/errors'
 import { newId } from '../../server/db/ids'
 import { idempotencyRecords, invoices, jobs, mailbox, orders, sideEffects, tenants } from '../../server/db/schema'
-import { type EnqueueInput, enqueueJob } from '../../server/jobs/enqueue'
+import { transaction } from '../../server/db/transaction'
 import { deleteExpiredRecords, rescueStaleJobs } from '../../server/jobs/maintenance'
 import { type ClaimedJob, createJobStore, type JobEffect, type JobRow, type JobStore } from '../../server/jobs/store'
 import { createMemoryLocks } from '../../server/locks/memory'
@@ -16,7 +16,7 @@ import type { Locks } from '../../server/locks/types'
 import { markedEffect, type SideEffect } from '../../server/orders/effects'
 import { applyPaymentStatus, type PaymentStatus, paymentStatusPrecedence } from '../../server/orders/payment-state'
 import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../support/databases'
-import { enqueueJobs, orderJob, seedOrders } from '../support/jobs'
+import { type EnqueueInput, enqueueJobs, enqueueTestJob, orderJob, seedOrders } from '../support/jobs'
 import { pollUntil } from '../support/poll'
 import { describeWithServices } from '../support/services'
 
@@ -75,7 +75,7 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
   }
 
   async function enqueue(overrides: Partial<EnqueueInput> = {}): Promise<string> {
-    const id = await enqueueJob(db, jobInput(overrides))
+    const id = await enqueueTestJob(db, jobInput(overrides))
     expect(id).toMatch(/^job_/)
     return id!
   }
@@ -149,20 +149,20 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
       const failure = new Error('order validation failed after the insert')
       let rolledBackOrderId = ''
       let rolledBackTenantId = ''
-      await expect(db.transaction(async (tx) => {
+      await expect(transaction(db, async (tx) => {
         const { tenantId, orderIds: [orderId] } = await seedOrders(tx, 1)
         rolledBackOrderId = orderId!
         rolledBackTenantId = tenantId
-        expect(await enqueueJob(tx, orderJob(orderId!))).toMatch(/^job_/)
+        expect(await enqueueTestJob(tx, orderJob(orderId!))).toMatch(/^job_/)
         throw failure
       })).rejects.toBe(failure)
       expect(await db.select().from(tenants).where(eq(tenants.id, rolledBackTenantId))).toEqual([])
       expect(await db.select().from(orders).where(eq(orders.id, rolledBackOrderId))).toEqual([])
       expect(await db.select().from(jobs).where(eq(jobs.dedupeKey, rolledBackOrderId))).toEqual([])
 
-      const { committedOrderId, jobId } = await db.transaction(async (tx) => {
+      const { committedOrderId, jobId } = await transaction(db, async (tx) => {
         const { orderIds: [orderId] } = await seedOrders(tx, 1)
-        return { committedOrderId: orderId!, jobId: await enqueueJob(tx, orderJob(orderId!)) }
+        return { committedOrderId: orderId!, jobId: await enqueueTestJob(tx, orderJob(orderId!)) }
       })
       expect(await db.select({ id: orders.id }).from(orders).where(eq(orders.id, committedOrderId))).toEqual([{ id: committedOrderId }])
       expect(await db.select({ id: jobs.id, kind: jobs.kind, resourceId: jobs.resourceId, payload: jobs.payload })
@@ -172,15 +172,15 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
     })
 
     it('enqueues a (kind, dedupe key) once, even after the job completed; another kind is another job', async () => {
-      const first = await enqueueJob(db, { kind: 'order.send_confirmation', dedupeKey: 'ord_dedupe', payload: { orderId: 'ord_dedupe', copy: 1 } })
+      const first = await enqueueTestJob(db, { kind: 'order.send_confirmation', dedupeKey: 'ord_dedupe', payload: { orderId: 'ord_dedupe', copy: 1 } })
       expect(first).toMatch(/^job_/)
-      expect(await enqueueJob(db, { kind: 'order.send_confirmation', dedupeKey: 'ord_dedupe', payload: { orderId: 'ord_dedupe', copy: 2 } })).toBeUndefined()
+      expect(await enqueueTestJob(db, { kind: 'order.send_confirmation', dedupeKey: 'ord_dedupe', payload: { orderId: 'ord_dedupe', copy: 2 } })).toBeUndefined()
 
       const job = await claimOnly(first!)
       expect(await store.complete(job, async () => {})).toBe(true)
-      expect(await enqueueJob(db, { kind: 'order.send_confirmation', dedupeKey: 'ord_dedupe', payload: { orderId: 'ord_dedupe', copy: 3 } })).toBeUndefined()
+      expect(await enqueueTestJob(db, { kind: 'order.send_confirmation', dedupeKey: 'ord_dedupe', payload: { orderId: 'ord_dedupe', copy: 3 } })).toBeUndefined()
 
-      const invoice = await enqueueJob(db, { kind: 'order.issue_invoice', dedupeKey: 'ord_dedupe', payload: { orderId: 'ord_dedupe' } })
+      const invoice = await enqueueTestJob(db, { kind: 'order.issue_invoice', dedupeKey: 'ord_dedupe', payload: { orderId: 'ord_dedupe' } })
       expect(invoice).toMatch(/^job_/)
       expect(invoice).not.toBe(first)
       expect(await db.select({ id: jobs.id, kind: jobs.kind, payload: jobs.payload }).from(jobs)
@@ -956,7 +956,7 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
 
   describe('applyPaymentStatus', () => {
     const apply = (orderId: string, status: PaymentStatus, requestId?: string) =>
-      db.transaction(tx => applyPaymentStatus(tx, orderId, status, { requestId }))
+      transaction(db, tx => applyPaymentStatus(tx, orderId, status, { requestId }))
 
     async function orderStatus(orderId: string): Promise<string> {
       const [row] = await db.select({ status: orders.status }).from(orders).where(eq(orders.id, orderId))

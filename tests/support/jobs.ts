@@ -4,7 +4,10 @@ import type { Database, DatabaseHandle } from '../../server/db/client'
 import { openDatabase } from '../../server/db/client'
 import { newId } from '../../server/db/ids'
 import { type JobErrorEntry, orders, tenants } from '../../server/db/schema'
-import { type EnqueueInput, enqueueJob } from '../../server/jobs/enqueue'
+import { z } from 'zod'
+import { transaction } from '../../server/db/transaction'
+import { type EnqueueOptions, enqueueJob } from '../../server/jobs/enqueue'
+import { defineJobType } from '../../server/jobs/types'
 
 /**
  * Seeds orders and jobs straight into a test database through the app's own outbox function, and
@@ -75,13 +78,27 @@ export async function seedOrderWithId(db: Database, orderId: string, email: stri
   await db.insert(orders).values(pendingOrder(orderId, tenantId, email, requestId))
 }
 
+/** A job row as a test wants it, of any kind and payload (the app's enqueuers are typed per kind). */
+export interface EnqueueInput extends EnqueueOptions {
+  kind: string
+  payload: Record<string, unknown>
+  /** `order:ord_…`: the resource the job will lock. */
+  resourceId?: string
+}
+
+/** enqueueJob for a test's job: a kind of its own or one of the app's, with the payload it chooses. */
+export function enqueueTestJob(db: Database, { kind, payload, resourceId, ...options }: EnqueueInput): Promise<string | undefined> {
+  const type = defineJobType({ kind, payload: z.record(z.string(), z.unknown()), resource: resourceId ? () => resourceId : undefined })
+  return enqueueJob(db, type, payload, options)
+}
+
 /** Enqueues through enqueueJob, 200 per transaction; returns the new jobs' ids in input order. */
 export async function enqueueJobs(db: Database, inputs: EnqueueInput[]): Promise<string[]> {
   const ids: string[] = []
   for (let start = 0; start < inputs.length; start += 200) {
-    await db.transaction(async (tx) => {
+    await transaction(db, async (tx) => {
       for (const input of inputs.slice(start, start + 200)) {
-        const id = await enqueueJob(tx, input)
+        const id = await enqueueTestJob(tx, input)
         if (!id) throw new Error(`job ${input.kind}/${input.dedupeKey} already exists`)
         ids.push(id)
       }

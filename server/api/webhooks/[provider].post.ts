@@ -1,7 +1,5 @@
 import { useConfig } from '../../config'
-import { useDatabaseHandle } from '../../db'
 import { runIdempotent } from '../../idempotency/handler'
-import { wakeWorkers } from '../../jobs/wake'
 import { planWebhookIngest } from '../../webhooks/ingest'
 import { countWebhookResult, readVerifiedDelivery } from '../../webhooks/receive'
 import { requireWebhookProvider } from '../../webhooks/registry'
@@ -20,7 +18,6 @@ export default defineEventHandler(async (event) => {
     ttlSeconds: useConfig().WEBHOOK_IDEMPOTENCY_TTL_SECONDS,
     defaultWaitMs: DUPLICATE_WAIT_MS,
     plan: planWebhookIngest(provider.name, delivery, event.context.requestId),
-    afterCommit: () => wakeWorkers(useDatabaseHandle()),
   }))
   return reply.body
 })

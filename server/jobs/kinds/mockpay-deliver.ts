@@ -1,20 +1,9 @@
-import { z } from 'zod'
 import { signStandardWebhook } from '../../webhooks/providers/standard'
 import { RetryableJobError } from '../errors'
 import { defineJobKind } from '../kind'
+import { mockpayDeliverJob } from '../types'
 
 const DELIVERY_TIMEOUT_MS = 10_000
-
-export const MockpayDelivery = z.object({
-  webhookId: z.string().min(1),
-  type: z.enum(['payment.succeeded', 'payment.failed', 'payment.refunded']),
-  timestamp: z.string(),
-  orderId: z.string(),
-  paymentId: z.string(),
-  amount: z.number().int(),
-  currency: z.string(),
-})
-export type MockpayDelivery = z.infer<typeof MockpayDelivery>
 
 /**
  * One delivery of a mockpay event, as a provider sends it: the same body and webhook-id every time,
@@ -22,8 +11,7 @@ export type MockpayDelivery = z.infer<typeof MockpayDelivery>
  */
 export function mockpayDeliver(target: { url: string, secret: string }) {
   return defineJobKind({
-    kind: 'mockpay.deliver',
-    payload: MockpayDelivery,
+    ...mockpayDeliverJob,
     async run({ signal, complete }, delivery) {
       const body = JSON.stringify({
         type: delivery.type,

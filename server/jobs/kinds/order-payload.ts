@@ -1,15 +1,11 @@
 import { getTableColumns, sql } from 'drizzle-orm'
-import { z } from 'zod'
 import { type Database, queryPrepared } from '../../db/client'
 import { orders } from '../../db/schema'
 import { defineStatement, mapRow } from '../../db/statements'
 import { RetryableJobError } from '../errors'
+import type { OrderJobPayload } from '../types'
 
-export const OrderJobPayload = z.object({ orderId: z.string().min(1).max(64) }).strict()
-export type OrderJobPayload = z.infer<typeof OrderJobPayload>
 export type Order = typeof orders.$inferSelect
-
-export const orderResource = (payload: OrderJobPayload) => `order:${payload.orderId}`
 
 const orderColumns = getTableColumns(orders)
 const selectOrders = defineStatement<{ ids: string }>(db => db.select().from(orders)

@@ -4,7 +4,8 @@ import { applyPaymentStatus } from '../../orders/payment-state'
 import { paymentIdempotencyKey } from '../../payments'
 import { PaymentRefused, type PaymentProvider } from '../../payments/types'
 import { defineJobKind } from '../kind'
-import { loadOrders, OrderJobPayload, orderResource, requireOrder } from './order-payload'
+import { paymentCreateIntentJob } from '../types'
+import { loadOrders, requireOrder } from './order-payload'
 import { retryLater } from './provider-errors'
 
 /**
@@ -16,9 +17,7 @@ import { retryLater } from './provider-errors'
  */
 export function paymentCreateIntent(provider: PaymentProvider) {
   return defineJobKind({
-    kind: 'payment.create_intent',
-    payload: OrderJobPayload,
-    resource: orderResource,
+    ...paymentCreateIntentJob,
     load: loadOrders,
     async run({ job, signal, complete, commit }, { orderId }, loaded) {
       const order = requireOrder(loaded, orderId)

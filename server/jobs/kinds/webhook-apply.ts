@@ -1,14 +1,12 @@
 import { eq, sql } from 'drizzle-orm'
-import { z } from 'zod'
 import { webhookEvents } from '../../db/schema'
 import { applyPaymentStatus } from '../../orders/payment-state'
 import type { PaymentProvider } from '../../payments/types'
 import { requestedStatusOf, type PaymentEventType } from '../../webhooks/types'
 import { PermanentJobError, RetryableJobError } from '../errors'
 import { defineJobKind } from '../kind'
+import { webhookApplyJob } from '../types'
 import { retryLater } from './provider-errors'
-
-const WebhookApplyPayload = z.object({ webhookEventId: z.string().min(1), orderId: z.string().min(1) }).strict()
 
 /** Providers whose notifications are confirmed with their status API before they may move an order: Midtrans signs too little of its body. */
 const confirmedProviders = new Set(['midtrans'])
@@ -27,9 +25,7 @@ const CONFIRM_ATTEMPTS = 3
  */
 export function webhookApply(confirmer?: PaymentProvider) {
   return defineJobKind({
-    kind: 'webhook.apply',
-    payload: WebhookApplyPayload,
-    resource: payload => `order:${payload.orderId}`,
+    ...webhookApplyJob,
     async run({ db, job, signal, commit }, { webhookEventId, orderId }) {
       const [stored] = await db.select().from(webhookEvents).where(eq(webhookEvents.id, webhookEventId))
       if (!stored) throw new PermanentJobError(`webhook event ${webhookEventId} not found`)

@@ -1,0 +1,49 @@
+import { z, type ZodType } from 'zod'
+import { orderResource } from '../../shared/resources'
+
+/**
+ * What a job of a kind carries and which resource it locks: the one definition that both the
+ * enqueuers (typed payloads, resource derived here, never restated) and the kind that runs it
+ * (server/jobs/kinds/) use.
+ */
+export interface JobType<Payload = any> {
+  kind: string
+  /** A payload that does not parse is a permanent error: retrying cannot fix it. */
+  payload: ZodType<Payload>
+  /** The business resource to lock while the job runs (`order:<id>` → `lock:order:<id>`). */
+  resource?: (payload: Payload) => string
+}
+
+export type PayloadOf<Type extends JobType> = Type extends JobType<infer Payload> ? Payload : never
+
+export const defineJobType = <Payload>(type: JobType<Payload>): JobType<Payload> => type
+
+export const OrderJobPayload = z.object({ orderId: z.string().min(1).max(64) }).strict()
+export type OrderJobPayload = z.infer<typeof OrderJobPayload>
+
+const orderJobType = (kind: string) => defineJobType({ kind, payload: OrderJobPayload, resource: payload => orderResource(payload.orderId) })
+
+export const paymentCreateIntentJob = orderJobType('payment.create_intent')
+export const orderSendConfirmationJob = orderJobType('order.send_confirmation')
+export const orderIssueInvoiceJob = orderJobType('order.issue_invoice')
+export const orderSendRefundNoticeJob = orderJobType('order.send_refund_notice')
+
+export const webhookApplyJob = defineJobType({
+  kind: 'webhook.apply',
+  payload: z.object({ webhookEventId: z.string().min(1), orderId: z.string().min(1) }).strict(),
+  resource: payload => orderResource(payload.orderId),
+})
+
+export const MockpayDelivery = z.object({
+  webhookId: z.string().min(1),
+  type: z.enum(['payment.succeeded', 'payment.failed', 'payment.refunded']),
+  timestamp: z.string(),
+  orderId: z.string(),
+  paymentId: z.string(),
+  amount: z.number().int(),
+  currency: z.string(),
+})
+export type MockpayDelivery = z.infer<typeof MockpayDelivery>
+
+/** One delivery of a mockpay event to the webhook endpoint; it locks nothing (the endpoint is idempotent). */
+export const mockpayDeliverJob = defineJobType({ kind: 'mockpay.deliver', payload: MockpayDelivery })

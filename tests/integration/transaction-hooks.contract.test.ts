@@ -1,0 +1,131 @@
+import { eq } from 'drizzle-orm'
+import { afterAll, beforeAll, expect, it } from 'vitest'
+import type { Database, DatabaseHandle } from '../../server/db/client'
+import { jobs, tenants } from '../../server/db/schema'
+import { defineStatement } from '../../server/db/statements'
+import { type AfterCommitHook, afterCommit, transaction } from '../../server/db/transaction'
+import { jobInsert } from '../../server/jobs/enqueue'
+import { orderSendConfirmationJob } from '../../server/jobs/types'
+import { onLocalWake } from '../../server/jobs/wake'
+import { openSuiteDatabase, type SuiteDatabase } from '../support/databases'
+import { enqueueTestJob } from '../support/jobs'
+import { describeWithServices } from '../support/services'
+
+/**
+ * A transaction owns its after-commit hooks (server/db/transaction.ts): whoever writes inside it
+ * registers what must wait for the commit — an enqueue registers the workers' wake-up — and the
+ * hooks run once it committed, never after a rollback. Same contract on both drivers.
+ */
+for (const driver of ['postgres', 'pglite'] as const) {
+  describeWithServices(`after-commit hooks (${driver})`, driver === 'postgres' ? ['postgres'] : [], () => {
+    let database: SuiteDatabase
+    let handle: DatabaseHandle
+    let db: Database
+    let counter = 0
+
+    beforeAll(async () => {
+      database = await openSuiteDatabase(driver, `hooks-${driver}`)
+      handle = database.handle
+      db = handle.db
+    }, 60_000)
+    afterAll(async () => { await database?.close() })
+
+    const tenantId = () => `ten_hooks_${driver}_${++counter}`
+    const tenantExists = async (id: string) => (await db.select({ id: tenants.id }).from(tenants).where(eq(tenants.id, id))).length === 1
+
+    it('runs the hooks once the transaction committed, in order, each distinct hook once, with the handle', async () => {
+      const id = tenantId()
+      const seen: string[] = []
+      const first: AfterCommitHook = (hookHandle) => { seen.push(`first:${hookHandle === handle}`) }
+      const second: AfterCommitHook = () => { seen.push('second') }
+      const result = await transaction(db, async (tx) => {
+        await tx.insert(tenants).values({ id, name: 'hooks' })
+        afterCommit(tx, first)
+        afterCommit(tx, second)
+        afterCommit(tx, first)
+        // Not yet: the transaction is still open.
+        expect(seen).toEqual([])
+        return 'answer'
+      })
+      expect(result).toBe('answer')
+      expect(seen).toEqual(['first:true', 'second'])
+      expect(await tenantExists(id)).toBe(true)
+    })
+
+    it('runs no hook of a transaction that rolled back', async () => {
+      const id = tenantId()
+      const seen: string[] = []
+      const failure = new Error('business check failed after the write')
+      await expect(transaction(db, async (tx) => {
+        await tx.insert(tenants).values({ id, name: 'hooks' })
+        afterCommit(tx, () => { seen.push('ran') })
+        throw failure
+      })).rejects.toBe(failure)
+      expect(seen).toEqual([])
+      expect(await tenantExists(id)).toBe(false)
+    })
+
+    it('a failing hook does not stop the others or fail the committed transaction', async () => {
+      const seen: string[] = []
+      await transaction(db, async (tx) => {
+        afterCommit(tx, () => { throw new Error('hook failed') })
+        afterCommit(tx, () => { seen.push('second') })
+      })
+      expect(seen).toEqual(['second'])
+    })
+
+    it('on the database itself (autocommit) the hook runs at once; in a transaction not opened by transaction() it is refused', async () => {
+      const seen: string[] = []
+      afterCommit(db, () => { seen.push('now') })
+      expect(seen).toEqual(['now'])
+      await expect(db.transaction(async (tx) => { afterCommit(tx as unknown as Database, () => {}) })).rejects.toThrow(/open the transaction with transaction\(\)/)
+    })
+
+    it('an enqueue wakes this process\'s workers after the commit, once per transaction, and not at all after a rollback', async () => {
+      let wakes = 0
+      const stop = onLocalWake(() => { wakes++ })
+      try {
+        await transaction(db, async (tx) => {
+          await enqueueTestJob(tx, { kind: 'hooks.noop', dedupeKey: `a-${++counter}`, payload: {} })
+          await enqueueTestJob(tx, { kind: 'hooks.noop', dedupeKey: `b-${counter}`, payload: {} })
+          expect(wakes).toBe(0)
+        })
+        expect(wakes).toBe(1)
+        await expect(transaction(db, async (tx) => {
+          await enqueueTestJob(tx, { kind: 'hooks.noop', dedupeKey: `c-${counter}`, payload: {} })
+          throw new Error('rolled back')
+        })).rejects.toThrow('rolled back')
+        expect(wakes).toBe(1)
+        expect(await db.select({ id: jobs.id }).from(jobs).where(eq(jobs.dedupeKey, `c-${counter}`))).toEqual([])
+      }
+      finally {
+        stop()
+      }
+    })
+
+    it('a job insert sent with transact() wakes the workers once it committed, and a failed transact wakes no one', async () => {
+      let wakes = 0
+      const stop = onLocalWake(() => { wakes++ })
+      const failingInsert = defineStatement(d => d.insert(tenants).values({ id: 'ten_fixed_hooks', name: 'hooks' }))
+      try {
+        const orderId = `ord_hooks_${driver}_${++counter}`
+        const insert = jobInsert(db, orderSendConfirmationJob, { orderId }, { dedupeKey: orderId })
+        await handle.transact([insert])
+        expect(wakes).toBe(1)
+        expect(await db.select({ resourceId: jobs.resourceId, payload: jobs.payload }).from(jobs).where(eq(jobs.dedupeKey, orderId)))
+          .toEqual([{ resourceId: `order:${orderId}`, payload: { orderId } }])
+
+        await handle.transact([failingInsert(db, {})])
+        const again = `ord_hooks_${driver}_${++counter}`
+        // The tenant exists now: this transaction fails on its primary key, job insert included.
+        await expect(handle.transact([jobInsert(db, orderSendConfirmationJob, { orderId: again }, { dedupeKey: again }), failingInsert(db, {})])).rejects.toThrow()
+        expect(wakes).toBe(1)
+        expect(await db.select({ id: jobs.id }).from(jobs).where(eq(jobs.dedupeKey, again))).toEqual([])
+      }
+      finally {
+        stop()
+      }
+    })
+  })
+}
+
