@@ -1,6 +1,7 @@
 import { cpSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { answerUnparseableRequests } from './server/http/client-errors'
 
 // Runtime values (DATABASE_URL, secrets, …) are read from the environment by server/config at
 // start-up, never here: this file is frozen at build time.
@@ -17,6 +18,8 @@ export default defineNuxtConfig({
   css: ['~/assets/css/base.css'],
   nitro: {
     experimental: { tasks: true },
+    // The server runs on Node ≥ 20, which has BigInt literals (nitro's default target, es2019, warns on them).
+    esbuild: { options: { target: 'es2022' } },
     // Every instance fires these; each task takes a lock, so one instance does the work.
     scheduledTasks: {
       '*/15 * * * * *': ['jobs:rescue'],
@@ -40,6 +43,10 @@ export default defineNuxtConfig({
     },
   },
   hooks: {
+    // `nuxt dev` serves clients from its own listener: answer what Node's parser rejects there as the built server does.
+    listen(server) {
+      answerUnparseableRequests(server)
+    },
     // API errors become problem+json first; everything else keeps Nuxt's own error handling.
     'nitro:config'(config) {
       const nuxtHandlers = [config.errorHandler ?? []].flat()
