@@ -3,13 +3,14 @@ import { readValidatedJson } from '../http/body'
 import { requireIdempotencyKey, runIdempotent } from '../idempotency/handler'
 import { CreateOrderSchema } from '../orders/schema'
 import { planOrder } from '../orders/service'
+import { tenantScope } from '../../shared/resources'
 
 export default defineEventHandler(async (event) => {
   const tenant = await requireTenant(event)
   const key = requireIdempotencyKey(event)
   const order = await readValidatedJson(event, CreateOrderSchema)
   const reply = await runIdempotent(event, {
-    scope: `tenant:${tenant.id}`,
+    scope: tenantScope(tenant.id),
     route: 'POST /api/orders',
     key,
     payload: order,

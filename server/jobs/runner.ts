@@ -10,6 +10,7 @@ import { injectJobFailure, readJobFaults } from './faults'
 import type { JobContext, JobKind } from './kind'
 import { type ClaimedJob, createJobStore, type JobEffect } from './store'
 import { JOBS_CHANNEL, onLocalWake } from './wake'
+import { resourceLockKey } from '../../shared/resources'
 
 export interface WorkerOptions {
   db: Database
@@ -204,7 +205,7 @@ export function createWorker(options: WorkerOptions): Worker {
       catch (failure) {
         return { job, kind, failure }
       }
-      return { job, kind, payload: payload.data, lockKey: kind.resource && `lock:${kind.resource(payload.data)}` }
+      return { job, kind, payload: payload.data, lockKey: kind.resource && resourceLockKey(kind.resource(payload.data)) }
     })
     await Promise.all([loadBatch(prepared), lockBatch(prepared)])
     return prepared

@@ -10,6 +10,7 @@ import { metrics } from '../observability/metrics'
 import { planWebhookIngest } from '../webhooks/ingest'
 import { requestedStatusOf, type PaymentEvent } from '../webhooks/types'
 import type { PaymentProvider } from './types'
+import { providerScope } from '../../shared/resources'
 
 /**
  * The webhook that never came: orders still awaiting payment a while after their last change are
@@ -52,7 +53,7 @@ async function reconcileOnce({ handle, provider, idempotency, afterSeconds, ttlS
   if (!due.length) return counts
   // A task run is no request: its id still ties the stored events and their jobs together.
   const requestId = newId('task')
-  const scope = `provider:${provider.name}`
+  const scope = providerScope(provider.name)
   for (const order of due) {
     counts.checked++
     let state

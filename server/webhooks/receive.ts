@@ -9,6 +9,7 @@ import { problem, problemOf } from '../problems'
 import type { RegisteredProvider } from './registry'
 import type { WebhookEventSource } from '../db/schema'
 import type { PaymentEvent } from './types'
+import { providerScope } from '../../shared/resources'
 
 export interface VerifiedDelivery {
   event: PaymentEvent
@@ -32,7 +33,7 @@ export async function readVerifiedDelivery(event: H3Event, provider: RegisteredP
     log.warn('webhook signature rejected', { provider: provider.name, reason: verification.reason, claimedEventId: verification.claimedEventId, requestId: event.context.requestId })
     // The request log keeps the rejection under the claimed id, so an event's evidence shows forgeries too.
     if (verification.claimedEventId && checkIdempotencyKey(verification.claimedEventId).ok) {
-      event.context.idempotency = { scope: `provider:${provider.name}`, key: verification.claimedEventId }
+      event.context.idempotency = { scope: providerScope(provider.name), key: verification.claimedEventId }
     }
     event.context.idempotencyOutcome = 'signature_invalid'
     throw problem('webhook-signature-invalid', `Signature rejected: ${verification.reason}. Nothing was stored. Check that the endpoint's signing secret matches the provider's and that the sender's clock is within 300 s.`)

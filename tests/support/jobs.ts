@@ -8,6 +8,7 @@ import { z } from 'zod'
 import { transaction } from '../../server/db/transaction'
 import { type EnqueueOptions, enqueueJob } from '../../server/jobs/enqueue'
 import { defineJobType } from '../../server/jobs/types'
+import { orderResource } from '../../shared/resources'
 
 /**
  * Seeds orders and jobs straight into a test database through the app's own outbox function, and
@@ -112,7 +113,7 @@ export const orderJob = (orderId: string, overrides: Partial<EnqueueInput> = {})
   kind: 'order.send_confirmation',
   dedupeKey: orderId,
   payload: { orderId },
-  resourceId: `order:${orderId}`,
+  resourceId: orderResource(orderId),
   ...overrides,
 })
 

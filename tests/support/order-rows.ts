@@ -1,4 +1,5 @@
 import postgres from 'postgres'
+import { tenantScope } from '../../shared/resources'
 
 /**
  * Reads what the app actually wrote, straight from the test database: the assertions about
@@ -38,9 +39,9 @@ export function openOrderRows(databaseUrl: string): OrderRows {
       select id, cart_id as "cartId", idempotency_key as "idempotencyKey" from orders
       where tenant_id = ${tenantId} and cart_id = ${cartId}`,
     records: tenantId => sql<IdempotencyRow[]>`
-      select ${recordColumns()} from idempotency_records where scope = ${`tenant:${tenantId}`}`,
+      select ${recordColumns()} from idempotency_records where scope = ${tenantScope(tenantId)}`,
     record: async (tenantId, key) => (await sql<IdempotencyRow[]>`
-      select ${recordColumns()} from idempotency_records where scope = ${`tenant:${tenantId}`} and key = ${key}`)[0],
+      select ${recordColumns()} from idempotency_records where scope = ${tenantScope(tenantId)} and key = ${key}`)[0],
     // By arrival, as the evidence timeline reads them: rows are written in batches per instance, and a
     // dropped request's row only once its handler ended, possibly after its retry's.
     requestLog: key => sql<Array<{ outcome: string | null, status: number }>>`

@@ -10,6 +10,7 @@ import { type OrderBody, postOrder, type TenantCredentials, validOrderBody } fro
 import { pollUntil } from './poll'
 import { createTestDatabase, redisUrl, uniqueRedisPrefix } from './services'
 import type { ProviderCall, StripeApi } from './stripe-api'
+import { orderResource } from '../../shared/resources'
 
 /**
  * What the payment-provider suites share: the built app pointed at a local stand-in of Stripe or
@@ -133,7 +134,7 @@ export interface JobView {
 export function jobsOf(sql: postgres.Sql, orderId: string, kind: string): Promise<JobView[]> {
   return sql<JobView[]>`
     select id, kind, status, attempt, snoozes, errors, last_error as "lastError", locked_by as "lockedBy", request_id as "requestId"
-    from jobs where resource_id = ${`order:${orderId}`} and kind = ${kind} order by created_at, id`
+    from jobs where resource_id = ${orderResource(orderId)} and kind = ${kind} order by created_at, id`
 }
 
 /** The order's one job of `kind`, once it is completed (or dead-lettered: the assertion then says why). */
@@ -146,7 +147,7 @@ export async function settledJob(sql: postgres.Sql, orderId: string, kind: strin
 /** Every job of the order completed (its webhook.apply jobs and the effects they enqueued included). */
 export function allJobsSettled(sql: postgres.Sql, orderId: string, timeoutMs = 20_000): Promise<Array<{ kind: string, status: string }>> {
   return pollSeeing(`every job of ${orderId} completed`,
-    () => sql<Array<{ kind: string, status: string }>>`select kind, status from jobs where resource_id = ${`order:${orderId}`} order by kind, id`,
+    () => sql<Array<{ kind: string, status: string }>>`select kind, status from jobs where resource_id = ${orderResource(orderId)} order by kind, id`,
     jobs => jobs.every(job => job.status === 'completed'), timeoutMs)
 }
 

@@ -3,6 +3,7 @@ import { runIdempotent } from '../../idempotency/handler'
 import { planWebhookIngest } from '../../webhooks/ingest'
 import { countWebhookResult, readVerifiedDelivery } from '../../webhooks/receive'
 import { requireWebhookProvider } from '../../webhooks/registry'
+import { providerScope } from '../../../shared/resources'
 
 /** Concurrent copies of one delivery wait for the first one's answer instead of getting a 409. */
 const DUPLICATE_WAIT_MS = 5000
@@ -11,7 +12,7 @@ export default defineEventHandler(async (event) => {
   const provider = requireWebhookProvider(getRouterParam(event, 'provider'))
   const delivery = await readVerifiedDelivery(event, provider)
   const reply = await countWebhookResult(provider.name, runIdempotent(event, {
-    scope: `provider:${provider.name}`,
+    scope: providerScope(provider.name),
     route: `POST /api/webhooks/${provider.name}`,
     key: delivery.event.eventId,
     payload: delivery.event,

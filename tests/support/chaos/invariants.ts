@@ -5,6 +5,7 @@ import type { AnswerLog } from './answers'
 import type { FleetEvent } from './fleet'
 import type { LoadResult } from './load'
 import { type AcceptedEvent, type EffectKind, effectsOf, expectedPaymentStatus } from './model'
+import { orderIdOfResource, tenantScope } from '../../../shared/resources'
 
 /**
  * "Never twice, never lost", checked on rows of the chaos database against what the clients were
@@ -54,7 +55,7 @@ const opsHeaders = { authorization: `Bearer ${testSecrets.opsToken}` }
 
 export async function checkInvariants(input: InvariantInput): Promise<InvariantResult[]> {
   const { sql, tenantId, load } = input
-  const scope = `tenant:${tenantId}`
+  const scope = tenantScope(tenantId)
   /** The intent as its violations name it: key, copies fired, injected fault. */
   const described = (intent: LoadResult['orderIntents'][number]) => `key ${intent.key} (${intent.copies} ${intent.copies > 1 ? 'copies' : 'copy'}${intent.fault ? `, ${intent.fault}` : ''})`
   const result = (invariant: InvariantName, checked: number): InvariantResult => ({ invariant, checked, violations: [], offenders: [] })
@@ -198,13 +199,14 @@ export async function checkInvariants(input: InvariantInput): Promise<InvariantR
   }
   const stuck = await sql<Array<{ resourceId: string | null }>>`
     select distinct resource_id as "resourceId" from jobs where status in ('queued', 'running', 'failed') and resource_id like 'order:%' limit 5`
-  drained.offenders.push(...stuck.map(row => ({ orderId: row.resourceId!.replace(/^order:/, '') })))
+  drained.offenders.push(...stuck.map(row => ({ orderId: orderIdOfResource(row.resourceId)! })))
   const deadLetters = await sql<Array<{ id: string, kind: string, lastError: string | null, resourceId: string | null, attempt: number }>>`
     select id, kind, last_error as "lastError", resource_id as "resourceId", attempt from jobs where status = 'dead_letter' order by created_at`
   const explained = result('8. dead letters explained', totalJobs)
   for (const job of deadLetters) {
     explained.violations.push(`${job.id} ${job.kind} (${job.resourceId ?? 'no resource'}) after ${job.attempt} attempts: ${job.lastError}`)
-    if (job.resourceId?.startsWith('order:')) explained.offenders.push({ orderId: job.resourceId.replace(/^order:/, '') })
+    const orderId = orderIdOfResource(job.resourceId)
+    if (orderId) explained.offenders.push({ orderId })
   }
 
   // 9. Outages answered as such: 503 with Retry-After, never a 500 — as the clients saw it and as the app logged it.
