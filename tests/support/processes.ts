@@ -26,8 +26,9 @@ process.on('exit', () => {
   for (const child of running) child.kill('SIGKILL')
 })
 
-export function spawnManaged(options: { label: string, args: string[], env: Record<string, string | undefined> }): ManagedProcess {
-  const child = spawn(process.execPath, options.args, { cwd: projectRoot, env: options.env, stdio: ['ignore', 'pipe', 'pipe'] })
+/** Started in the project root unless `cwd` says otherwise. */
+export function spawnManaged(options: { label: string, args: string[], env: Record<string, string | undefined>, cwd?: string }): ManagedProcess {
+  const child = spawn(process.execPath, options.args, { cwd: options.cwd ?? projectRoot, env: options.env, stdio: ['ignore', 'pipe', 'pipe'] })
   let output = ''
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => { output += chunk })
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => { output += chunk })
