@@ -1,10 +1,13 @@
 import { randomBytes } from 'node:crypto'
+import { resolve } from 'node:path'
 import { z } from 'zod'
+import { keptSecrets } from './dev-secrets'
 
 /**
  * The one module that reads the environment (SPEC §10). Validated with zod at start-up: a bad value
  * stops the process with a message naming the variable. Secrets are generated (and printed) only
- * when the app runs embedded or in `nuxt dev`; a deployment with DATABASE_URL must set them.
+ * when the app runs embedded or in `nuxt dev`, once, and kept in DEV_SECRETS_FILE; a deployment with
+ * DATABASE_URL must set them.
  */
 
 const flag = (fallback: boolean) =>
@@ -49,6 +52,8 @@ const EnvSchema = z.object({
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').optional(),
   REDIS_KEY_PREFIX: z.string().regex(/^[\w:.-]{1,64}$/).default('ic:'),
   PGLITE_DIR: z.string().min(1).default('.data/pglite'),
+  /** Where generated local secrets are kept between restarts (mode 0600; .data is not in the repository). */
+  DEV_SECRETS_FILE: z.string().min(1).default('.data/dev-secrets.json'),
   /** Overrides the migrations shipped with the build (see shippedMigrationsDir). */
   MIGRATIONS_DIR: z.string().min(1).optional(),
   OPS_TOKEN: secret(),
@@ -146,6 +151,9 @@ type Env = z.infer<typeof EnvSchema>
 /** Required in a deployment; generated (and printed) when embedded or in development. */
 const secretNames = ['OPS_TOKEN', 'WEBHOOK_STANDARD_SECRET', 'WEBHOOK_STRIPE_SECRET', 'MIDTRANS_SERVER_KEY'] as const
 type SecretName = typeof secretNames[number] | 'MOCKPAY_WEBHOOK_SECRET'
+/** Every secret a local run may generate (the session password is kept but never printed). */
+const localSecretNames = [...secretNames, 'MOCKPAY_WEBHOOK_SECRET', 'SESSION_PASSWORD'] as const
+type LocalSecretName = typeof localSecretNames[number]
 
 /** A setting that is on although it is unsafe in production, as start-up logs it and /api/ready shows it. */
 export interface ConfigWarning {
@@ -165,13 +173,16 @@ export type AppConfig = Omit<Env, SecretName | 'PAYMENT_PROVIDER' | 'MOCKPAY_ENA
   embedded: boolean
   /** Secrets that were generated because they were missing (dev/embedded only). */
   generatedSecrets: SecretName[]
+  /** The file the generated secrets are kept in; undefined when none were generated or they are not kept. */
+  secretsFile: string | undefined
   /** Test and demo features switched on in a deployment (DATABASE_URL set, not in development). */
   warnings: ConfigWarning[]
 }
 
 export class ConfigError extends Error {}
 
-function generateSecret(name: SecretName): string {
+function generateSecret(name: LocalSecretName): string {
+  if (name === 'SESSION_PASSWORD') return randomBytes(32).toString('base64url')
   const raw = randomBytes(24)
   if (name === 'WEBHOOK_STANDARD_SECRET' || name === 'MOCKPAY_WEBHOOK_SECRET') return `whsec_${raw.toString('base64')}`
   if (name === 'OPS_TOKEN') return `ops_${raw.toString('base64url')}`
@@ -181,6 +192,8 @@ function generateSecret(name: SecretName): string {
 export interface ParseOptions {
   /** `nuxt dev`: missing secrets are generated. */
   dev?: boolean
+  /** Generated secrets are read from DEV_SECRETS_FILE, and written there the first time (dev and embedded only). */
+  keepSecrets?: boolean
   /** A standalone worker verifies no signatures and serves no API: it needs no secrets but mockpay's signing one. */
   secretsOptional?: boolean
 }
@@ -216,7 +229,11 @@ export function parseConfig(env: Record<string, string | undefined>, options: Pa
     throw new ConfigError(`Missing required secrets: ${missing.join(', ')}. Set them in the environment; `
       + 'they are generated only when the app runs embedded (no DATABASE_URL) or in development.')
   }
-  const secrets = Object.fromEntries(secretNames.map(name => [name, values[name] ?? generateSecret(name)])) as Record<typeof secretNames[number], string>
+  const toKeep = local && options.keepSecrets ? localSecretNames.filter(name => !values[name]) : []
+  const secretsFile = toKeep.length ? resolve(values.DEV_SECRETS_FILE) : undefined
+  const kept = secretsFile ? keepSecrets(secretsFile, toKeep) : {}
+  const generate = (name: LocalSecretName) => kept[name] ?? generateSecret(name)
+  const secrets = Object.fromEntries(secretNames.map(name => [name, values[name] ?? generate(name)])) as Record<typeof secretNames[number], string>
   const onByDefault = (value: string | undefined) => (value === undefined ? local : ['true', '1'].includes(value))
   const paymentProvider = resolvePaymentProvider(values, local)
   const mockpayEnabled = values.MOCKPAY_ENABLED === undefined ? paymentProvider === 'mockpay' : ['true', '1'].includes(values.MOCKPAY_ENABLED)
@@ -232,7 +249,7 @@ export function parseConfig(env: Record<string, string | undefined>, options: Pa
         throw new ConfigError('Missing MOCKPAY_WEBHOOK_SECRET (whsec_ and the base64 of at least 24 random bytes): it is required when mockpay is on (MOCKPAY_ENABLED=true, or PAYMENT_PROVIDER=mockpay) '
           + 'with DATABASE_URL, the same on every instance and worker, and different from WEBHOOK_STANDARD_SECRET.')
       }
-      mockpaySecret = generateSecret('MOCKPAY_WEBHOOK_SECRET')
+      mockpaySecret = generate('MOCKPAY_WEBHOOK_SECRET')
       missing.push('MOCKPAY_WEBHOOK_SECRET')
     }
     // Both were validated above: each has a key.
@@ -252,11 +269,25 @@ export function parseConfig(env: Record<string, string | undefined>, options: Pa
     ...switches,
     PAYMENT_PROVIDER: paymentProvider,
     MOCKPAY_WEBHOOK_SECRET: mockpaySecret,
-    SESSION_PASSWORD: values.SESSION_PASSWORD ?? randomBytes(32).toString('base64url'),
+    SESSION_PASSWORD: values.SESSION_PASSWORD ?? generate('SESSION_PASSWORD'),
     MOCKPAY_WEBHOOK_URL: values.MOCKPAY_WEBHOOK_URL ?? `http://127.0.0.1:${values.PORT}/api/webhooks/mockpay`,
     embedded,
     generatedSecrets: missing,
+    secretsFile,
     warnings: local ? [] : warningsOf(switches),
+  }
+}
+
+/** The kept local secrets, each checked as the environment's value would be. */
+function keepSecrets(file: string, names: LocalSecretName[]): Partial<Record<LocalSecretName, string>> {
+  try {
+    return keptSecrets(file, names, {
+      generate: name => generateSecret(name as LocalSecretName),
+      valid: (name, value) => EnvSchema.shape[name as LocalSecretName].safeParse(value).success,
+    })
+  }
+  catch (error) {
+    throw new ConfigError(`Cannot keep the development secrets in ${file} (DEV_SECRETS_FILE): ${error instanceof Error ? error.message : String(error)}`)
   }
 }
 
@@ -283,7 +314,7 @@ let current: AppConfig | undefined
 
 /** The process-wide configuration, parsed from process.env on first use. */
 export function useConfig(): AppConfig {
-  current ??= parseConfig(process.env, { dev: import.meta.dev })
+  current ??= parseConfig(process.env, { dev: import.meta.dev, keepSecrets: true })
   return current
 }
 

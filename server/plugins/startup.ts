@@ -30,7 +30,8 @@ export default defineNitroPlugin((nitroApp) => {
   setLogLevel(config.LOG_LEVEL)
   if (config.generatedSecrets.length) {
     const lines = config.generatedSecrets.map(name => `  ${name}=${config[name]}`)
-    console.log(`Generated development secrets (set them in the environment to keep them stable):\n${lines.join('\n')}`)
+    const kept = config.secretsFile ? `kept in ${config.secretsFile} across restarts; ` : ''
+    console.log(`Generated development secrets (${kept}set them in the environment to choose your own):\n${lines.join('\n')}`)
   }
   for (const warning of config.warnings) log.warn(`${warning.setting} is on: unsafe in production`, { ...warning })
 
