@@ -1,13 +1,13 @@
 import { inject, type InjectionKey, provide, readonly, type Ref, ref } from 'vue'
-import type { JobErrorEntry } from '../server/db/schema'
-import type { EvidenceEntry } from '../server/ops/evidence'
+import type { EvidenceIds, EvidenceSubject, OpsList } from '#shared/ops-api'
 import type { Problem } from './useIdempotentRequest'
 
 /**
  * The operations console's access to /api/ops/** and /api/metrics: the operator's token, kept in
  * sessionStorage (this tab only, gone when it closes) and sent as a bearer header. A 401 from any
- * call forgets the token and says why, so the page shows the token form again. Plain fetch, no
- * client library; `useOps` is created once by pages/ops.vue and shared with its panels.
+ * call forgets the token and says why, so the page shows the token form again. Calls go through
+ * `ops.api`, Nuxt's `$fetch` typed by the server routes (their answers are the types of
+ * shared/ops-api.ts); `useOps` is created once by pages/ops.vue and shared with its panels.
  */
 
 const TOKEN_KEY = 'ops:token'
@@ -20,62 +20,18 @@ export class OpsRequestError extends Error {
   }
 }
 
-export interface OpsList<T> { object: 'list', data: T[] }
+/** What an evidence search looks for: one subject, a key optionally within a scope. */
+export interface EvidenceSearch { by: EvidenceSubject, value: string, scope?: string }
 
-
-export interface OpsJob {
-  id: string
-  kind: string
-  status: string
-  attempt: number
-  maxAttempts: number
-  resourceId: string | null
-  idempotencyKey: string | null
-  requestId: string | null
-  lockedBy: string | null
-  lastError: string | null
-  errors: JobErrorEntry[]
-  runAt: string
-  createdAt: string
-  updatedAt?: string
-  completedAt?: string | null
-}
-
-export interface IdempotencyRecord {
-  scope: string
-  key: string
-  route: string
-  status: string
-  attempts: number
-  responseStatus: number | null
-  resourceType: string | null
-  resourceId: string | null
-  error: string | null
-  createdAt: string
-  updatedAt: string
-  expiresAt: string | null
-  leaseExpiresAt: string | null
-}
-
-// One shape for the timeline, the server's: the console renders what the evidence route returns.
-export type { EvidenceEntry, EvidenceIds, EvidenceKind } from '../server/ops/evidence'
-// Likewise the duplicates audit: violations decide `healthy`, suspects are for a human to look at.
-export type { DuplicatesAudit } from '../server/ops/audit'
-
-export interface EvidenceResult { query: Record<string, string>, timeline: EvidenceEntry[], truncated: boolean }
-
-/** What an evidence search looks for: one of these, a key optionally within a scope. */
-export type EvidenceField = 'key' | 'orderId' | 'eventId' | 'requestId' | 'keyId'
-export interface EvidenceQuery { by: EvidenceField, value: string, scope?: string }
-
-export interface MailboxMessage { id: string, tenantId: string, orderId: string | null, to: string, subject: string, body: string, createdAt: string }
+/** What an id chip shows: the ids of an evidence entry, and a job's resource that is not an order. */
+export type IdSet = EvidenceIds & { resource?: string }
 
 export function useOps() {
   const token = ref<string>()
   /** Why the token form is shown again (a 401), or undefined. */
   const authError = ref<string>()
   /** The evidence search the console should run next (set by any panel's id chip). */
-  const evidenceRequest = ref<EvidenceQuery & { seq: number }>()
+  const evidenceRequest = ref<EvidenceSearch & { seq: number }>()
   let evidenceSeq = 0
 
   /** Reads the token this tab kept; call on the client (onMounted). */
@@ -89,24 +45,37 @@ export function useOps() {
     authError.value = reason
   }
 
-  /** A request with the current token; a 401 forgets it. Resolves to the parsed JSON (or text). */
-  async function opsFetch<T>(path: string, init: RequestInit & { as?: 'json' | 'text' } = {}, withToken = token.value): Promise<T> {
-    const headers = new Headers(init.headers)
-    if (withToken) headers.set('authorization', `Bearer ${withToken}`)
-    headers.set('accept', init.as === 'text' ? 'text/plain' : 'application/json')
-    const response = await fetch(path, { ...init, headers, credentials: 'omit' })
-    const isJson = /[/+]json\b/.test(response.headers.get('content-type') ?? '')
-    const body: unknown = isJson ? await response.json().catch(() => undefined) : await response.text()
-    if (!response.ok) {
-      const problem = isJson ? body as Problem : undefined
-      const message = problem?.detail ?? problem?.title ?? `${init.method ?? 'GET'} ${path} answered ${response.status}.`
-      if (response.status === 401 && withToken === token.value) {
-        forget(`The server refused the operator token (401 Unauthorized): ${message} Enter the token again.`)
-      }
-      throw new OpsRequestError(response.status, problem, message)
+  /** A failed answer as the console reports it; a 401 to the current token forgets it. */
+  function failure(response: Response & { _data?: unknown }, sentToken: string | undefined, method: string, path: string): OpsRequestError {
+    const isProblem = /[/+]json\b/.test(response.headers.get('content-type') ?? '') && typeof response._data === 'object' && response._data !== null
+    const problem = isProblem ? response._data as Problem : undefined
+    const message = problem?.detail ?? problem?.title ?? `${method} ${path} answered ${response.status}.`
+    if (response.status === 401 && sentToken === token.value) {
+      forget(`The server refused the operator token (401 Unauthorized): ${message} Enter the token again.`)
     }
-    return body as T
+    return new OpsRequestError(response.status, problem, message)
   }
+
+  /**
+   * `$fetch` with the current token (or the one being checked, sent as `authorization`): answers
+   * typed by the routes, failures thrown as OpsRequestError. No automatic retries: an operator's
+   * action is sent once.
+   */
+  const api = $fetch.create({
+    retry: 0,
+    credentials: 'omit',
+    onRequest({ options }) {
+      if (!options.headers.has('authorization') && token.value) options.headers.set('authorization', `Bearer ${token.value}`)
+      if (!options.headers.has('accept')) options.headers.set('accept', 'application/json')
+    },
+    onRequestError({ error }) {
+      throw new OpsRequestError(0, undefined, error.message)
+    },
+    onResponseError({ request, response, options }) {
+      const sent = options.headers.get('authorization')?.replace(/^Bearer /, '')
+      throw failure(response, sent, (options.method ?? 'GET').toUpperCase(), typeof request === 'string' ? request : new URL(response.url).pathname)
+    },
+  })
 
   /**
    * Checks a token with a cheap authenticated call before keeping it. Resolves to undefined when
@@ -116,7 +85,7 @@ export function useOps() {
     const trimmed = candidate.trim()
     if (!trimmed) return 'Enter the operator token (OPS_TOKEN).'
     try {
-      await opsFetch('/api/ops/jobs?limit=1', {}, trimmed)
+      await api('/api/ops/jobs', { query: { limit: 1 }, headers: { authorization: `Bearer ${trimmed}` } })
     }
     catch (error) {
       if (error instanceof OpsRequestError && error.status === 401) return `That token was refused (401 Unauthorized). Check the server's OPS_TOKEN and try again.`
@@ -128,11 +97,11 @@ export function useOps() {
     return undefined
   }
 
-  function searchEvidence(query: EvidenceQuery): void {
+  function searchEvidence(query: EvidenceSearch): void {
     evidenceRequest.value = { ...query, seq: ++evidenceSeq }
   }
 
-  return { token: readonly(token), authError: readonly(authError), evidenceRequest: readonly(evidenceRequest), restore, forget, opsFetch, signIn, searchEvidence }
+  return { token: readonly(token), authError: readonly(authError), evidenceRequest: readonly(evidenceRequest), restore, forget, api, signIn, searchEvidence }
 }
 
 export type OpsContext = ReturnType<typeof useOps>
@@ -151,28 +120,20 @@ export function useOpsContext(): OpsContext {
 
 /** What a failed call means for the operator; a 401 is handled by the token form instead. */
 export function describeError(error: unknown): string {
-  if (error instanceof OpsRequestError) return error.status === 404 && !error.problem ? `Not found (404).` : `${error.message} (HTTP ${error.status})`
+  if (error instanceof OpsRequestError && error.status) return error.status === 404 && !error.problem ? `Not found (404).` : `${error.message} (HTTP ${error.status})`
   return `The server could not be reached: ${(error as Error).message}`
 }
 
-const timeFormat = () => new Intl.DateTimeFormat(undefined, {
-  year: 'numeric', month: '2-digit', day: '2-digit',
-  hour: '2-digit', minute: '2-digit', second: '2-digit', fractionalSecondDigits: 3, hourCycle: 'h23',
-})
-let cachedFormat: Intl.DateTimeFormat | undefined
-
-/** Local date and time with milliseconds: the order of close events must be readable. */
-export function formatLocalTime(iso: string | null | undefined): string {
+/**
+ * The one way the console shows an instant: ISO 8601 in UTC with milliseconds,
+ * `2026-12-01 09:14:03.120Z` — no locale reads it day-first or month-first, and close events stay
+ * in order.
+ */
+export function formatTime(iso: string | null | undefined): string {
   if (!iso) return '—'
   const date = new Date(iso)
   if (Number.isNaN(date.getTime())) return iso
-  cachedFormat ??= timeFormat()
-  return cachedFormat.format(date)
-}
-
-/** The order id in `order:ord_…`, or undefined. */
-export function orderIdOfResource(resourceId: string | null | undefined): string | undefined {
-  return resourceId?.startsWith('order:') ? resourceId.slice('order:'.length) : undefined
+  return date.toISOString().replace('T', ' ')
 }
 
 /**
@@ -202,8 +163,7 @@ export function sumCounterBy(text: string, metric: string, by: string): Record<s
  * One listing of the console (jobs, records, mailbox): its rows, whether it is loading or loaded,
  * and what went wrong. A 401 is not an error here: the token gate takes over.
  */
-export function useOpsList<T>(url: () => string) {
-  const ops = useOpsContext()
+export function useOpsList<T>(fetchList: () => Promise<OpsList<T>>) {
   const items = ref([]) as Ref<T[]>
   const loading = ref(false)
   const loaded = ref(false)
@@ -212,7 +172,7 @@ export function useOpsList<T>(url: () => string) {
     loading.value = true
     error.value = undefined
     try {
-      items.value = (await ops.opsFetch<OpsList<T>>(url())).data
+      items.value = (await fetchList()).data
       loaded.value = true
     }
     catch (caught) {
