@@ -1,0 +1,56 @@
+import { type Component, defineComponent, h } from 'vue'
+import type { OpsJob } from '#shared/ops-api'
+import { type OpsContext, provideOps, useOps } from '~/composables/useOps'
+
+/** The operator token the mounted console components are signed in with. */
+export const opsToken = 'ops-component-test-token'
+
+/**
+ * A host for one console component: the console's context (as pages/ops.vue provides it), signed
+ * in with `opsToken`. `context()` is that context, to read what the component asked of it.
+ */
+export function consoleHost(component: Component, props: Record<string, unknown> = {}) {
+  let context: OpsContext | undefined
+  const Host = defineComponent({
+    setup() {
+      sessionStorage.setItem('ops:token', opsToken)
+      const ops = useOps()
+      ops.restore()
+      provideOps(ops)
+      context = ops
+      return () => h(component, props)
+    },
+  })
+  return { Host, context: () => context! }
+}
+
+/** A job as GET /api/ops/jobs lists it: a dead letter of a webhook event for a missing order. */
+export function deadLetter(overrides: Partial<OpsJob> = {}): OpsJob {
+  return {
+    id: 'job_01JDEAD',
+    kind: 'webhook.apply',
+    dedupeKey: 'webhook.apply:msg_1',
+    payload: {},
+    status: 'dead_letter',
+    attempt: 8,
+    maxAttempts: 8,
+    snoozes: 0,
+    runAt: '2026-12-01T09:14:03.120Z',
+    lastError: 'order ord_01JMISSING not found',
+    errors: [],
+    resourceId: 'order:ord_01JMISSING',
+    idempotencyKey: null,
+    requestId: 'req_01JENQUEUE',
+    lockedBy: null,
+    fence: null,
+    faults: null,
+    startedAt: null,
+    heartbeatAt: null,
+    completedAt: null,
+    dismissedReason: null,
+    dismissedAt: null,
+    createdAt: '2026-12-01T09:00:00.000Z',
+    updatedAt: '2026-12-01T09:14:03.120Z',
+    ...overrides,
+  }
+}
