@@ -5,6 +5,7 @@ import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
+import { holdPgliteDir } from './pglite-lock'
 import * as schema from './schema'
 import { type BoundStatement, shiftParams } from './statements'
 import { registerDatabase, runAfterCommit } from './transaction'
@@ -187,6 +188,7 @@ async function openPglite(dataDir: string, migrationsFolder: string): Promise<Da
     import('drizzle-orm/pglite/migrator'),
   ])
   mkdirSync(dataDir, { recursive: true })
+  holdPgliteDir(dataDir)
   const client = await PGlite.create(dataDir)
   // PGlite is one connection: every query, in a transaction or not, waits in one first-come queue
   // until the running transaction ends. Transactions enter that queue one at a time, so a read waits
