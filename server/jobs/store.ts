@@ -221,6 +221,17 @@ export function createJobStore(db: Database) {
       return row
     },
 
+    /**
+     * Dismisses a dead letter that can never succeed: final, with the operator's reason. Claims
+     * take only queued and failed jobs, rescues only running ones and redrives only dead letters,
+     * so a dismissed job never runs again. Undefined unless the job is a dead letter.
+     */
+    async dismiss(id: string, reason: string): Promise<JobRow | undefined> {
+      const [row] = await db.update(jobs).set({ status: 'dismissed', dismissedReason: reason, dismissedAt: sql`now()`, lockedBy: null, updatedAt: sql`now()` })
+        .where(and(eq(jobs.id, id), eq(jobs.status, 'dead_letter'))).returning()
+      return row
+    },
+
     async find(id: string): Promise<JobRow | undefined> {
       const [row] = await db.select().from(jobs).where(eq(jobs.id, id))
       return row

@@ -63,6 +63,7 @@ export const metrics = {
   jobResults: defineCounter('jobs_total', 'Job attempts by kind and result (completed, retry, dead_letter, snoozed, lock_busy, lock_lost, fenced_out, released).', ['kind', 'result']),
   jobErrors: defineCounter('job_errors_total', 'Failed job attempts by kind and error class (retryable, permanent).', ['kind', 'error_class']),
   jobsDeadLettered: defineCounter('jobs_dead_lettered_total', 'Jobs moved to dead_letter (attempts exhausted, a permanent error, or rescued on their last attempt), by kind.', ['kind']),
+  jobsDismissed: defineCounter('jobs_dismissed_total', 'Dead letters dismissed by an operator (they never run again), by kind.', ['kind']),
   jobsRescued: defineCounter('jobs_rescued_total', 'Running jobs whose worker stopped heart-beating, put back or dead-lettered.', ['kind', 'status']),
   jobsDeleted: defineCounter('jobs_deleted_total', 'Completed jobs deleted by retention.'),
   idempotencyRecordsDeleted: defineCounter('idempotency_records_deleted_total', 'Expired idempotency records deleted by retention.'),

@@ -1,6 +1,7 @@
-import { and, desc, eq, type SQL } from 'drizzle-orm'
+import { and, eq, type SQL } from 'drizzle-orm'
 import type { Database } from '../db/client'
 import { type IdempotencyStatus, idempotencyRecords, mailbox } from '../db/schema'
+import { newestFirst } from './list'
 
 /** The operator listings behind the ops console: idempotency records and the dev mailbox, newest first. */
 
@@ -40,12 +41,12 @@ export async function listIdempotencyRecords(db: Database, filter: RecordFilter)
   if (filter.status !== undefined) conditions.push(eq(idempotencyRecords.status, filter.status))
   if (filter.key !== undefined) conditions.push(eq(idempotencyRecords.key, filter.key))
   return db.select(recordColumns).from(idempotencyRecords).where(and(...conditions))
-    .orderBy(desc(idempotencyRecords.createdAt), desc(idempotencyRecords.id))
+    .orderBy(...newestFirst(idempotencyRecords))
     .limit(filter.limit)
 }
 
 export async function listMailbox(db: Database, filter: { orderId?: string, limit: number }) {
   return db.select().from(mailbox).where(filter.orderId === undefined ? undefined : eq(mailbox.orderId, filter.orderId))
-    .orderBy(desc(mailbox.createdAt), desc(mailbox.id))
+    .orderBy(...newestFirst(mailbox))
     .limit(filter.limit)
 }

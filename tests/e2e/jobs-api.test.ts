@@ -6,35 +6,20 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { newId } from '../../server/db/ids'
-import type { JobErrorEntry } from '../../server/db/schema'
-import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '../support/app'
+import { type AppProcess, fastJobsEnv, startApp, stopAll } from '../support/app'
+import { startStack } from '../support/cluster'
 import { createTenant, request, type TestResponse } from '../support/http'
 import { effectsPerOrder, enqueueJobs, jobRow, type JobsFixture, openJobsFixture, orderJob, seedOrderWithId, seedOrders } from '../support/jobs'
+import { opsHeaders, opsRequest } from '../support/ops'
 import { expectProblem, postOrder, requestIdPattern, type TenantCredentials, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
-import { createTestDatabase, describeWithServices, redisUrl, uniqueRedisPrefix } from '../support/services'
+import { describeWithServices, redisUrl } from '../support/services'
+import type { OpsJob } from '../../shared/ops-api'
 
 // The worker as it ships: inside the built app (WORKER_ENABLED=true), driven and inspected over
 // HTTP — orders enqueue through the outbox, operators list, redrive and run maintenance through
 // /api/ops. Row reads on Postgres check what the answers claim; on PGlite the app holds the
 // database, so there the ops API is the only window.
-
-/** A job as GET /api/ops/jobs and POST /api/ops/jobs/:id/retry return it. */
-interface ApiJob {
-  id: string
-  kind: string
-  status: string
-  attempt: number
-  maxAttempts: number
-  resourceId: string | null
-  idempotencyKey: string | null
-  requestId: string | null
-  lockedBy: string | null
-  lastError: string | null
-  errors: JobErrorEntry[]
-}
-
-const opsHeaders = { authorization: `Bearer ${testSecrets.opsToken}` }
 
 interface JobsStack {
   /** One built app per entry of `workers`, each with its in-app worker. */
@@ -48,22 +33,19 @@ interface JobsStack {
  * Redis prefix so they contend for the same order locks), and a fixture on the same database.
  */
 async function startJobsStack(label: string, workerIds: string[], env: Record<string, string> = {}): Promise<JobsStack> {
-  const database = await createTestDatabase(label)
-  const redisKeyPrefix = uniqueRedisPrefix(label)
-  const apps = await Promise.all(workerIds.map(workerId => startApp({
-    databaseUrl: database.url,
+  const stack = await startStack({
+    label,
     redisUrl,
-    label: workerId,
-    env: { ...fastJobsEnv, WORKER_ID: workerId, REDIS_KEY_PREFIX: redisKeyPrefix, ...env },
-  })))
-  const fixture = await openJobsFixture(database.url)
+    env: { ...fastJobsEnv, ...env },
+    instances: workerIds.map(workerId => ({ name: workerId, env: { WORKER_ID: workerId } })),
+  })
+  const fixture = await openJobsFixture(stack.databaseUrl)
   return {
-    apps,
+    apps: stack.instances,
     fixture,
     async close() {
-      await Promise.all(apps.map(app => app.stop()))
       await fixture.close()
-      await database.drop()
+      await stack.close()
     },
   }
 }
@@ -71,8 +53,8 @@ async function startJobsStack(label: string, workerIds: string[], env: Record<st
 const opsPost = (baseUrl: string, path: string, headers: Record<string, string> = opsHeaders) =>
   request(baseUrl, path, { method: 'POST', headers })
 
-async function listJobs(baseUrl: string, query: Record<string, string>): Promise<ApiJob[]> {
-  const listed = await request(baseUrl, `/api/ops/jobs?${new URLSearchParams(query)}`, { headers: opsHeaders })
+async function listJobs(baseUrl: string, query: Record<string, string>): Promise<OpsJob[]> {
+  const listed = await opsRequest(baseUrl, `/api/ops/jobs?${new URLSearchParams(query)}`)
   expect(listed.status, listed.text).toBe(200)
   expect(listed.json.object).toBe('list')
   return listed.json.data
@@ -82,7 +64,7 @@ async function listJobs(baseUrl: string, query: Record<string, string>): Promise
  * The order's only job, once completed at its first attempt: the payment.create_intent its creation
  * enqueued, carrying the request's idempotency key and request id.
  */
-async function expectOneCompletedIntentJob(baseUrl: string, orderId: string, origin: { key: string, requestId: string | null, lockedBy?: string }): Promise<ApiJob> {
+async function expectOneCompletedIntentJob(baseUrl: string, orderId: string, origin: { key: string, requestId: string | null, lockedBy?: string }): Promise<OpsJob> {
   const [job, ...others] = await jobsOfOrderOnce(baseUrl, orderId, 'completed')
   expect(others).toEqual([])
   expect(job).toMatchObject({
@@ -100,8 +82,8 @@ async function expectOneCompletedIntentJob(baseUrl: string, orderId: string, ori
 }
 
 /** The jobs of one order once every one of them has reached `status`, as the ops API lists them. */
-async function jobsOfOrderOnce(baseUrl: string, orderId: string, status: string): Promise<ApiJob[]> {
-  let jobs: ApiJob[] = []
+async function jobsOfOrderOnce(baseUrl: string, orderId: string, status: string): Promise<OpsJob[]> {
+  let jobs: OpsJob[] = []
   await pollUntil(`the jobs of order ${orderId} are ${status}`, async () => {
     jobs = await listJobs(baseUrl, { resourceId: `order:${orderId}` })
     return jobs.length > 0 && jobs.every(job => job.status === status)
@@ -218,7 +200,7 @@ describeWithServices('jobs over HTTP: the in-app worker on Postgres and Redis', 
     const [jobId] = await enqueueJobs(fixture!.db, [orderJob(orderId, { maxAttempts: 3 })])
     const notFound = `RetryableJobError: order ${orderId} not found`
 
-    let deadLetter: ApiJob | undefined
+    let deadLetter: OpsJob | undefined
     await pollUntil(`job ${jobId} is listed as a dead letter`, async () => {
       deadLetter = (await listJobs(app.url, { status: 'dead_letter' })).find(job => job.id === jobId)
       return deadLetter !== undefined
@@ -288,7 +270,7 @@ describeWithServices('jobs over HTTP: the in-app worker on Postgres and Redis', 
         ['colour=red', '(query)', /Unrecognized key: "colour"/],
       ]
       for (const [query, path, message] of invalidQueries) {
-        const invalid = await request(app.url, `/api/ops/jobs?${query}`, { headers: opsHeaders })
+        const invalid = await opsRequest(app.url, `/api/ops/jobs?${query}`)
         expectProblem(invalid, 'validation-failed')
         expect(invalid.json.errors, query).toEqual([{ path, message: expect.stringMatching(message) }])
       }
@@ -298,6 +280,20 @@ describeWithServices('jobs over HTTP: the in-app worker on Postgres and Redis', 
 
       expect(await snapshot()).toEqual(before)
       expect((await jobRow(sql(), deadJob))?.status).toBe('dead_letter')
+    })
+
+    it('every /api/ops path needs the token, an unknown one too: 401 without it, 404 with it', async () => {
+      for (const path of ['/api/ops', '/api/ops/xyz', '/api/ops/jobs/job_unknown/xyz', '/api/ops/jobs?status=dead_letter', '/api//ops/jobs', '/api/%6Fps/jobs']) {
+        const refused = await request(app.url, path)
+        expectProblem(refused, 'unauthorized')
+        expect(refused.json.detail, path).toBe('This is an operator route: send "Authorization: Bearer <OPS_TOKEN>".')
+      }
+      // A spelling the router still serves as the jobs listing: the guard refuses it all the same.
+      expect((await request(app.url, '/%61pi/ops/jobs')).status).toBe(401)
+      expect((await opsRequest(app.url, '/%61pi/ops/jobs')).status).toBe(200)
+      for (const path of ['/api/ops', '/api/ops/xyz', '/api/ops/jobs/job_unknown/xyz']) {
+        expect((await opsRequest(app.url, path)).status, path).toBe(404)
+      }
     })
 
     it('409 job-not-retryable for a completed, queued or failed job, naming its status; nothing changes', async () => {
@@ -315,6 +311,90 @@ describeWithServices('jobs over HTTP: the in-app worker on Postgres and Redis', 
         expect(response.json.detail).toContain(`Job ${jobId} is ${jobStatus}, not dead_letter`)
       }
     })
+  })
+
+  it('POST /api/ops/jobs/:id/dismiss ends a dead letter with its reason and an operator action; it is never redriven', async () => {
+    const { tenantId, orderIds: [orderId] } = await seedOrders(fixture!.db, 1)
+    const orphanOrderId = newId('ord')
+    const [deadJob, orphanJob, queuedJob] = await enqueueJobs(fixture!.db, [
+      orderJob(orderId!, { kind: 'order.issue_invoice', faults: { failPermanently: true } }),
+      orderJob(orphanOrderId, { faults: { failPermanently: true } }),
+      orderJob(orderId!, { delayMs: 3_600_000 }),
+    ]) as [string, string, string]
+    await jobStatusOnce(sql(), deadJob, 'dead_letter')
+    await jobStatusOnce(sql(), orphanJob, 'dead_letter')
+    const [listedDead] = await listJobs(app.url, { status: 'dead_letter', resourceId: `order:${orderId}` })
+    expect(listedDead).toMatchObject({ id: deadJob, status: 'dead_letter', dismissedReason: null, dismissedAt: null })
+
+    const dismiss = (jobId: string, body: unknown) => opsRequest(app.url, `/api/ops/jobs/${jobId}/dismiss`, { method: 'POST', body })
+    const reason = 'The tenant retired invoicing; this invoice will never be issued.'
+    const dismissed = await dismiss(deadJob, { reason: `  ${reason}\n` })
+    expect(dismissed.status, dismissed.text).toBe(200)
+    expect(dismissed.json).toEqual({
+      ...listedDead,
+      status: 'dismissed',
+      lockedBy: null,
+      dismissedReason: reason,
+      dismissedAt: dismissed.json.updatedAt,
+      updatedAt: expect.any(String),
+    })
+    expect(Date.parse(dismissed.json.dismissedAt)).toBeGreaterThanOrEqual(Date.parse(listedDead!.updatedAt))
+    expect(await listJobs(app.url, { status: 'dismissed', resourceId: `order:${orderId}` })).toEqual([dismissed.json])
+
+    const orphanDismissed = await dismiss(orphanJob, { reason: 'The order was never stored.' })
+    expect(orphanDismissed.status, orphanDismissed.text).toBe(200)
+    expect(orphanDismissed.json).toMatchObject({ id: orphanJob, status: 'dismissed', dismissedReason: 'The order was never stored.' })
+
+    const actionsOf = (jobId: string) => sql()`
+      select action, tenant_id as "tenantId", subject_id as "subjectId", request_id as "requestId", detail
+      from operator_actions where subject_id = ${jobId}`
+    expect(await actionsOf(deadJob)).toEqual([{
+      action: 'job.dismissed',
+      tenantId,
+      subjectId: deadJob,
+      requestId: dismissed.headers.get('x-server-request-id'),
+      detail: { reason, kind: 'order.issue_invoice', resourceId: `order:${orderId}` },
+    }])
+    // No order, no tenant: the action is kept all the same.
+    expect(await actionsOf(orphanJob)).toEqual([{
+      action: 'job.dismissed',
+      tenantId: null,
+      subjectId: orphanJob,
+      requestId: orphanDismissed.headers.get('x-server-request-id'),
+      detail: { reason: 'The order was never stored.', kind: 'order.send_confirmation', resourceId: `order:${orphanOrderId}` },
+    }])
+
+    const rowsOfTest = () => sql()`select id, status, attempt, fence, locked_by, run_at, errors, dismissed_reason, dismissed_at, updated_at from jobs where id in ${sql()([deadJob, orphanJob, queuedJob])} order by id`
+    const before = await rowsOfTest()
+    const again = await dismiss(deadJob, { reason: 'twice' })
+    expectProblem(again, 'job-not-dismissable')
+    expect(again.json.jobStatus).toBe('dismissed')
+    expect(again.json.detail).toBe(`Job ${deadJob} is dismissed, not dead_letter: it was dismissed already. Only dead letters can be dismissed.`)
+
+    const queued = await dismiss(queuedJob, { reason: 'not yet' })
+    expectProblem(queued, 'job-not-dismissable')
+    expect(queued.json.jobStatus).toBe('queued')
+    expect(queued.json.detail).toBe(`Job ${queuedJob} is queued, not dead_letter: it will still run by itself. Only dead letters can be dismissed.`)
+
+    for (const body of [{}, { reason: '   ' }, { reason: 'x'.repeat(501) }, { reason: 42 }]) {
+      const invalid = await dismiss(queuedJob, body)
+      expectProblem(invalid, 'validation-failed')
+      expect(invalid.json.errors.map((error: { path: string }) => error.path), JSON.stringify(body)).toEqual(['reason'])
+    }
+
+    expectProblem(await dismiss('job_unknown', { reason }), 'not-found')
+    expectProblem(await request(app.url, `/api/ops/jobs/${orphanJob}/dismiss`, { method: 'POST', body: { reason } }), 'unauthorized')
+
+    const redriven = await opsRequest(app.url, `/api/ops/jobs/${deadJob}/retry`, { method: 'POST' })
+    expectProblem(redriven, 'job-not-retryable')
+    expect(redriven.json.jobStatus).toBe('dismissed')
+    expect(redriven.json.detail).toBe(`Job ${deadJob} is dismissed, not dead_letter: it was dismissed (${reason}) and stays so.`)
+
+    // A rescue pass leaves it too: nothing a refused request or the maintenance does shows in the rows.
+    const rescue = await opsRequest(app.url, '/api/ops/tasks/jobs:rescue', { method: 'POST' })
+    expect(rescue.status, rescue.text).toBe(200)
+    expect(await rowsOfTest()).toEqual(before)
+    expect((await jobRow(sql(), deadJob))?.status).toBe('dismissed')
   })
 
   /**

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { type AppProcess, startApp } from './app'
 import type { TestResponse } from './http'
 import { postOrder, type PostOrderOptions, problemSlug } from './orders'
-import { uniqueRedisPrefix } from './services'
+import { createTestDatabase, uniqueRedisPrefix } from './services'
 
 /**
  * Several app instances in the production shape: one Postgres database and one Redis key prefix
@@ -21,25 +21,60 @@ export interface ClusterOptions {
 
 export interface Cluster {
   redisKeyPrefix: string
-  /** Starts one more instance with the cluster's shared configuration (also to replace a dead one). */
-  startInstance: (name: string) => Promise<AppProcess>
+  /**
+   * Starts one more instance with the cluster's shared configuration (also to replace a dead one);
+   * `env` adds to it for this instance only, e.g. its WORKER_ID.
+   */
+  startInstance: (name: string, env?: Record<string, string>) => Promise<AppProcess>
   /** Starts `count` instances at once (their migrations serialise on an advisory lock). */
   startInstances: (count: number) => Promise<AppProcess[]>
 }
 
 export function createCluster(options: ClusterOptions): Cluster {
   const redisKeyPrefix = uniqueRedisPrefix(options.label)
-  const startInstance = (name: string) => startApp({
+  const startInstance = (name: string, env: Record<string, string> = {}) => startApp({
     databaseUrl: options.databaseUrl,
     redisUrl: options.redisUrl,
     label: `${options.label}-${name}`,
-    env: { ...options.env, REDIS_KEY_PREFIX: redisKeyPrefix },
+    env: { ...options.env, ...env, REDIS_KEY_PREFIX: redisKeyPrefix },
   })
   return {
     redisKeyPrefix,
     startInstance,
     startInstances: count => Promise.all(Array.from({ length: count }, (_, index) => startInstance(`instance-${index + 1}`))),
   }
+}
+
+export interface StackOptions extends Omit<ClusterOptions, 'databaseUrl'> {
+  /** The instances to start at once, each with its own extra environment. */
+  instances: Array<{ name: string, env?: Record<string, string> }>
+}
+
+/** A fresh Postgres database with a cluster of instances on it. */
+export interface Stack {
+  databaseUrl: string
+  cluster: Cluster
+  instances: AppProcess[]
+  /** Stops the instances it started, then drops the database. */
+  close: () => Promise<void>
+}
+
+export async function startStack(options: StackOptions): Promise<Stack> {
+  const { instances: wanted, ...clusterOptions } = options
+  const database = await createTestDatabase(options.label)
+  const cluster = createCluster({ ...clusterOptions, databaseUrl: database.url })
+  const started = await Promise.allSettled(wanted.map(({ name, env }) => cluster.startInstance(name, env)))
+  const instances = started.flatMap(result => result.status === 'fulfilled' ? [result.value] : [])
+  const close = async () => {
+    await Promise.all(instances.map(instance => instance.stop()))
+    await database.drop()
+  }
+  const failed = started.find(result => result.status === 'rejected')
+  if (failed) {
+    await close()
+    throw failed.reason
+  }
+  return { databaseUrl: database.url, cluster, instances, close }
 }
 
 /** One attempt of the retrying client: the response, or the network error when none arrived. */

@@ -16,7 +16,6 @@ const EvidenceQuery = z.object({
 }).strict()
 
 export default defineEventHandler(async (event) => {
-  requireOps(event)
   const query = readValidatedQuery(event, EvidenceQuery)
   requireOneSubject(query)
   return (await collectEvidence(useDatabaseHandle().db, query)) satisfies Evidence

