@@ -1,4 +1,5 @@
 import { computed, onBeforeUnmount, reactive, ref, watch } from 'vue'
+import type { OrderView } from '#shared/orders'
 import { newIdempotencyKey, type Problem, useIdempotentRequest } from './useIdempotentRequest'
 
 /**
@@ -17,31 +18,11 @@ export interface StoreSession {
   faults: boolean
 }
 
-export interface Order {
-  id: string
-  status: string
-  cartId: string
-  currency: string
-  amount: number
-  items: Array<{ sku: string, quantity: number, unitPrice: number }>
-  customer: { email: string }
-  createdAt: string
-  paymentIntentId?: string | null
-  payment?: OrderPayment | null
-}
-
-/** The order's payment at its provider, as GET /api/orders/:id answers it once the worker asked. */
-export interface OrderPayment {
-  provider: 'mockpay' | 'stripe' | 'midtrans'
-  id: string | null
-  nextAction:
-    | { type: 'mockpay' }
-    | { type: 'stripe_client_secret', clientSecret: string }
-    | { type: 'midtrans_bank_transfer', bank: string, vaNumber: string, expiresAt?: string }
-    | { type: 'midtrans_actions', actions: Array<{ name: string, method: string, url: string }>, expiresAt?: string }
-    | null
-  error: { code: string, message: string } | null
-}
+/**
+ * The order as GET /api/orders/:id answers it. POST /api/orders answers it without `payment` and
+ * `paymentIntentId` (the worker has not asked the provider yet): both are read as absent until a poll.
+ */
+export type Order = Omit<OrderView, 'paymentIntentId' | 'payment'> & Partial<Pick<OrderView, 'paymentIntentId' | 'payment'>>
 
 export interface Cart {
   cartId: string

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm'
 import { bigint, bigserial, check, index, integer, json, jsonb, pgSequence, pgTable, text, timestamp, unique, uuid } from 'drizzle-orm/pg-core'
+import type { PaymentNextAction } from '../../shared/orders'
 import { type IdempotencyStatus, idempotencyStatuses, type JobStatus, jobStatuses, type WebhookEventSource, webhookEventSources, type WebhookEventStatus, webhookEventStatuses } from '../../shared/statuses'
 
 export { idempotencyStatuses, jobStatuses, webhookEventSources, webhookEventStatuses }
@@ -10,12 +11,7 @@ export type { IdempotencyStatus, JobStatus, WebhookEventSource, WebhookEventStat
  * database constraint: the application checks are for nice errors, these are the fence.
  */
 
-export type PaymentNextAction =
-  | { type: 'mockpay' }
-  /** Handed to Stripe.js (Payment Element) with the publishable key; the page never sees the secret key. */
-  | { type: 'stripe_client_secret', clientSecret: string }
-  | { type: 'midtrans_bank_transfer', bank: string, vaNumber: string, expiresAt?: string }
-  | { type: 'midtrans_actions', actions: Array<{ name: string, method: string, url: string }>, expiresAt?: string }
+export type { PaymentNextAction }
 
 export interface PaymentError {
   /** The provider's code: card_declined, amount_too_large, deny, 400… */

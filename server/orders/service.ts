@@ -8,13 +8,14 @@ import { jobInsert } from '../jobs/enqueue'
 import { paymentCreateIntentJob } from '../jobs/types'
 import { metrics } from '../observability/metrics'
 import { problem } from '../problems'
+import type { CreatedOrderView, OrderPaymentView } from '../../shared/orders'
 import type { CreateOrderInput } from './schema'
 
 type OrderRow = typeof orders.$inferSelect
 
 const CART_CONSTRAINT = 'orders_tenant_cart_unique'
 
-export function serializeOrder(order: OrderRow) {
+export function serializeOrder(order: OrderRow): CreatedOrderView {
   return {
     id: order.id,
     object: 'order' as const,
@@ -35,7 +36,7 @@ export function serializeOrder(order: OrderRow) {
  * after a definitive refusal, why (the shopper's words and the provider's code). Null until the
  * payment.create_intent job ran. Only the order's own tenant (or checkout session) reads it.
  */
-export function serializePayment(order: OrderRow) {
+export function serializePayment(order: OrderRow): OrderPaymentView | null {
   if (!order.paymentProvider) return null
   return {
     provider: order.paymentProvider,

@@ -12,10 +12,12 @@ export const storeSession: StoreSession = { tenant: { id: 'ten_demo_store', name
 export function placedOrder(overrides: Partial<Order> = {}): Order {
   return {
     id: 'ord_01JZ8Q6T4V',
+    object: 'order',
     status: 'pending_payment',
     cartId: 'cart_1',
     currency: 'IDR',
     amount: 387_000,
+    paymentMethod: 'card',
     items: [{ sku: 'TEE-ORGANIC', quantity: 2, unitPrice: 149_000 }, { sku: 'MUG-ENAMEL', quantity: 1, unitPrice: 89_000 }],
     customer: { email: 'shopper@example.com' },
     createdAt: '2026-12-01T10:00:00.000Z',
