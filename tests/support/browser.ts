@@ -110,6 +110,18 @@ export async function storedIntent(page: Page, cartId: string): Promise<StoredIn
   return raw ? JSON.parse(raw) as StoredIntent : undefined
 }
 
+/** The widths the README's checkout screenshots are taken at. */
+export const screenshotViewports = [{ width: 1280, height: 800 }, { width: 375, height: 812 }]
+
+/** One PNG per width in screenshotViewports (`<name>-1280.png`, `<name>-375.png`), then back to the desktop viewport. */
+export async function screenshotAtWidths(page: Page, name: string): Promise<void> {
+  for (const viewport of screenshotViewports) {
+    await page.setViewportSize(viewport)
+    await screenshot(page, `${name}-${viewport.width}`, { fullPage: viewport.width < 760 })
+  }
+  await page.setViewportSize(desktopViewport)
+}
+
 /** A PNG of the page into test-results/checkout/<name>.png. */
 export async function screenshot(page: Page, name: string, options: { fullPage?: boolean } = {}): Promise<void> {
   await mkdir(screenshotDir, { recursive: true })
