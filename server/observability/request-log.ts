@@ -197,6 +197,18 @@ const writer = createRequestLogWriter({
 
 /** Successful scrapes are not evidence: no request_log row for them, and their log line is debug. */
 const METRICS_PATH = '/api/metrics'
+/** A read that took longer is logged at info like a write: slowness is worth seeing. */
+export const SLOW_REQUEST_MS = 1000
+
+/**
+ * Reads that went well (the checkout page polls its order every second, probes ask for /api/ready)
+ * are logged at debug, or they drown the rest; writes, failures, slow reads and operators' reads
+ * stay at info. Their request_log rows are written all the same: the evidence is complete.
+ */
+export function isRoutineRead(row: Pick<RequestLogRow, 'method' | 'status' | 'durationMs' | 'authenticatedBy'>): boolean {
+  return (row.method === 'GET' || row.method === 'HEAD') && row.status < 400
+    && row.durationMs < SLOW_REQUEST_MS && row.authenticatedBy !== 'ops_token'
+}
 
 /**
  * One log line and one request_log row per API request, after the response went out, and its
@@ -228,7 +240,7 @@ export function recordRequest(event: H3Event, db: Database | undefined, delivere
   const route = context.matchedRoute?.path ?? 'unmatched'
   metrics.httpDuration.observe({ method: row.method, route, status: String(row.status) }, elapsedMs / 1000)
   const scrape = path === METRICS_PATH && row.status === 200
-  log[scrape ? 'debug' : 'info']('request', {
+  log[scrape || isRoutineRead(row) ? 'debug' : 'info']('request', {
     ...row,
     route,
     operation: context.idempotency?.route,
