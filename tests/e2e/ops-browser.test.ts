@@ -15,7 +15,9 @@ import { deliver, newWebhookId, standardBody, standardDelivery } from '../suppor
 
 // The operations console (/ops, SPEC §7) in real Chromium against the built server on Postgres and
 // Redis: the token gate, redriving a real dead letter (checked in the database, not only on screen),
-// and the evidence of a dropped-then-retried order read as a timeline and followed by its order id.
+// the evidence of a dropped-then-retried order read as a timeline and followed by its order id,
+// and at 1400 px: tables inside their panels, outcomes on one line, ISO 8601 times, and a dead
+// letter dismissed with a reason.
 
 const opsHeaders = { authorization: `Bearer ${testSecrets.opsToken}` }
 /** Git-ignored: screenshots of the console's key states, for people. */
@@ -27,10 +29,20 @@ interface EvidenceAnswer { timeline: TimelineEntry[], truncated: boolean }
 /** The page's globals these tests read (the tests compile without the DOM types; the callbacks run in the page). */
 interface PageGlobals {
   sessionStorage: { getItem: (key: string) => string | null, setItem: (key: string, value: string) => void }
-  document: { activeElement: { getAttribute: (name: string) => string | null } | null }
+  document: {
+    activeElement: { getAttribute: (name: string) => string | null } | null
+    createRange: () => { selectNodeContents: (node: unknown) => void, getClientRects: () => ArrayLike<{ top: number }> }
+  }
 }
+interface Box { left: number, right: number, top: number, bottom: number }
+interface PageElement { getBoundingClientRect: () => Box, clientWidth: number, scrollWidth: number }
 
-describeWithServices('ops console in Chromium: token gate, dead-letter redrive, evidence timeline', ['postgres', 'redis'], () => {
+/** The width the console was reported cut off at: its tables must fit there. */
+const wideViewport = { width: 1400, height: 900 }
+/** How the console writes every time: ISO 8601, UTC, milliseconds. */
+const isoShown = (iso: string) => new Date(iso).toISOString().replace('T', ' ')
+
+describeWithServices('ops console in Chromium: token gate, redrive, evidence timeline, layout at 1400 px and dismissal', ['postgres', 'redis'], () => {
   let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined
   let fixture: JobsFixture | undefined
   let app: AppProcess
@@ -68,8 +80,8 @@ describeWithServices('ops console in Chromium: token gate, dead-letter redrive, 
 
   const sql = () => fixture!.sql
 
-  async function openOps(path = '/ops'): Promise<Page> {
-    context = await browser!.newContext({ baseURL: app.url, viewport: desktopViewport })
+  async function openOps(path = '/ops', viewport = desktopViewport): Promise<Page> {
+    context = await browser!.newContext({ baseURL: app.url, viewport })
     const page = await context.newPage()
     pageErrors = []
     page.on('pageerror', error => pageErrors.push(error.message))
@@ -172,14 +184,19 @@ describeWithServices('ops console in Chromium: token gate, dead-letter redrive, 
     expect(pageErrors).toEqual([])
   })
 
-  it('a dead letter is listed; Redrive queues it again with fresh attempts and the row follows it to completed', async () => {
-    // A payment event for an order that does not exist: its webhook.apply job retries, then dead-letters.
+  /** A payment event for an order that does not exist: its webhook.apply job retries, then dead-letters. */
+  async function deadLetterJob(): Promise<{ jobId: string, orderId: string }> {
     const orderId = newId('ord')
     const delivered = await deliver(app.url, standardDelivery(newWebhookId(), standardBody('payment.succeeded', { orderId, paymentId: `pay_${orderId}`, amount: 150_000, currency: 'IDR' })))
     expect(delivered.status, delivered.text).toBe(200)
     const [job] = await sql()<Array<{ id: string }>>`select id from jobs where kind = 'webhook.apply' and resource_id = ${`order:${orderId}`}`
     const jobId = job!.id
     await pollUntil(`job ${jobId} is dead_letter`, async () => (await jobRow(sql(), jobId))?.status === 'dead_letter', { timeoutMs: 30_000, intervalMs: 100 })
+    return { jobId, orderId }
+  }
+
+  it('a dead letter is listed; Redrive queues it again with fresh attempts and the row follows it to completed', async () => {
+    const { jobId, orderId } = await deadLetterJob()
     const dead = (await jobRow(sql(), jobId))!
     expect(dead).toMatchObject({ status: 'dead_letter', attempt: 8, maxAttempts: 8 })
     expect(dead.errors).toHaveLength(8)
@@ -307,7 +324,7 @@ describeWithServices('ops console in Chromium: token gate, dead-letter redrive, 
 
     // The records panel lists the key; its key opens the same evidence as the search did.
     await page.setViewportSize(desktopViewport)
-    await page.getByTestId('records-key').first().waitFor()
+    await page.getByTestId('record-row').first().waitFor()
     await page.getByLabel('Key', { exact: true }).fill(key)
     const [filtered] = await Promise.all([
       page.waitForResponse(response => new URL(response.url()).pathname === '/api/ops/idempotency' && new URL(response.url()).searchParams.get('key') === key),
@@ -318,9 +335,112 @@ describeWithServices('ops console in Chromium: token gate, dead-letter redrive, 
     await record.waitFor()
     expect(await page.getByTestId('record-row').count()).toBe(1)
     expect(await record.getAttribute('data-status')).toBe('succeeded')
-    await record.getByTestId('record-key').click()
+    await record.getByTestId('chip-key').click()
     await page.getByTestId('evidence-heading').getByText(`Timeline of idempotency key ${key} in ${scope}`).waitFor()
     expect(await shownTimeline(page)).toEqual(byKey.timeline.map(entry => ({ kind: entry.kind, at: entry.at })))
+    expect(pageErrors).toEqual([])
+  })
+
+  it('at 1400 px: the records table inside its panel, signature_invalid on one line, ISO 8601 times; a dead letter dismissed with a reason', async () => {
+    const { jobId, orderId } = await deadLetterJob()
+    // A forged delivery: the live panel's webhook bars then include signature_invalid.
+    const forged = await deliver(app.url, standardDelivery(newWebhookId(), standardBody('payment.succeeded', { orderId, paymentId: `pay_${orderId}`, amount: 150_000, currency: 'IDR' }), { secret: `whsec_${Buffer.alloc(32, 7).toString('base64')}` }))
+    expect(forged.status, forged.text).toBe(401)
+    // An order: its record has every column filled (a long key, an order resource, an expiry).
+    const placed = await postOrder(app.url, { secretKey: tenant.secretKey, key: newIdempotencyKey(), body: validOrderBody() })
+    expect(placed.status, placed.text).toBe(201)
+
+    const page = await openOps('/ops', wideViewport)
+    await signIn(page)
+    const records = page.getByTestId('records-panel')
+    await records.getByTestId('record-row').first().waitFor()
+
+    // Every cell of the last column ends inside the panel (or the table scrolls inside it).
+    const fit = await records.evaluate((panel) => {
+      const element = panel as unknown as PageElement & { querySelector: (selector: string) => PageElement, querySelectorAll: (selector: string) => ArrayLike<PageElement> }
+      const wrap = element.querySelector('.table-wrap')
+      return {
+        panelRight: element.getBoundingClientRect().right,
+        wrapRight: wrap.getBoundingClientRect().right,
+        lastCellRights: Array.from(element.querySelectorAll('tr > :last-child')).map(cell => cell.getBoundingClientRect().right),
+        scrolls: wrap.scrollWidth > wrap.clientWidth,
+      }
+    })
+    expect(fit.lastCellRights.length).toBeGreaterThanOrEqual(2)
+    expect(fit.wrapRight).toBeLessThanOrEqual(fit.panelRight)
+    if (!fit.scrolls) for (const right of fit.lastCellRights) expect(right).toBeLessThanOrEqual(fit.wrapRight)
+    // At this width it fits without scrolling.
+    expect(fit.scrolls).toBe(false)
+
+    // signature_invalid, and the other outcome labels and status badges, each on one line.
+    const webhookBars = page.getByTestId('webhook-bars')
+    await webhookBars.locator('[data-result="signature_invalid"]').waitFor({ timeout: 10_000 })
+    const lineCounts = await page.locator('.bar-label, .badge').evaluateAll(elements => elements.map((element) => {
+      const range = (globalThis as unknown as PageGlobals).document.createRange()
+      range.selectNodeContents(element)
+      const tops = new Set(Array.from(range.getClientRects()).map(rect => Math.round(rect.top)))
+      return { text: (element as unknown as { textContent: string }).textContent.trim(), lines: tops.size }
+    }))
+    expect(lineCounts.map(label => label.text)).toEqual(expect.arrayContaining(['signature_invalid', 'accepted', 'dead letter', 'succeeded']))
+    expect(lineCounts.filter(label => label.lines !== 1)).toEqual([])
+
+    // Every time in the listings is ISO 8601 (UTC, ms) — the instant its datetime names.
+    const times = await page.locator('[data-testid="jobs-panel"] time, [data-testid="records-panel"] time, [data-testid="mailbox-panel"] time').evaluateAll(elements =>
+      elements.map(element => ({ datetime: element.getAttribute('datetime'), text: (element.textContent ?? '').trim() })))
+    expect(times.length).toBeGreaterThanOrEqual(3)
+    for (const time of times) expect(time.text).toBe(isoShown(time.datetime!))
+    await screenshot(page, 'console-1400', true)
+
+    // Dismiss: the form asks for a reason and sends nothing without one.
+    const dismissPosts: string[] = []
+    page.on('request', (sent) => {
+      if (sent.method() === 'POST' && new URL(sent.url()).pathname.endsWith('/dismiss')) dismissPosts.push(sent.postData() ?? '')
+    })
+    const row = page.locator(`[data-testid="job-row"][data-job-id="${jobId}"]`)
+    await row.getByRole('button', { name: `Dismiss job ${jobId}` }).click()
+    const form = row.getByTestId('dismiss-form')
+    await form.waitFor()
+    expect(await page.evaluate(() => (globalThis as unknown as PageGlobals).document.activeElement?.getAttribute('data-testid'))).toBe('dismiss-reason')
+    await form.getByTestId('dismiss-reason').fill('   ')
+    await form.getByTestId('dismiss-submit').click()
+    expect((await form.getByTestId('dismiss-error').textContent())?.trim()).toBe('Enter why this job is dismissed instead of redriven (1–500 characters); it is kept in the audit.')
+    expect(await form.getByTestId('dismiss-reason').getAttribute('aria-invalid')).toBe('true')
+    expect(dismissPosts).toEqual([])
+    await screenshot(page, 'dismiss-form')
+
+    const reason = 'Order never existed at the provider; refunded by hand (ticket OPS-17).'
+    await form.getByTestId('dismiss-reason').fill(`  ${reason}  `)
+    const [dismissed] = await Promise.all([
+      page.waitForResponse(response => response.request().method() === 'POST' && new URL(response.url()).pathname === `/api/ops/jobs/${jobId}/dismiss`),
+      form.getByTestId('dismiss-submit').click(),
+    ])
+    expect(dismissed.status()).toBe(200)
+    expect(dismissPosts).toEqual([JSON.stringify({ reason })])
+    expect(dismissed.request().headers().authorization).toBe(`Bearer ${testSecrets.opsToken}`)
+    const answer = await dismissed.json() as { id: string, status: string, dismissedReason: string, dismissedAt: string }
+    expect(answer).toMatchObject({ id: jobId, status: 'dismissed', dismissedReason: reason })
+
+    // The row says so: status dismissed, the reason, who and when; no Redrive or Dismiss any more.
+    await page.locator(`[data-testid="job-row"][data-job-id="${jobId}"][data-status="dismissed"]`).waitFor()
+    expect((await row.getByTestId('job-status').textContent())?.trim()).toBe('dismissed')
+    expect((await row.getByTestId('job-dismissed-reason').textContent())?.trim()).toBe(reason)
+    expect((await row.getByTestId('job-dismissal').textContent())?.replace(/\s+/g, ' ').trim()).toBe(`Dismissed by an operator (ops token) at ${isoShown(answer.dismissedAt)}: ${reason}`)
+    expect(await row.getByTestId('redrive').count()).toBe(0)
+    expect(await row.getByTestId('dismiss').count()).toBe(0)
+    expect((await page.getByTestId('jobs-announcement').textContent())?.trim()).toBe(`Job ${jobId} dismissed: it will not run again.`)
+    await screenshot(page, 'dismissed')
+
+    // In the database: dismissed with the reason, once, and audited.
+    const [stored] = await sql()<Array<{ status: string, reason: string | null }>>`select status, dismissed_reason as reason from jobs where id = ${jobId}`
+    expect(stored).toEqual({ status: 'dismissed', reason })
+    const actions = await sql()<Array<{ action: string, detail: { reason?: string } }>>`select action, detail from operator_actions where subject_id = ${jobId}`
+    expect(actions).toHaveLength(1)
+    expect(actions[0]).toMatchObject({ action: 'job.dismissed', detail: { reason } })
+
+    // Listed under its own status.
+    await page.getByTestId('jobs-status').selectOption('dismissed')
+    await page.locator(`[data-testid="job-row"][data-job-id="${jobId}"][data-status="dismissed"]`).waitFor()
+    expect(await page.getByTestId('job-row').count()).toBe(1)
     expect(pageErrors).toEqual([])
   })
 })
