@@ -8,9 +8,6 @@ import { invoices, jobs, mailbox, orders, orderStatusHistory, sideEffects, webho
 import { createJobKinds } from '../../server/jobs/kinds'
 import { createWorker, type Worker } from '../../server/jobs/runner'
 import { wakeWorkers } from '../../server/jobs/wake'
-import { createMemoryLocks } from '../../server/locks/memory'
-import { createRedisLocks } from '../../server/locks/redis'
-import type { Locks } from '../../server/locks/types'
 import { createMockpayProvider } from '../../server/mockpay/provider'
 import { setLogLevel } from '../../server/observability/logger'
 import { applyPaymentStatus, type PaymentStatus, paymentStatusPrecedence } from '../../server/orders/payment-state'
@@ -21,8 +18,8 @@ import { signStandardWebhook } from '../../server/webhooks/providers/standard'
 import { type PaymentEvent, requestedStatusOf } from '../../server/webhooks/types'
 import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../support/databases'
 import { seedOrders, seedOrderWithId } from '../support/jobs'
+import { describeOnBothBackends, type LockBackend } from '../support/lock-backends'
 import { pollUntil } from '../support/poll'
-import { connectTestRedis, describeWithServices } from '../support/services'
 
 // Payment events from ingestion to effects, on both pairs the app runs on: Postgres with Redis
 // locks, and PGlite with in-process locks. Events are stored the way the webhook route stores them
@@ -105,11 +102,6 @@ const eventSpecs = (minLength: number) => fc.array(
 function arrivalOrder(specs: EventSpec[]): fc.Arbitrary<number[]> {
   const deliveries = specs.flatMap((spec, index) => Array.from({ length: spec.copies }, () => index))
   return fc.shuffledSubarray(deliveries, { minLength: deliveries.length, maxLength: deliveries.length })
-}
-
-interface LockBackend {
-  locks: Locks
-  close(): Promise<void>
 }
 
 /** A new provider event (its own event id) of the given kind about the order. */
@@ -617,23 +609,4 @@ function paymentEventsContract(driver: DatabaseDriver, openLockBackend: () => Pr
   })
 }
 
-describeWithServices('payment events contract: Postgres and Redis locks', ['postgres', 'redis'], () => {
-  paymentEventsContract('postgres', async () => {
-    const redis = await connectTestRedis('payment events contract')
-    const locks = createRedisLocks(redis)
-    return {
-      locks,
-      close: async () => {
-        await locks.close()
-        await redis.quit()
-      },
-    }
-  })
-})
-
-describe('payment events contract: PGlite and in-process locks', () => {
-  paymentEventsContract('pglite', async () => {
-    const locks = createMemoryLocks()
-    return { locks, close: () => locks.close() }
-  })
-})
+describeOnBothBackends('payment events contract', paymentEventsContract)
