@@ -102,11 +102,14 @@ export function requestEntry(row: RequestRow): RankedEntry {
 
 export function operatorActionEntry(row: OperatorActionRow): RankedEntry {
   const keyId = row.action.startsWith('api_key.') ? row.subjectId : undefined
+  const jobId = row.action === 'job.dismissed' ? row.subjectId : undefined
   const prefix = typeof row.detail.keyPrefix === 'string' ? ` (${row.detail.keyPrefix})` : ''
+  const tenant = row.tenantId ? ` of tenant ${row.tenantId}` : ''
+  const reason = typeof row.detail.reason === 'string' ? ` with reason ${JSON.stringify(row.detail.reason)}` : ''
   return ranked(`operator_action:${serial(row.id)}`, rankOf.operator_action, row.createdAt, {
     kind: 'operator_action',
-    summary: `Operator action ${row.action} on ${row.subjectId}${prefix} of tenant ${row.tenantId} by ${row.requestId ? `request ${row.requestId}` : 'no request (the command line)'}.`,
-    ids: idsOf({ requestId: row.requestId, tenantId: row.tenantId, keyId }),
+    summary: `Operator action ${row.action} on ${row.subjectId}${prefix}${tenant} by ${row.requestId ? `request ${row.requestId}` : 'no request (the command line)'}${reason}.`,
+    ids: idsOf({ requestId: row.requestId, tenantId: row.tenantId, keyId, jobId }),
     detail: { ...row, createdAt: iso(row.createdAt) },
   })
 }

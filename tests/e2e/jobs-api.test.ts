@@ -14,7 +14,7 @@ import { opsHeaders, opsRequest } from '../support/ops'
 import { expectProblem, postOrder, requestIdPattern, type TenantCredentials, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import { describeWithServices, redisUrl } from '../support/services'
-import type { OpsJob } from '../../shared/ops-api'
+import type { Evidence, OpsJob } from '../../shared/ops-api'
 
 // The worker as it ships: inside the built app (WORKER_ENABLED=true), driven and inspected over
 // HTTP — orders enqueue through the outbox, operators list, redrive and run maintenance through
@@ -362,6 +362,24 @@ describeWithServices('jobs over HTTP: the in-app worker on Postgres and Redis', 
       subjectId: orphanJob,
       requestId: orphanDismissed.headers.get('x-server-request-id'),
       detail: { reason: 'The order was never stored.', kind: 'order.send_confirmation', resourceId: `order:${orphanOrderId}` },
+    }])
+
+    // The evidence of each dismissing request names the job, its tenant when it has one, and the reason.
+    const actionEvidence = async (response: TestResponse) => {
+      const requestId = response.headers.get('x-server-request-id')!
+      const evidence = await opsRequest(app.url, `/api/ops/evidence?requestId=${requestId}`)
+      expect(evidence.status, evidence.text).toBe(200)
+      return (evidence.json as Evidence).timeline.filter(entry => entry.kind === 'operator_action').map(({ summary, ids }) => ({ summary, ids }))
+    }
+    const deadRequestId = dismissed.headers.get('x-server-request-id')!
+    expect(await actionEvidence(dismissed)).toEqual([{
+      summary: `Operator action job.dismissed on ${deadJob} of tenant ${tenantId} by request ${deadRequestId} with reason ${JSON.stringify(reason)}.`,
+      ids: { requestId: deadRequestId, tenantId, jobId: deadJob },
+    }])
+    const orphanRequestId = orphanDismissed.headers.get('x-server-request-id')!
+    expect(await actionEvidence(orphanDismissed)).toEqual([{
+      summary: `Operator action job.dismissed on ${orphanJob} by request ${orphanRequestId} with reason "The order was never stored.".`,
+      ids: { requestId: orphanRequestId, jobId: orphanJob },
     }])
 
     const rowsOfTest = () => sql()`select id, status, attempt, fence, locked_by, run_at, errors, dismissed_reason, dismissed_at, updated_at from jobs where id in ${sql()([deadJob, orphanJob, queuedJob])} order by id`
