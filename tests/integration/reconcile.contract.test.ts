@@ -1,14 +1,11 @@
 import { eq, inArray, sql } from 'drizzle-orm'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, expect, it } from 'vitest'
 import type { Database, DatabaseHandle } from '../../server/db/client'
 import { jobs, mailbox, orders, orderStatusHistory, paymentIntents, webhookEvents } from '../../server/db/schema'
 import { type IdempotencyDeps } from '../../server/idempotency/core'
 import { createReplayCache } from '../../server/idempotency/replay-cache'
 import { createJobKinds } from '../../server/jobs/kinds'
 import { createWorker } from '../../server/jobs/runner'
-import { createMemoryLocks } from '../../server/locks/memory'
-import { createRedisLocks } from '../../server/locks/redis'
-import type { Locks } from '../../server/locks/types'
 import { createMockpayProvider } from '../../server/mockpay/provider'
 import { setLogLevel } from '../../server/observability/logger'
 import { paymentIdempotencyKey } from '../../server/payments'
@@ -16,8 +13,8 @@ import { reconcilePayments } from '../../server/payments/reconcile'
 import type { PaymentProvider } from '../../server/payments/types'
 import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../support/databases'
 import { seedOrders } from '../support/jobs'
+import { describeOnBothBackends, type LockBackend } from '../support/lock-backends'
 import { pollUntil } from '../support/poll'
-import { connectTestRedis, describeWithServices } from '../support/services'
 
 // Reconciliation on both pairs the app runs on: what it finds at the provider (here mockpay's own
 // ledger, a real implementation of the provider interface) becomes one stored event and one
@@ -26,8 +23,6 @@ import { connectTestRedis, describeWithServices } from '../support/services'
 if (!process.env.LOG_LEVEL) setLogLevel('error')
 
 const AFTER_SECONDS = 60
-
-interface LockBackend { locks: Locks, close: () => Promise<void> }
 
 function reconcileContract(driver: DatabaseDriver, openLocks: () => Promise<LockBackend>) {
   let database: SuiteDatabase
@@ -155,17 +150,4 @@ function reconcileContract(driver: DatabaseDriver, openLocks: () => Promise<Lock
   }, 30_000)
 }
 
-describeWithServices('reconciliation contract: Postgres and Redis locks', ['postgres', 'redis'], () => {
-  reconcileContract('postgres', async () => {
-    const redis = await connectTestRedis('reconcile contract')
-    const locks = createRedisLocks(redis)
-    return { locks, close: async () => { await locks.close(); await redis.quit() } }
-  })
-})
-
-describe('reconciliation contract: PGlite and in-process locks', () => {
-  reconcileContract('pglite', async () => {
-    const locks = createMemoryLocks()
-    return { locks, close: () => locks.close() }
-  })
-})
+describeOnBothBackends('reconciliation contract', reconcileContract)
