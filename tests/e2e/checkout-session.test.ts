@@ -200,8 +200,9 @@ describeWithServices('checkout session cookie (SPEC §2)', ['postgres', 'redis']
       expect(await countRows(stack.sql)).toEqual(before)
     })
 
-    it('answers GET /api/orders/:id with the cookie: 200, the order and paymentIntentId null (no worker runs)', async () => {
-      const created = await postWith(cookie(demoCookie), newIdempotencyKey(), demoOrderBody())
+    it('answers GET /api/orders/:id with the cookie: 200, the order with its items and paymentIntentId null (no worker runs)', async () => {
+      const body = demoOrderBody()
+      const created = await postWith(cookie(demoCookie), newIdempotencyKey(), body)
       expect(created.status, created.text).toBe(201)
 
       const fetched = await getWith(cookie(demoCookie), created.json.id)
@@ -209,6 +210,8 @@ describeWithServices('checkout session cookie (SPEC §2)', ['postgres', 'redis']
       expect(fetched.status, fetched.text).toBe(200)
       const { idempotency: _, ...order } = created.json
       expect(fetched.json).toEqual({ ...order, paymentIntentId: null, payment: null })
+      // The checkout page lists these as the placed order's items.
+      expect(fetched.json.items).toEqual(body.items)
     })
   })
 
