@@ -27,7 +27,8 @@ describe('useOps().api', () => {
     const ops = useOps()
     ops.restore()
 
-    expect(await ops.api('/api/ops/mailbox', { query: { limit: 5 } })).toEqual({ object: 'list', data: [] })
+    const answer = await ops.api('/api/ops/mailbox', { query: { limit: 5 } })
+    expect(answer).toEqual({ object: 'list', data: [] })
     expect(seen).toEqual(['Bearer tok_kept'])
   })
 
