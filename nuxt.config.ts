@@ -12,6 +12,9 @@ const moduleSyncOnlyFiles = ['async-function/require.mjs', 'async-generator-func
 export default defineNuxtConfig({
   ...(buildRoot && { buildDir: `${buildRoot}/.nuxt` }),
   compatibilityDate: '2025-07-15',
+  // Generates the project-aware flat ESLint config (.nuxt/eslint.config.mjs) that eslint.config.mjs extends.
+  modules: ['@nuxt/eslint'],
+  eslint: { config: { stylistic: true } },
   devtools: { enabled: false },
   telemetry: false,
   typescript: { strict: true },
