@@ -1,6 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises'
 import { count, eq, getTableColumns, inArray, sql } from 'drizzle-orm'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest'
 import { z } from 'zod'
 import type { Database, DatabaseHandle } from '../../server/db/client'
 import { newId } from '../../server/db/ids'
@@ -12,16 +12,14 @@ import { rescueStaleJobs } from '../../server/jobs/maintenance'
 import { createWorker, type Worker, type WorkerOptions } from '../../server/jobs/runner'
 import { createJobStore } from '../../server/jobs/store'
 import { JOBS_CHANNEL, wakeWorkers } from '../../server/jobs/wake'
-import { createMemoryLocks } from '../../server/locks/memory'
-import { createRedisLocks } from '../../server/locks/redis'
 import type { Locks } from '../../server/locks/types'
 import { setLogLevel } from '../../server/observability/logger'
 import { createMockpayProvider } from '../../server/mockpay/provider'
 import { paymentIdempotencyKey } from '../../server/payments'
 import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../support/databases'
 import { enqueueJobs, interceptStatements, orderJob, seedOrderWithId, seedOrders } from '../support/jobs'
+import { describeOnBothBackends, type LockBackend } from '../support/lock-backends'
 import { pollUntil } from '../support/poll'
-import { connectTestRedis, describeWithServices } from '../support/services'
 
 // The real runner, in this process, against both pairs the app runs on: Postgres with Redis locks,
 // and PGlite with in-process locks. Short timings keep retries, expiries and rescues inside a test;
@@ -47,13 +45,6 @@ const HEARTBEAT_TEXT_START = 'update "jobs" set "heartbeat_at"'
 
 // The runner logs every attempt; LOG_LEVEL=info brings the lines back when a test needs explaining.
 if (!process.env.LOG_LEVEL) setLogLevel('error')
-
-interface LockBackend {
-  locks: Locks
-  /** Takes a held lock away from its owner the way this backend can lose one; renewals then fail. */
-  loseLock(key: string, ownerToken: string): Promise<void>
-  close(): Promise<void>
-}
 
 interface StartedWorker {
   id: string
@@ -869,31 +860,4 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
   }
 }
 
-describeWithServices('worker contract: Postgres and Redis locks', ['postgres', 'redis'], () => {
-  workerContract('postgres', async () => {
-    const redis = await connectTestRedis('worker contract')
-    const locks = createRedisLocks(redis)
-    return {
-      locks,
-      // The key vanishes under its owner, as after a failover to a replica that never saw it.
-      loseLock: async (key) => { await redis.del(key) },
-      close: async () => {
-        await locks.close()
-        await redis.quit()
-      },
-    }
-  })
-})
-
-describe('worker contract: PGlite and in-process locks', () => {
-  workerContract('pglite', async () => {
-    const locks = createMemoryLocks()
-    return {
-      locks,
-      // In-process locks only go when they expire unrenewed or their owner releases them; with a
-      // running renewal, a release with the owner's token is the way to take one from under it.
-      loseLock: async (key, ownerToken) => { await locks.release(key, ownerToken) },
-      close: () => locks.close(),
-    }
-  })
-})
+describeOnBothBackends('worker contract', workerContract)
