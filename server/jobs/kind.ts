@@ -20,6 +20,7 @@ export interface JobContext {
 }
 
 /** A job type (server/jobs/types.ts) with the code that runs it. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- as JobType: one list holds every kind
 export interface JobKind<Payload = any, Loaded = any> extends JobType<Payload> {
   /**
    * Reads what the jobs of one claimed batch need, in one query for the batch instead of one per

@@ -4,8 +4,10 @@ import { orderResource } from '../../shared/resources'
 /**
  * What a job of a kind carries and which resource it locks: the one definition that both the
  * enqueuers (typed payloads, resource derived here, never restated) and the kind that runs it
- * (server/jobs/kinds/) use.
+ * (server/jobs/kinds/) use. `Payload` defaults to `any`: one list holds kinds of different
+ * payloads, and a function of one payload type is not assignable to another's.
  */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
 export interface JobType<Payload = any> {
   kind: string
   /** A payload that does not parse is a permanent error: retrying cannot fix it. */
