@@ -1,34 +1,11 @@
 import type { idempotencyRecords, invoices, jobs, mailbox, operatorActions, orders, orderStatusHistory, requestLog, sideEffects, webhookEvents } from '../db/schema'
+import type { EvidenceEntry, EvidenceIds, EvidenceKind } from '../../shared/ops-api'
 import { orderIdOfResource, isProviderScope, providerScope, resourceLockKey, tenantScope } from '../../shared/resources'
 
 /**
  * Evidence entries from rows: one pure function per table, no database. Each says what one row
  * (or one transition a row records) means to an operator; server/ops/evidence.ts finds the rows.
  */
-
-export type EvidenceKind = 'request' | 'idempotency_record' | 'job' | 'job_attempt' | 'webhook_event' | 'order' | 'order_status' | 'side_effect' | 'email' | 'invoice' | 'operator_action'
-
-export interface EvidenceIds {
-  requestId?: string
-  key?: string
-  scope?: string
-  orderId?: string
-  jobId?: string
-  eventId?: string
-  webhookEventId?: string
-  tenantId?: string
-  keyId?: string
-}
-
-export interface EvidenceEntry {
-  at: string
-  kind: EvidenceKind
-  summary: string
-  ids: EvidenceIds
-  detail: Record<string, unknown>
-  /** Request entries only: false when the request proved no identity. */
-  verified?: boolean
-}
 
 /** An entry with what orders it in the timeline and names it once however often its row is found. */
 export interface RankedEntry {

@@ -2,14 +2,13 @@ import { and, asc, eq, inArray, like, or, type SQL } from 'drizzle-orm'
 import type { Database } from '../db/client'
 import { idempotencyRecords, invoices, jobs, mailbox, operatorActions, orders, orderStatusHistory, requestLog, sideEffects, webhookEvents } from '../db/schema'
 import { problem } from '../problems'
+import { type Evidence, type EvidenceEntry, type EvidenceQuery, evidenceSubjects } from '../../shared/ops-api'
 import { ANY_PROVIDER_SCOPE, orderResource, providerScope, tenantScope } from '../../shared/resources'
 import {
-  emailEntry, type EventIdOf, type EvidenceEntry, historyEntry, type HistoryRow, invoiceEntry, jobEntries, type JobRow, operatorActionEntry,
+  emailEntry, type EventIdOf, historyEntry, type HistoryRow, invoiceEntry, jobEntries, type JobRow, operatorActionEntry,
   type OperatorActionRow, orderEntry, type RankedEntry, recordEntries, type RecordRow, requestEntry, type RequestRow, sideEffectEntry,
   webhookEventEntry, type WebhookEventRow,
 } from './evidence-entries'
-
-export type { EvidenceEntry, EvidenceIds, EvidenceKind } from './evidence-entries'
 
 /**
  * The evidence locker (SPEC §7): everything the database remembers about one key, order, webhook
@@ -29,26 +28,6 @@ export type { EvidenceEntry, EvidenceIds, EvidenceKind } from './evidence-entrie
  * is kept apart, and an entry found only through it is marked as the client's id, which anyone
  * can send.
  */
-
-export const evidenceSubjects = ['key', 'orderId', 'eventId', 'requestId', 'keyId'] as const
-
-export interface EvidenceQuery {
-  key?: string
-  /** Narrows `key` to one scope (`tenant:ten_…`, `provider:standard`). */
-  scope?: string
-  orderId?: string
-  eventId?: string
-  /** The server's request id (`req_…`), or a client's X-Request-Id (its entries say so). */
-  requestId?: string
-  /** An API key (`key_…`): the operator actions on it and the requests that made them. */
-  keyId?: string
-}
-
-export interface Evidence {
-  query: EvidenceQuery
-  timeline: EvidenceEntry[]
-  truncated: boolean
-}
 
 export const MAX_TIMELINE_ENTRIES = 500
 /** Rows read per lookup: a lookup that fills it marks the timeline truncated. */
