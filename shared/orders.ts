@@ -6,12 +6,12 @@
 export interface OrderItem { sku: string, quantity: number, unitPrice: number }
 
 /** The provider's next step for the shopper, stored on the order once its payment was created. */
-export type PaymentNextAction =
-  | { type: 'mockpay' }
+export type PaymentNextAction
+  = | { type: 'mockpay' }
   /** Handed to Stripe.js (Payment Element) with the publishable key; the page never sees the secret key. */
-  | { type: 'stripe_client_secret', clientSecret: string }
-  | { type: 'midtrans_bank_transfer', bank: string, vaNumber: string, expiresAt?: string }
-  | { type: 'midtrans_actions', actions: Array<{ name: string, method: string, url: string }>, expiresAt?: string }
+    | { type: 'stripe_client_secret', clientSecret: string }
+    | { type: 'midtrans_bank_transfer', bank: string, vaNumber: string, expiresAt?: string }
+    | { type: 'midtrans_actions', actions: Array<{ name: string, method: string, url: string }>, expiresAt?: string }
 
 /** The order's payment at its provider: null until the payment.create_intent job ran. */
 export interface OrderPaymentView {

@@ -153,7 +153,9 @@ describeWithServices('checkout page in Chromium: one order per checkout intent',
   /** Holds the page's reads of the order (GET /api/orders/:id) until released: what it shows cannot move meanwhile. */
   async function holdOrderReads(page: Page, orderId: string): Promise<() => Promise<void>> {
     let release!: () => void
-    const held = new Promise<void>((resolve) => { release = resolve })
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
     const matches = (url: URL) => url.pathname === `/api/orders/${orderId}`
     /** Reads let through after the release: unrouting before they are continued would hand them on twice. */
     const continued: Array<Promise<void>> = []
@@ -262,7 +264,9 @@ describeWithServices('checkout page in Chromium: one order per checkout intent',
     // resend, and its drop is handed to the page as a reset; the retry is held until the page shows it.
     let firstAttempt: 'dropped' | number | undefined
     let releaseRetry!: () => void
-    const retryHeld = new Promise<void>((resolve) => { releaseRetry = resolve })
+    const retryHeld = new Promise<void>((resolve) => {
+      releaseRetry = resolve
+    })
     await page.route(url => url.pathname === '/api/orders', async (route) => {
       if (route.request().headers()['x-fault'] === 'drop-after-commit') {
         firstAttempt = await route.fetch().then(response => response.status(), () => 'dropped' as const)
@@ -355,7 +359,9 @@ describeWithServices('checkout page in Chromium: one order per checkout intent',
     expect(await itemRows(page)).toEqual(CART_ROWS)
     expect((await page.getByTestId('order-total').textContent())?.trim()).toBe('IDR\u00A0387,000')
     // A marker on the document: a reload would lose it.
-    await page.evaluate(() => { (globalThis as unknown as { sameDocument: boolean }).sameDocument = true })
+    await page.evaluate(() => {
+      (globalThis as unknown as { sameDocument: boolean }).sameDocument = true
+    })
 
     // The provider's buttons appear once the worker created the payment intent.
     await page.locator('[data-testid="mockpay-pay"]:enabled').waitFor({ timeout: 20_000 })

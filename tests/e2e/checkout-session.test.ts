@@ -65,7 +65,6 @@ function demoOrderBody(): OrderBody {
   })
 }
 
-
 describeWithServices('checkout session cookie (SPEC §2)', ['postgres', 'redis'], () => {
   // The other apps of this file (demo off, another password, failed starts) share this database.
   let database: Awaited<ReturnType<typeof createTestDatabase>>

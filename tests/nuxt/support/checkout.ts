@@ -30,6 +30,8 @@ export function placedOrder(overrides: Partial<Order> = {}): Order {
 /** A promise with its resolve: lets a test hold an endpoint's answer while it looks at the page. */
 export function deferred<T = void>() {
   let resolve!: (value: T) => void
-  const promise = new Promise<T>((done) => { resolve = done })
+  const promise = new Promise<T>((done) => {
+    resolve = done
+  })
   return { promise, resolve }
 }
