@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { newId } from '../../server/db/ids'
-import { stopAll, testSecrets } from '../support/app'
+import { stopAll } from '../support/app'
 import { request } from '../support/http'
+import { opsRequest } from '../support/ops'
 import { expectProblem, newIdempotencyKey, type OrderBody, type OrdersStack, postOrder, startOrdersStack, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import { describeWithServices } from '../support/services'
@@ -12,8 +13,6 @@ import { describeWithServices } from '../support/services'
 // minutes apart) and keys replayed too often listed as suspects, still healthy; and, with a
 // constraint dropped on purpose in the test database, rows that break exactly-once reported as
 // violations, unhealthy. The tests run in order and build on each other's rows.
-
-const opsHeaders = { authorization: `Bearer ${testSecrets.opsToken}` }
 
 const healthy = { healthy: true, window: { minutes: 10 }, exactlyOnceViolations: [], suspects: { businessDuplicates: [], frequentReplays: [] } }
 
@@ -31,7 +30,7 @@ describeWithServices('GET /api/ops/audit/duplicates (SPEC §7)', ['postgres', 'r
 
   const sql = () => stack.sql
   const audit = async (query = '') => {
-    const response = await request(stack.app.url, `/api/ops/audit/duplicates${query}`, { headers: opsHeaders })
+    const response = await opsRequest(stack.app.url, `/api/ops/audit/duplicates${query}`)
     expect(response.status, response.text).toBe(200)
     return response.json
   }
@@ -147,7 +146,7 @@ describeWithServices('GET /api/ops/audit/duplicates (SPEC §7)', ['postgres', 'r
     expectProblem(await request(stack.app.url, '/api/ops/audit/duplicates'), 'unauthorized')
     expectProblem(await request(stack.app.url, '/api/ops/audit/duplicates', { headers: { authorization: 'Bearer wrong' } }), 'unauthorized')
     for (const query of ['windowMinutes=0', 'windowMinutes=1441', 'windowMinutes=ten', 'replayThreshold=0', 'since=yesterday']) {
-      const refused = await request(stack.app.url, `/api/ops/audit/duplicates?${query}`, { headers: opsHeaders })
+      const refused = await opsRequest(stack.app.url, `/api/ops/audit/duplicates?${query}`)
       expectProblem(refused, 'validation-failed')
       expect(refused.json.errors).toHaveLength(1)
     }

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { fastJobsEnv, stopAll, testSecrets } from '../support/app'
+import { fastJobsEnv, stopAll } from '../support/app'
 import { request, type TestResponse } from '../support/http'
+import { opsRequest } from '../support/ops'
 import { expectProblem, newIdempotencyKey, type OrdersStack, postOrder, startOrdersStack, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import { describeWithServices } from '../support/services'
@@ -11,8 +12,6 @@ import { deliver, newWebhookId, standardBody, standardDelivery } from '../suppor
 // Redis with its in-app worker. Each story is produced through the API (a fault-injected drop, a
 // retry, signed webhooks, a forged one) and then read back as one timeline; row reads on the app's
 // database tell when the story is complete (request_log rows are written in batches after the answer).
-
-const opsHeaders = { authorization: `Bearer ${testSecrets.opsToken}` }
 
 /** A Standard Webhooks secret the app does not have: its deliveries are forgeries. */
 const foreignStandardSecret = `whsec_${Buffer.alloc(32, 9).toString('base64')}`
@@ -46,7 +45,7 @@ describeWithServices('GET /api/ops/evidence (SPEC §7): one timeline per key, or
 
   const sql = () => stack.sql
   const scope = () => `tenant:${stack.tenant.tenantId}`
-  const ops = (path: string) => request(stack.app.url, path, { headers: opsHeaders })
+  const ops = (path: string) => opsRequest(stack.app.url, path)
 
   async function evidence(query: Record<string, string>): Promise<{ query: Record<string, string>, timeline: Entry[], truncated: boolean }> {
     const response = await ops(`/api/ops/evidence?${new URLSearchParams(query)}`)
@@ -358,10 +357,10 @@ describeWithServices('GET /api/ops/evidence (SPEC §7): one timeline per key, or
 
   it('by key id through the key routes: the key issued and revoked, each with the ops request that did it', async () => {
     const tenantId = stack.tenant.tenantId
-    const issued = await request(stack.app.url, `/api/ops/tenants/${tenantId}/keys`, { method: 'POST', headers: opsHeaders, body: {} })
+    const issued = await opsRequest(stack.app.url, `/api/ops/tenants/${tenantId}/keys`, { method: 'POST', body: {} })
     expect(issued.status, issued.text).toBe(201)
     const keyId: string = issued.json.keyId
-    const revoked = await request(stack.app.url, `/api/ops/tenants/${tenantId}/keys/${keyId}`, { method: 'DELETE', headers: opsHeaders })
+    const revoked = await opsRequest(stack.app.url, `/api/ops/tenants/${tenantId}/keys/${keyId}`, { method: 'DELETE' })
     expect(revoked.status, revoked.text).toBe(204)
     const issuingRequest = issued.headers.get('x-server-request-id')!
     const revokingRequest = revoked.headers.get('x-server-request-id')!

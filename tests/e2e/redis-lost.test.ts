@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type AppProcess, stopAll } from '../support/app'
-import { createCluster } from '../support/cluster'
+import type { AppProcess } from '../support/app'
+import { type Stack, startStack } from '../support/cluster'
 import { createTenant, request } from '../support/http'
 import { openOrderRows, type OrderRows } from '../support/order-rows'
 import { postOrder, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import { startRedisServer, type TestRedisServer } from '../support/redis-server'
-import { createTestDatabase, describeWithServices } from '../support/services'
+import { describeWithServices } from '../support/services'
 import { expectIdenticalStormExactlyOnce, ordersPerCart, printStormFigures, runStorm } from '../support/storm'
 
 // Postgres alone decides who executes a key: with Redis gone the instances keep taking orders
@@ -15,23 +15,22 @@ import { expectIdenticalStormExactlyOnce, ordersPerCart, printStormFigures, runS
 // back (empty) mid-file.
 
 describeWithServices('Redis lost and back', ['postgres'], () => {
-  let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined
+  let stack: Stack | undefined
   let redisServer: TestRedisServer | undefined
   let rows: OrderRows
   let instances: AppProcess[]
 
   beforeAll(async () => {
-    database = await createTestDatabase('redis_lost')
-    rows = openOrderRows(database.url)
     redisServer = await startRedisServer()
-    instances = await createCluster({ databaseUrl: database.url, redisUrl: redisServer.url, label: 'redis-lost' }).startInstances(2)
+    stack = await startStack({ label: 'redis-lost', redisUrl: redisServer.url, instances: 2 })
+    instances = stack.instances
+    rows = openOrderRows(stack.databaseUrl)
   })
 
   afterAll(async () => {
-    await stopAll()
-    await redisServer?.stop()
     await rows?.close()
-    await database?.drop()
+    await stack?.close()
+    await redisServer?.stop()
   })
 
   async function createAndReplayOrder(baseUrl: string, tenantName: string): Promise<void> {

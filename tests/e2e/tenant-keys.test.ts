@@ -3,6 +3,7 @@ import postgres from 'postgres'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { type AppProcess, startApp, stopAll, testSecrets } from '../support/app'
 import { request, type TestResponse } from '../support/http'
+import { opsRequest } from '../support/ops'
 import { countRows, expectProblem, newIdempotencyKey, postOrder, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import { projectRoot, spawnManaged } from '../support/processes'
@@ -23,7 +24,6 @@ interface OperatorActionRow {
 
 interface IssuedKey { keyId: string, secretKey: string }
 
-const opsHeaders = { authorization: `Bearer ${testSecrets.opsToken}` }
 const KEY_ID_PATTERN = /^key_[\w-]+$/
 const keyPrefixOf = (secretKey: string) => secretKey.slice(0, 10)
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
@@ -66,7 +66,7 @@ describeWithServices('tenant secret keys: issue, list, revoke (SPEC §2)', ['pos
 
   /** POST /api/ops/tenants on instance A; its first key's id read from the database. */
   async function createTenantRecorded(name: string): Promise<{ tenantId: string, firstKey: IssuedKey }> {
-    const response = await request(instanceA.url, '/api/ops/tenants', { method: 'POST', headers: opsHeaders, body: { name } })
+    const response = await opsRequest(instanceA.url, '/api/ops/tenants', { method: 'POST', body: { name } })
     expect(response.status, response.text).toBe(201)
     expect(response.headers.get('cache-control')).toBe('no-store')
     const { tenant: { id: tenantId }, secretKey } = response.json as { tenant: { id: string }, secretKey: string }
@@ -77,10 +77,10 @@ describeWithServices('tenant secret keys: issue, list, revoke (SPEC §2)', ['pos
 
   const keysPath = (tenantId: string) => `/api/ops/tenants/${tenantId}/keys`
   const issue = (tenantId: string, options: { body?: unknown, headers?: Record<string, string> } = {}) =>
-    request(instanceA.url, keysPath(tenantId), { method: 'POST', headers: { ...opsHeaders, ...options.headers }, body: options.body })
-  const list = (tenantId: string) => request(instanceA.url, keysPath(tenantId), { headers: opsHeaders })
+    opsRequest(instanceA.url, keysPath(tenantId), { method: 'POST', headers: options.headers, body: options.body })
+  const list = (tenantId: string) => opsRequest(instanceA.url, keysPath(tenantId))
   const revoke = (tenantId: string, keyId: string) =>
-    request(instanceA.url, `${keysPath(tenantId)}/${keyId}`, { method: 'DELETE', headers: opsHeaders })
+    opsRequest(instanceA.url, `${keysPath(tenantId)}/${keyId}`, { method: 'DELETE' })
 
   /** A 201 of the keys route: exactly {object, keyId, secretKey, createdAt}, recorded as an expected action. */
   function expectIssued(response: TestResponse, tenantId: string): IssuedKey {

@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { fastJobsEnv, stopAll, testSecrets } from '../support/app'
+import { fastJobsEnv, stopAll } from '../support/app'
 import { request, type TestResponse } from '../support/http'
 import { effectsPerOrder } from '../support/jobs'
+import { opsRequest } from '../support/ops'
 import { expectProblem, newIdempotencyKey, type OrdersStack, postOrder, requestIdPattern, startOrdersStack, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import { describeWithServices } from '../support/services'
@@ -26,8 +27,6 @@ import {
 // the in-app worker applying what was accepted. A delivery is verified on its raw bytes, stored once
 // with its webhook.apply job, answered at once, and applied by precedence; rows are read straight
 // from the app's database to check what each answer claims.
-
-const opsHeaders = { authorization: `Bearer ${testSecrets.opsToken}` }
 
 /** A Standard Webhooks secret the app does not have. */
 const foreignStandardSecret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`
@@ -621,7 +620,7 @@ describeWithServices('POST /api/webhooks/:provider (SPEC §5) with the in-app wo
       expect(await eventsOfOrder(unknownOrder.id)).toEqual([expect.objectContaining({ eventId: webhookId, status: 'received', processed: false })])
       expect(await historyOf(unknownOrder.id)).toEqual([])
 
-      const listed = await request(stack.app.url, '/api/ops/jobs?status=dead_letter&kind=webhook.apply', { headers: opsHeaders })
+      const listed = await opsRequest(stack.app.url, '/api/ops/jobs?status=dead_letter&kind=webhook.apply')
       expect(listed.status, listed.text).toBe(200)
       expect(listed.json.object).toBe('list')
       expect(listed.json.data).toEqual([expect.objectContaining({

@@ -28,26 +28,34 @@ export interface Cluster {
   startInstance: (name: string, env?: Record<string, string>) => Promise<AppProcess>
   /** Starts `count` instances at once (their migrations serialise on an advisory lock). */
   startInstances: (count: number) => Promise<AppProcess[]>
+  /** Stops every instance the cluster started, replacements included. */
+  stopInstances: () => Promise<void>
 }
 
 export function createCluster(options: ClusterOptions): Cluster {
   const redisKeyPrefix = uniqueRedisPrefix(options.label)
-  const startInstance = (name: string, env: Record<string, string> = {}) => startApp({
-    databaseUrl: options.databaseUrl,
-    redisUrl: options.redisUrl,
-    label: `${options.label}-${name}`,
-    env: { ...options.env, ...env, REDIS_KEY_PREFIX: redisKeyPrefix },
-  })
+  const started: AppProcess[] = []
+  const startInstance = async (name: string, env: Record<string, string> = {}) => {
+    const instance = await startApp({
+      databaseUrl: options.databaseUrl,
+      redisUrl: options.redisUrl,
+      label: `${options.label}-${name}`,
+      env: { ...options.env, ...env, REDIS_KEY_PREFIX: redisKeyPrefix },
+    })
+    started.push(instance)
+    return instance
+  }
   return {
     redisKeyPrefix,
     startInstance,
     startInstances: count => Promise.all(Array.from({ length: count }, (_, index) => startInstance(`instance-${index + 1}`))),
+    stopInstances: async () => { await Promise.all(started.map(instance => instance.stop())) },
   }
 }
 
 export interface StackOptions extends Omit<ClusterOptions, 'databaseUrl'> {
-  /** The instances to start at once, each with its own extra environment. */
-  instances: Array<{ name: string, env?: Record<string, string> }>
+  /** The instances to start at once: how many, or each by name with its own extra environment. */
+  instances: number | Array<{ name: string, env?: Record<string, string> }>
 }
 
 /** A fresh Postgres database with a cluster of instances on it. */
@@ -55,7 +63,7 @@ export interface Stack {
   databaseUrl: string
   cluster: Cluster
   instances: AppProcess[]
-  /** Stops the instances it started, then drops the database. */
+  /** Stops every instance of the cluster (replacements too), then drops the database. */
   close: () => Promise<void>
 }
 
@@ -63,10 +71,11 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const { instances: wanted, ...clusterOptions } = options
   const database = await createTestDatabase(options.label)
   const cluster = createCluster({ ...clusterOptions, databaseUrl: database.url })
-  const started = await Promise.allSettled(wanted.map(({ name, env }) => cluster.startInstance(name, env)))
+  const named = typeof wanted === 'number' ? Array.from({ length: wanted }, (_, index) => ({ name: `instance-${index + 1}`, env: undefined })) : wanted
+  const started = await Promise.allSettled(named.map(({ name, env }) => cluster.startInstance(name, env)))
   const instances = started.flatMap(result => result.status === 'fulfilled' ? [result.value] : [])
   const close = async () => {
-    await Promise.all(instances.map(instance => instance.stop()))
+    await cluster.stopInstances()
     await database.drop()
   }
   const failed = started.find(result => result.status === 'rejected')
