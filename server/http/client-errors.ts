@@ -8,7 +8,8 @@ const answered = new WeakSet<Server>()
 /**
  * Requests Node's HTTP parser rejects (a control character in a header, headers over the limit)
  * never reach h3. Without this they get a bare 400 with no body; with it, a problem+json answer
- * and an X-Request-Id like every other response.
+ * and an X-Request-Id like every other response. Attached to the built server by the start-up plugin
+ * and to `nuxt dev`'s own listener by the `listen` hook in nuxt.config.ts.
  */
 export function answerUnparseableRequests(server: Server | undefined): void {
   if (!server || answered.has(server)) return
