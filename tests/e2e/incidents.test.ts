@@ -3,14 +3,14 @@ import { Redis } from 'ioredis'
 import postgres from 'postgres'
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest'
 import { LOCK_TIMEOUT_MS } from '../../server/db/client'
-import { type AppProcess, stopAll } from '../support/app'
-import { type Cluster, createCluster, postOrderUntilAnswered } from '../support/cluster'
+import type { AppProcess } from '../support/app'
+import { type Cluster, postOrderUntilAnswered, type Stack, startStack } from '../support/cluster'
 import { createTenant, type TestResponse } from '../support/http'
 import { openIdempotentTransactions, processingLockKey, untilRequestInFlight } from '../support/in-flight'
 import { openOrderRows, type OrderRows } from '../support/order-rows'
 import { expectProblem, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
-import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
+import { describeWithServices, redisUrl } from '../support/services'
 
 // "The incident": the server committed (or died mid-flight), the client never heard, the client
 // retried — possibly on another instance. Two instances share one database and one Redis prefix;
@@ -19,7 +19,7 @@ import { createTestDatabase, describeWithServices, redisUrl } from '../support/s
 const lockTtlMs = 3000
 
 describeWithServices('incidents across two instances', ['postgres', 'redis'], () => {
-  let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined
+  let stack: Stack | undefined
   let rows: OrderRows
   let cluster: Cluster
   let instanceA: AppProcess
@@ -29,12 +29,12 @@ describeWithServices('incidents across two instances', ['postgres', 'redis'], ()
   let redis: Redis
 
   beforeAll(async () => {
-    database = await createTestDatabase('incidents')
-    rows = openOrderRows(database.url)
-    sql = postgres(database.url, { max: 1, onnotice: () => {} })
-    cluster = createCluster({ databaseUrl: database.url, redisUrl, label: 'incidents', env: { IDEMPOTENCY_LOCK_TTL_MS: String(lockTtlMs) } })
+    stack = await startStack({ label: 'incidents', redisUrl, env: { IDEMPOTENCY_LOCK_TTL_MS: String(lockTtlMs) }, instances: [{ name: 'A' }, { name: 'B' }] })
+    cluster = stack.cluster
+    ;[instanceA, instanceB] = stack.instances as [AppProcess, AppProcess]
+    rows = openOrderRows(stack.databaseUrl)
+    sql = postgres(stack.databaseUrl, { max: 1, onnotice: () => {} })
     redis = new Redis(redisUrl)
-    ;[instanceA, instanceB] = await Promise.all([cluster.startInstance('A'), cluster.startInstance('B')])
     tenant = await createTenant(instanceB.url, 'incidents')
   })
 
@@ -46,11 +46,10 @@ describeWithServices('incidents across two instances', ['postgres', 'redis'], ()
 
   afterAll(async () => {
     instanceA?.kill('SIGCONT')
-    await stopAll()
     await rows?.close()
     await sql?.end()
     redis?.disconnect()
-    await database?.drop()
+    await stack?.close()
   })
 
   function newOrder() {

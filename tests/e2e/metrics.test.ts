@@ -5,6 +5,7 @@ import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '..
 import { createTenant, request } from '../support/http'
 import { untilRequestInFlight } from '../support/in-flight'
 import { enqueueJobs, type JobsFixture, openJobsFixture, orderJob } from '../support/jobs'
+import { opsRequest } from '../support/ops'
 import { expectProblem, newIdempotencyKey, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
@@ -13,8 +14,6 @@ import { deliver, newWebhookId, standardBody, standardDelivery } from '../suppor
 // SPEC §7: GET /api/metrics as Prometheus scrapes it from the built server (Postgres, Redis, the
 // in-app worker). Each scenario scrapes before and after and asserts the exact change of every
 // series in the families it can touch: what it should count, counted once, and nothing else.
-
-const opsHeaders = { authorization: `Bearer ${testSecrets.opsToken}` }
 
 /** What the idempotency layer, the webhook receiver and the database fence count. */
 const requestFamilies = [
@@ -119,7 +118,7 @@ describeWithServices('GET /api/metrics (SPEC §7)', ['postgres', 'redis'], () =>
   })
 
   async function scrapeText(): Promise<string> {
-    const response = await request(app.url, '/api/metrics', { headers: opsHeaders })
+    const response = await opsRequest(app.url, '/api/metrics')
     expect(response.status, response.text).toBe(200)
     return response.text
   }
@@ -167,7 +166,7 @@ describeWithServices('GET /api/metrics (SPEC §7)', ['postgres', 'redis'], () =>
       expectProblem(await request(app.url, '/api/metrics', { headers: { authorization: `Bearer ${tenant.secretKey}` } }), 'unauthorized')
       expectProblem(await request(app.url, '/api/metrics', { headers: { authorization: testSecrets.opsToken } }), 'unauthorized')
 
-      const response = await request(app.url, '/api/metrics', { headers: opsHeaders })
+      const response = await opsRequest(app.url, '/api/metrics')
       expect(response.status).toBe(200)
       expect(response.headers.get('content-type')).toBe('text/plain; version=0.0.4; charset=utf-8')
       expect(response.headers.get('cache-control')).toBe('no-store')
