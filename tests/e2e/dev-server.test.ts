@@ -4,10 +4,13 @@ import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { PGLITE_LOCK_FILE } from '../../server/db/pglite-lock'
+import { appEnv } from '../support/app'
+import { serverEntry } from '../support/build-once'
 import { request } from '../support/http'
 import { newIdempotencyKey, type OrderBody, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
-import { projectRoot } from '../support/processes'
+import { projectRoot, spawnManaged } from '../support/processes'
 import { freePort } from '../support/services'
 
 /**
@@ -208,6 +211,14 @@ describe('npm run dev', () => {
     expect(refused.output).toContain(`ask it with OPS_TOKEN=${opsToken} (printed at its start, kept in ${secretsFile()})`)
     expect(refused.output).toContain(`curl -X POST localhost:${port}/api/ops/tenants -H "Authorization: Bearer $OPS_TOKEN" -H 'Content-Type: application/json' -d '{"name":"second tenant"}'`)
     expect(refused.output).not.toContain('secretKey')
+  })
+
+  it('the built server refuses to start on the embedded database the dev server holds', async () => {
+    const second = spawnManaged({ label: 'second-embedded', args: [serverEntry], env: { ...appEnv({ label: 'second-embedded' }), PGLITE_DIR: pgliteDir(), PORT: String(await freePort()) } })
+    expect(await second.exited).toBe(1)
+    expect(second.output()).toContain('Start-up failed: could not open or migrate the database.')
+    expect(second.output()).toContain(`The embedded database in ${pgliteDir()} is in use by process `)
+    expect(JSON.parse(readFileSync(join(pgliteDir(), PGLITE_LOCK_FILE), 'utf8')).pid).not.toBe(second.pid)
   })
 
   it('after a restart: the same secrets, and the tenant key issued before still works', async () => {
