@@ -29,12 +29,17 @@ export function processingLockKey({ app, scope, key }: InFlightRequest): string 
   return `${app.redisKeyPrefix}${lockName(scope, key)}`
 }
 
-/** How many sessions of the app on `sql`'s database hold an idempotent statement uncommitted. */
+/**
+ * How many sessions of the app on `sql`'s database hold an idempotent statement uncommitted: the
+ * record and the business rows composed into one statement (`with s0 as (…), s1 as (…) select 1`,
+ * DatabaseHandle.transact). Matched by that opening, since pg_stat_activity cuts the text at
+ * track_activity_query_size (1 KiB) — before the record's insert, which comes last.
+ */
 export async function openIdempotentTransactions(sql: postgres.Sql): Promise<number> {
   const [row] = await sql<Array<{ count: number }>>`
     select count(*)::int as count from pg_stat_activity
     where datname = current_database() and application_name = 'idempotent-checkout'
-      and state = 'idle in transaction' and query like '%insert into "idempotency_records"%'`
+      and state = 'idle in transaction' and query like 'with s% as (%'`
   return row!.count
 }
 
