@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '../support/app'
 import { createTenant, request } from '../support/http'
 import { untilRequestInFlight } from '../support/in-flight'
+import { opsRequest } from '../support/ops'
 import { expectProblem, newIdempotencyKey, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
@@ -165,7 +166,7 @@ describeWithServices('structured logs (SPEC §7)', ['postgres', 'redis'], () => 
       const created = await post(newIdempotencyKey(), validOrderBody(), { 'x-request-id': clientId })
       const refused = await postOrder(app.url, { secretKey: unknownSecretKey, key: newIdempotencyKey(), body: validOrderBody(), headers: { 'x-request-id': clientId } })
       const oversized = await post(newIdempotencyKey(), validOrderBody(), { 'x-request-id': 'r'.repeat(129) })
-      const opsCall = await request(app.url, '/api/ops/jobs?limit=1', { headers: { authorization: `Bearer ${testSecrets.opsToken}` } })
+      const opsCall = await opsRequest(app.url, '/api/ops/jobs?limit=1')
       expect([created.status, refused.status, oversized.status, opsCall.status]).toEqual([201, 401, 201, 200])
       // X-Request-Id echoes a valid client id (SPEC §3); X-Server-Request-Id is always the server's own.
       expect([created, refused].map(response => response.headers.get('x-request-id'))).toEqual([clientId, clientId])
@@ -245,9 +246,9 @@ describeWithServices('structured logs (SPEC §7)', ['postgres', 'redis'], () => 
       // Credentials on every path that reads them: the ops API, a rejected key, the metrics scrape.
       expectProblem(await request(app.url, '/api/orders', { method: 'POST', headers: { authorization: `Bearer ${unknownSecretKey}`, 'idempotency-key': newIdempotencyKey() }, body: validOrderBody() }), 'unauthorized')
       expectProblem(await request(app.url, '/api/ops/jobs', { headers: { authorization: `Bearer ${tenant.secretKey}` } }), 'unauthorized')
-      const scrape = await request(app.url, '/api/metrics', { headers: { authorization: `Bearer ${testSecrets.opsToken}` } })
+      const scrape = await opsRequest(app.url, '/api/metrics')
       expect(scrape.status).toBe(200)
-      const listed = await request(app.url, '/api/ops/jobs', { headers: { authorization: `Bearer ${testSecrets.opsToken}` } })
+      const listed = await opsRequest(app.url, '/api/ops/jobs')
       expect(listed.status).toBe(200)
       await requestLine(listed.headers.get('x-request-id')!)
 
