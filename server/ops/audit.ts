@@ -1,7 +1,7 @@
 import { and, desc, gte, isNotNull, sql } from 'drizzle-orm'
 import type { Database } from '../db/client'
 import { invoices, mailbox, orders, orderStatusHistory, requestLog, sideEffects, webhookEvents } from '../db/schema'
-import type { BusinessDuplicate, DuplicatesAudit, ExactlyOnceViolation, FrequentReplay, ViolationKind } from '../../shared/ops-api'
+import type { BusinessDuplicate, DuplicatesAudit, ExactlyOnceViolation, ViolationKind } from '../../shared/ops-api'
 
 /**
  * The duplicates audit (SPEC §7): what "exactly once" would look like if it had failed. `healthy`

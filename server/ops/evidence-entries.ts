@@ -1,5 +1,5 @@
 import type { idempotencyRecords, invoices, jobs, mailbox, operatorActions, orders, orderStatusHistory, requestLog, sideEffects, webhookEvents } from '../db/schema'
-import type { EvidenceEntry, EvidenceIds, EvidenceKind } from '../../shared/ops-api'
+import type { EvidenceEntry, EvidenceIds } from '../../shared/ops-api'
 import { orderIdOfResource, isProviderScope, providerScope, resourceLockKey, tenantScope } from '../../shared/resources'
 
 /**
