@@ -2,8 +2,9 @@ import http from 'node:http'
 import net from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { ProblemSlug } from '../../server/problems/catalog'
-import { stopAll, testSecrets } from '../support/app'
+import { stopAll } from '../support/app'
 import { request, type TestResponse } from '../support/http'
+import { opsHeaders, opsRequest } from '../support/ops'
 import {
   countRows,
   expectProblem,
@@ -154,7 +155,7 @@ describeWithServices('bad input (SPEC §11)', ['postgres', 'redis'], () => {
     {
       name: 'POST /api/ops/tenants',
       path: '/api/ops/tenants',
-      headers: () => ({ 'authorization': `Bearer ${testSecrets.opsToken}`, 'content-type': 'application/json' }),
+      headers: () => ({ ...opsHeaders, 'content-type': 'application/json' }),
       validBody: () => ({ name: 'acme' }),
       afterSuccess: before => ({ ...before, tenants: before.tenants + 1, apiKeys: before.apiKeys + 1 }),
       takesIdempotencyKey: false,
@@ -303,7 +304,7 @@ describeWithServices('bad input (SPEC §11)', ['postgres', 'redis'], () => {
       ['a name of 101 characters', { name: 'n'.repeat(101) }],
     ])('answers 400 validation-failed to %s and creates no tenant', async (_, body) => {
       const before = await countRows(stack.sql)
-      const response = await request(stack.app.url, '/api/ops/tenants', { method: 'POST', headers: { authorization: `Bearer ${testSecrets.opsToken}` }, body })
+      const response = await opsRequest(stack.app.url, '/api/ops/tenants', { method: 'POST', body })
       expectProblem(response, 'validation-failed')
       expectFieldErrors(response, ['name'])
       expect(await countRows(stack.sql)).toEqual(before)

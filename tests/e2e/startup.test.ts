@@ -8,6 +8,7 @@ import { MIGRATION_LOCK_ID } from '../../server/db/client'
 import { appEnv, startApp, stopAll } from '../support/app'
 import { serverEntry } from '../support/build-once'
 import { request } from '../support/http'
+import { opsRequest } from '../support/ops'
 import { spawnManaged } from '../support/processes'
 import { createTestDatabase, describeWithServices, freePort, redisUrl } from '../support/services'
 import { logLines } from '../support/worker'
@@ -188,7 +189,7 @@ describeWithServices('start-up', ['postgres', 'redis'], () => {
     expect(app.output()).toMatch(/WEBHOOK_STANDARD_SECRET=whsec_\S{20,}/)
     expect(app.output()).toMatch(/MOCKPAY_WEBHOOK_SECRET=whsec_\S{20,}/)
     const opsToken = printed![1]!
-    const created = await request(app.url, '/api/ops/tenants', { method: 'POST', headers: { authorization: `Bearer ${opsToken}` }, body: { name: 'embedded' } })
+    const created = await opsRequest(app.url, '/api/ops/tenants', { method: 'POST', token: opsToken, body: { name: 'embedded' } })
     expect(created.status).toBe(201)
     expect(created.json.secretKey).toMatch(/^sk_/)
   })
