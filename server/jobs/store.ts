@@ -2,6 +2,8 @@ import { and, asc, desc, eq, getTableColumns, inArray, lt, lte, type SQL, sql } 
 import { type Database, queryAllPrepared, queryPrepared } from '../db/client'
 import { type JobStatus, jobs } from '../db/schema'
 import { type BoundStatement, defineStatement, mapRow, shiftParams } from '../db/statements'
+import { afterCommit, transaction } from '../db/transaction'
+import { wakeWorkers } from './wake'
 
 /**
  * Every state change of a job is one conditional UPDATE. A claim draws a new fence token from a
@@ -139,7 +141,7 @@ export function createJobStore(db: Database) {
      * writes roll it back if they fail. False (and nothing written) when the claim is not current.
      */
     async complete(job: ClaimedJob, work: (tx: Database) => Promise<void>): Promise<boolean> {
-      return db.transaction(async (tx) => {
+      return transaction(db, async (tx) => {
         const completed = await tx.update(jobs).set({ status: 'completed', completedAt: sql`now()`, lastError: null, updatedAt: sql`now()` })
           .where(owned(job)).returning({ id: jobs.id })
         if (completed.length === 0) return false
@@ -218,6 +220,7 @@ export function createJobStore(db: Database) {
     async redrive(id: string): Promise<JobRow | undefined> {
       const [row] = await db.update(jobs).set({ status: 'queued', attempt: 0, snoozes: 0, runAt: sql`now()`, lockedBy: null, updatedAt: sql`now()` })
         .where(and(eq(jobs.id, id), eq(jobs.status, 'dead_letter'))).returning()
+      if (row) afterCommit(db, wakeWorkers)
       return row
     },
 

@@ -5,9 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Database, DatabaseHandle } from '../../server/db/client'
 import { newId } from '../../server/db/ids'
 import { invoices, jobs, mailbox, orders, orderStatusHistory, sideEffects, webhookEvents } from '../../server/db/schema'
+import { transaction } from '../../server/db/transaction'
 import { createJobKinds } from '../../server/jobs/kinds'
 import { createWorker, type Worker } from '../../server/jobs/runner'
-import { wakeWorkers } from '../../server/jobs/wake'
 import { createMockpayProvider } from '../../server/mockpay/provider'
 import { setLogLevel } from '../../server/observability/logger'
 import { applyPaymentStatus, type PaymentStatus, paymentStatusPrecedence } from '../../server/orders/payment-state'
@@ -213,7 +213,7 @@ function paymentEventsContract(driver: DatabaseDriver, openLockBackend: () => Pr
 
   describe('applyPaymentStatus', () => {
     const apply = (orderId: string, status: PaymentStatus | null, context: Parameters<typeof applyPaymentStatus>[3] = {}) =>
-      db.transaction(tx => applyPaymentStatus(tx, orderId, status, context))
+      transaction(db, tx => applyPaymentStatus(tx, orderId, status, context))
 
     const effectJobs = (orderId: string) =>
       db.select({ kind: jobs.kind, dedupeKey: jobs.dedupeKey, resourceId: jobs.resourceId, payload: jobs.payload, requestId: jobs.requestId })
@@ -398,7 +398,7 @@ function paymentEventsContract(driver: DatabaseDriver, openLockBackend: () => Pr
     }
 
     /**
-     * Ingests one delivery as the route does (its own transaction, workers woken after the commit)
+     * Ingests one delivery as the route does (its own transaction; its job insert wakes the workers after the commit)
      * and checks the answer: a new event is stored, a redelivery finds the stored one.
      */
     async function ingest(event: PaymentEvent, stored: Map<string, StoredEvent>): Promise<void> {
@@ -410,7 +410,6 @@ function paymentEventsContract(driver: DatabaseDriver, openLockBackend: () => Pr
         if (constraint === undefined) throw error
         return (await plan.onUniqueViolation!(constraint, db))!
       })
-      wakeWorkers(handle)
       const earlier = stored.get(event.eventId)
       if (earlier) {
         expect(result).toEqual({ status: 200, body: { received: true, eventId: event.eventId, alreadyStored: true }, resourceType: 'webhook_event', resourceId: earlier.storedId })

@@ -11,7 +11,7 @@ import { createJobKinds } from '../../server/jobs/kinds'
 import { rescueStaleJobs } from '../../server/jobs/maintenance'
 import { createWorker, type Worker, type WorkerOptions } from '../../server/jobs/runner'
 import { createJobStore } from '../../server/jobs/store'
-import { JOBS_CHANNEL, wakeWorkers } from '../../server/jobs/wake'
+import { JOBS_CHANNEL } from '../../server/jobs/wake'
 import type { Locks } from '../../server/locks/types'
 import { setLogLevel } from '../../server/observability/logger'
 import { createMockpayProvider } from '../../server/mockpay/provider'
@@ -831,13 +831,12 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
     ].sort((x, y) => x.orderId.localeCompare(y.orderId)))
   })
 
-  it('wakeWorkers brings a new job to an idle worker long before its next poll', async () => {
+  it('a committed enqueue wakes an idle worker by itself (its after-commit hook), long before the next poll', async () => {
     const { orderId } = await seedOrder()
     await startWorker({ pollIntervalMs: SLOW_POLL_INTERVAL_MS })
     // Let the claim made at start find nothing: from then on only a wake-up brings the job in early.
     await delay(500)
     const id = await enqueueOne({ orderId })
-    wakeWorkers(handle)
 
     await waitForStatus(id, 'completed', SLOW_POLL_INTERVAL_MS + 5_000)
     const row = await readJob(id)

@@ -1,6 +1,5 @@
 import { useDatabaseHandle } from '../../../../db'
 import { createJobStore } from '../../../../jobs/store'
-import { wakeWorkers } from '../../../../jobs/wake'
 import { problem } from '../../../../problems'
 import type { OpsJob } from '../../../../../shared/ops-api'
 
@@ -10,10 +9,7 @@ export default defineEventHandler(async (event) => {
   const handle = useDatabaseHandle()
   const store = createJobStore(handle.db)
   const job = await store.redrive(id)
-  if (job) {
-    wakeWorkers(handle)
-    return job satisfies OpsJob<Date>
-  }
+  if (job) return job satisfies OpsJob<Date>
   const existing = await store.find(id)
   if (!existing) throw problem('not-found', `No job "${id}". List jobs with GET /api/ops/jobs?status=dead_letter.`)
   throw problem('job-not-retryable', `Job ${id} is ${existing.status}, not dead_letter: ${existing.status === 'completed' ? 'it is done' : existing.status === 'dismissed' ? `it was dismissed (${existing.dismissedReason ?? 'no reason'}) and stays so` : 'it will run by itself'}.`, { extensions: { jobStatus: existing.status } })
