@@ -295,13 +295,13 @@ try {
   ].map(([target, value, met]) => ({ target, measured: value, verdict: met ? 'met' : 'not met' }))
   const targetNotes = [
     'Commits per new order: `pg_stat_database.xact_commit` of the bench database before and after the measured run of'
-      + ` "order, new key · Postgres + Redis" (each read ${statsFlushMs / 1000} s after the load stopped, once Postgres has flushed`
-      + ' every backend\'s counts), less the bench\'s own reading, over that run\'s 201 responses. Every commit in the database counts,'
-      + ' so the request log\'s batched inserts and the debounced worker wake-up are amortised over the orders: up to 1.05 counts as one.',
+    + ` "order, new key · Postgres + Redis" (each read ${statsFlushMs / 1000} s after the load stopped, once Postgres has flushed`
+    + ' every backend\'s counts), less the bench\'s own reading, over that run\'s 201 responses. Every commit in the database counts,'
+    + ' so the request log\'s batched inserts and the debounced worker wake-up are amortised over the orders: up to 1.05 counts as one.',
     `Postgres round trips per new order: a separate ${roundTripSeconds} s run of the same workload (worker off) after a`
-      + ` ${roundTripWarmUpSeconds} s warm-up, the server reaching Postgres through a counting TCP proxy (\`bench/pg-turns-proxy.mjs\`):`
-      + ' a round trip begins each time the app sends after Postgres last did, summed over all connections, over the run\'s 201 responses.'
-      + ' Background traffic (request-log batches, notifications, readiness checks) is included on purpose, amortised over the orders.',
+    + ` ${roundTripWarmUpSeconds} s warm-up, the server reaching Postgres through a counting TCP proxy (\`bench/pg-turns-proxy.mjs\`):`
+    + ' a round trip begins each time the app sends after Postgres last did, summed over all connections, over the run\'s 201 responses.'
+    + ' Background traffic (request-log batches, notifications, readiness checks) is included on purpose, amortised over the orders.',
   ]
   const ratio = (a, b) => `${(rps[a] / rps[b]).toFixed(2)}×`
   const ratios = [
@@ -318,7 +318,7 @@ try {
   const describeOutcomes = counts => Object.entries(counts).map(([kind, count]) => `${count} × ${kind}`).join(', ')
   const stormLines = [
     `${storm.keys} keys, each sent ${stormCopies} times (${stormCopies / stormInstances} to each instance), ${connections} connections spread over both instances;`
-      + ` the instance running behind owed copies of at most ${storm.mostOwed} keys at once`,
+    + ` the instance running behind owed copies of at most ${storm.mostOwed} keys at once`,
     `storm responses: ${describeOutcomes(storm.outcomes.storm)}`,
     `then every key once more with \`Prefer: wait=10\`: ${describeOutcomes(storm.outcomes.settle)}`,
     `SQL: ${storm.check}; ${problems.length === 0
@@ -337,9 +337,9 @@ try {
       `in "order, new key · Postgres + Redis" warm-up and run are ${statsFlushMs / 1000} s apart, so that the commit count starts after every commit of the warm-up was flushed`,
       `duplicate storm: ${stormInstances} instances on one database and one Redis prefix, ${stormCopies} copies per key`,
       'peak RSS: the server process\'s resident high-water mark over its whole life (start-up, warm-up, run);'
-        + ' for the storm, the larger of the two instances',
+      + ' for the storm, the larger of the two instances',
       'the worker is off in the server (`WORKER_ENABLED=false`, `LOG_LEVEL=warn`): jobs only queue up — except in'
-        + ' "order, new key · worker on (as deployed)", where the in-app worker runs them (`WORKER_ENABLED=true`, `LOG_LEVEL=info`, the log discarded)',
+      + ' "order, new key · worker on (as deployed)", where the in-app worker runs them (`WORKER_ENABLED=true`, `LOG_LEVEL=info`, the log discarded)',
       'before each Postgres scenario the bench database is vacuumed and checkpointed, so that no scenario pays for the previous one\'s rows',
     ]
     const environment = await describeEnvironment(sql, redisUrl, loadAtStart)

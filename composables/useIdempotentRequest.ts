@@ -54,13 +54,13 @@ export interface RetryPolicy {
 export const defaultRetryPolicy: RetryPolicy = { maxAttempts: 6, baseDelayMs: 300, maxDelayMs: 8_000, attemptTimeoutMs: 15_000, maxRetryAfterMs: 30_000 }
 
 /** What one attempt's answer means for the intent. */
-export type Verdict =
-  | { kind: 'succeeded' }
-  | { kind: 'retry', reason: string, retryAfterMs?: number }
+export type Verdict
+  = | { kind: 'succeeded' }
+    | { kind: 'retry', reason: string, retryAfterMs?: number }
   /** A 4xx the server stored under the key: it will be replayed forever, the intent has ended. */
-  | { kind: 'final' }
+    | { kind: 'final' }
   /** A 4xx stored nowhere (validation, auth): fix the request and send it again with the same key. */
-  | { kind: 'rejected' }
+    | { kind: 'rejected' }
 
 const isProblemOf = (body: unknown, slug: string) => (body as Problem | undefined)?.type === `/problems/${slug}`
 
@@ -189,7 +189,6 @@ export function createIdempotentRequest<T = unknown>(options: IdempotentRequestO
     }
     return undefined
   }
-
 
   async function attemptOnce(key: string, body: unknown, extraHeaders: Record<string, string>): Promise<{ verdict: Verdict, status?: number, payload?: unknown, replayed?: boolean }> {
     try {

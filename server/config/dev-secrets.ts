@@ -63,6 +63,8 @@ function readStored(file: string): Record<string, unknown> | undefined {
     const parsed: unknown = JSON.parse(text)
     if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) return parsed as Record<string, unknown>
   }
-  catch {}
+  catch {
+    // Not JSON: refused below with what to do.
+  }
   throw new Error(`${file} is not a JSON object of secrets. Delete it to generate new development secrets (clients holding the old ones must be given the new).`)
 }

@@ -73,7 +73,9 @@ function readOwner(file: string): LockOwner | undefined {
       return { pid: owner.pid, hostname: owner.hostname, command: String(owner.command ?? 'unknown'), since: String(owner.since ?? 'unknown') }
     }
   }
-  catch {}
+  catch {
+    // Not JSON: answered below like any other lock this code cannot read.
+  }
   // Not a lock this code wrote, or half-written by a process starting right now: it counts as held.
   return { pid: -1, hostname: hostname(), command: 'an unreadable lock file', since: 'unknown' }
 }
@@ -96,5 +98,7 @@ function unlinkIfOwnedBy(file: string, owner: LockOwner | undefined): void {
   try {
     unlinkSync(file)
   }
-  catch {}
+  catch {
+    // Already gone: nothing left to release.
+  }
 }

@@ -68,7 +68,6 @@ export const operatorActions = pgTable('operator_actions', {
   index('operator_actions_request_id_idx').on(t.requestId),
 ])
 
-
 export const idempotencyRecords = pgTable('idempotency_records', {
   id: uuid('id').primaryKey().defaultRandom(),
   /** `tenant:<id>` for orders, `provider:<name>` for webhooks. */
@@ -172,7 +171,6 @@ export const requestLog = pgTable('request_log', {
   index('request_log_client_request_id_idx').on(t.clientRequestId),
   index('request_log_created_at_idx').on(t.createdAt),
 ])
-
 
 export interface JobErrorEntry {
   attempt: number
@@ -281,7 +279,6 @@ export const invoices = pgTable('invoices', {
   currency: text('currency').notNull(),
   createdAt: createdAt(),
 }, t => [index('invoices_order_idx').on(t.orderId)])
-
 
 /**
  * Every verified provider event, once: the raw body and the signature headers are kept so the

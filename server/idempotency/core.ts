@@ -254,9 +254,9 @@ async function answerForTakenKey(
 // leased
 // ---------------------------------------------------------------------------------------------
 
-type LeasedDecision =
-  | { kind: 'answered', outcome: IdempotentOutcome }
-  | { kind: 'owner', claim: Claim, takeover: boolean }
+type LeasedDecision
+  = | { kind: 'answered', outcome: IdempotentOutcome }
+    | { kind: 'owner', claim: Claim, takeover: boolean }
 
 async function attemptLeased(deps: IdempotencyDeps, request: IdempotentRequest, operation: LeasedOperation): Promise<IdempotentOutcome> {
   const cached = deps.replays.local(request.scope, request.key) ?? await deps.replays.shared(request.scope, request.key)

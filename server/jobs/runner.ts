@@ -356,7 +356,9 @@ export function createWorker(options: WorkerOptions): Worker {
       if (flushing) return
       flushing = true
       // Completions of the same tick join the first batch.
-      queueMicrotask(() => { flushCompletions().finally(() => { flushing = false }) })
+      queueMicrotask(() => {
+        flushCompletions().finally(() => { flushing = false })
+      })
     })
   }
 

@@ -73,8 +73,10 @@ function chargeOf(request: PaymentRequest): Record<string, unknown> {
   if (request.currency !== MIDTRANS_CURRENCY) {
     throw new PaymentRefused({ code: 'currency_unsupported', message: REFUSED_DETAILS_MESSAGE, providerMessage: `Midtrans charges in ${MIDTRANS_CURRENCY} only; the order is in ${request.currency}` })
   }
-  const method = request.paymentMethod === 'bank_transfer' ? { payment_type: 'bank_transfer', bank_transfer: { bank: VA_BANK } }
-    : request.paymentMethod === 'ewallet' ? { payment_type: 'gopay' }
+  const method = request.paymentMethod === 'bank_transfer'
+    ? { payment_type: 'bank_transfer', bank_transfer: { bank: VA_BANK } }
+    : request.paymentMethod === 'ewallet'
+      ? { payment_type: 'gopay' }
       : undefined
   if (!method) {
     throw new PaymentRefused({
@@ -114,9 +116,12 @@ function stateOf(orderId: string, answer: Answer): PaymentState {
   const status = String(answer.transaction_status ?? '')
   const gross = Math.round(Number(answer.gross_amount))
   const refunded = Math.round(Number(answer.refund_amount ?? answer.gross_amount))
-  const type: PaymentEventType = status === 'settlement' || (status === 'capture' && answer.fraud_status === 'accept') ? 'payment.succeeded'
-    : failedStatuses.has(status) ? 'payment.failed'
-      : status === 'refund' || status === 'partial_refund' ? 'payment.refunded'
+  const type: PaymentEventType = status === 'settlement' || (status === 'capture' && answer.fraud_status === 'accept')
+    ? 'payment.succeeded'
+    : failedStatuses.has(status)
+      ? 'payment.failed'
+      : status === 'refund' || status === 'partial_refund'
+        ? 'payment.refunded'
         : 'payment.updated'
   return { paymentId: orderId, providerStatus: status, type, amount: type === 'payment.refunded' ? refunded : gross, currency: MIDTRANS_CURRENCY, answer }
 }

@@ -65,6 +65,7 @@ const withInside = (inside: fc.Arbitrary<string>) => fc.tuple(visibleAscii(1, 40
 const latin1Char = fc.integer({ min: 0x80, max: 0xFF }).map(code => String.fromCharCode(code))
 /** Any Unicode text sent as its UTF-8 bytes (node:http writes header strings as Latin-1, byte per char). */
 const utf8Bytes = fc.string({ unit: 'grapheme', minLength: 1, maxLength: 10 })
+  // eslint-disable-next-line no-control-regex -- the point: any byte outside ASCII, NUL included
   .filter(text => /[^\x00-\x7F]/.test(text))
   .map(text => Buffer.from(text, 'utf8').toString('latin1'))
 const notVisibleAscii = fc.oneof(fc.constantFrom(' ', '\t', '  '), latin1Char, utf8Bytes)
@@ -249,11 +250,15 @@ const bodyCase: fc.Arbitrary<BodyCase> = fc.oneof(
   // Invalid UTF-8 anywhere — outside any string, in a field, in an unknown field the schema would
   // strip — rejects the whole body: it is not JSON (RFC 8259 §8.1).
   { weight: 2, arbitrary: fc.tuple(orderArbitrary, invalidUtf8, fc.constantFrom('before the body', 'cartId', 'currency', 'sku', 'email', 'an unknown field')).map(([order, bytes, where]) => {
-    const marked = where === 'before the body' ? `${BYTES_MARK}${JSON.stringify(order)}`
-      : where === 'an unknown field' ? JSON.stringify({ ...order, note: `n${BYTES_MARK}` })
-      : where === 'sku' ? JSON.stringify({ ...order, items: [{ ...order.items[0]!, sku: `SKU${BYTES_MARK}` }] })
-        : where === 'email' ? JSON.stringify({ ...order, customer: { email: `a${BYTES_MARK}@b.co` } })
-          : JSON.stringify({ ...order, [where]: where === 'cartId' ? `${CART_PLACEHOLDER}${BYTES_MARK}` : `I${BYTES_MARK}` })
+    const marked = where === 'before the body'
+      ? `${BYTES_MARK}${JSON.stringify(order)}`
+      : where === 'an unknown field'
+        ? JSON.stringify({ ...order, note: `n${BYTES_MARK}` })
+        : where === 'sku'
+          ? JSON.stringify({ ...order, items: [{ ...order.items[0]!, sku: `SKU${BYTES_MARK}` }] })
+          : where === 'email'
+            ? JSON.stringify({ ...order, customer: { email: `a${BYTES_MARK}@b.co` } })
+            : JSON.stringify({ ...order, [where]: where === 'cartId' ? `${CART_PLACEHOLDER}${BYTES_MARK}` : `I${BYTES_MARK}` })
     const [head, tail] = marked.split(BYTES_MARK) as [string, string]
     return { what: `bytes ${bytes.toString('hex')} in ${where}`, bytes: Buffer.concat([Buffer.from(head), bytes, Buffer.from(tail)]), expected: 'malformed-json' as const }
   }) },

@@ -21,7 +21,10 @@ async function ping(url: string): Promise<string> {
 function refusesConnections(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = net.connect({ host: '127.0.0.1', port })
-    socket.once('connect', () => { socket.destroy(); resolve(false) })
+    socket.once('connect', () => {
+      socket.destroy()
+      resolve(false)
+    })
     socket.once('error', () => resolve(true))
   })
 }

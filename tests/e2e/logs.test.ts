@@ -244,7 +244,7 @@ describeWithServices('structured logs (SPEC §7)', ['postgres', 'redis'], () => 
   describe('the whole output', () => {
     it('is JSON lines (besides the server\'s listening banner) and never shows a credential or a bearer token', async () => {
       // Credentials on every path that reads them: the ops API, a rejected key, the metrics scrape.
-      expectProblem(await request(app.url, '/api/orders', { method: 'POST', headers: { authorization: `Bearer ${unknownSecretKey}`, 'idempotency-key': newIdempotencyKey() }, body: validOrderBody() }), 'unauthorized')
+      expectProblem(await request(app.url, '/api/orders', { method: 'POST', headers: { 'authorization': `Bearer ${unknownSecretKey}`, 'idempotency-key': newIdempotencyKey() }, body: validOrderBody() }), 'unauthorized')
       expectProblem(await request(app.url, '/api/ops/jobs', { headers: { authorization: `Bearer ${tenant.secretKey}` } }), 'unauthorized')
       const scrape = await opsRequest(app.url, '/api/metrics')
       expect(scrape.status).toBe(200)

@@ -296,7 +296,7 @@ describeWithServices('standalone worker processes', ['postgres', 'redis'], () =>
   it('a standalone worker without DATABASE_URL exits with code 1 naming DATABASE_URL', async () => {
     // The environment startWorker builds, minus the database.
     const env = appEnv({ redisUrl, label: 'no-database' })
-    for (const name of ['OPS_TOKEN', 'WEBHOOK_STANDARD_SECRET', 'WEBHOOK_STRIPE_SECRET', 'MIDTRANS_SERVER_KEY']) delete env[name]
+    for (const name of ['OPS_TOKEN', 'WEBHOOK_STANDARD_SECRET', 'WEBHOOK_STRIPE_SECRET', 'MIDTRANS_SERVER_KEY']) Reflect.deleteProperty(env, name)
     const child = spawnManaged({
       label: 'no-database',
       args: [`${projectRoot}node_modules/jiti/lib/jiti-cli.mjs`, 'scripts/worker.ts'],

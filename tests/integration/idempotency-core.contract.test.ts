@@ -267,13 +267,18 @@ function idempotencyCoreContract(pair: Pair) {
     const reached = new Promise<void>((resolve) => { markReached = resolve })
     const released = new Promise<void>((resolve) => { release = resolve })
     holds.push(release)
-    return { reached, release, step: async () => { markReached(); await released } }
+    const step = async () => {
+      markReached()
+      await released
+    }
+    return { reached, release, step }
   }
 
   /** A promise and whether it settled yet. */
   function watch<T>(promise: Promise<T>) {
     const watched = { promise, settled: false }
-    promise.then(() => { watched.settled = true }, () => { watched.settled = true })
+    const settle = () => { watched.settled = true }
+    promise.then(settle, settle)
     return watched
   }
 
@@ -407,7 +412,10 @@ function idempotencyCoreContract(pair: Pair) {
       const tenantId = newTenantId()
       const executed = await runIdempotent(instance(), request(), atomic({ tenantId }))
       const consulted: string[] = []
-      const sameRows = atomic({ tenantId, onUniqueViolation: async (constraint) => { consulted.push(constraint); return undefined } })
+      const sameRows = atomic({ tenantId, onUniqueViolation: async (constraint) => {
+        consulted.push(constraint)
+        return undefined
+      } })
       const outcome = await runIdempotent(instance({ locks: createMemoryLocks(), shared: null }), request(), sameRows)
         .catch((error: unknown) => ({ rejectedWith: String(error), constraint: violatedUniqueConstraint(error) }))
       expectReplay(outcome as IdempotentOutcome, executed)
@@ -690,7 +698,10 @@ function idempotencyCoreContract(pair: Pair) {
           client.on('error', () => {})
           await client.connect()
           const shared = redisReplayTier(server.url, `${prefix}replay`, reconnecting)
-          cleanUps.push(async () => { client.disconnect(); await shared.dispose() })
+          cleanUps.push(async () => {
+            client.disconnect()
+            await shared.dispose()
+          })
           return { locks: createRedisLocks(client), shared }
         }
         const owner = instance(await processOnServer())
@@ -842,7 +853,11 @@ function idempotencyCoreContract(pair: Pair) {
           cleanUps.push(async () => proxy.resume())
           let markFrozen!: () => void
           const frozen = new Promise<void>((resolve) => { markFrozen = resolve })
-          const running = runIdempotent(owner, request(), leased({ ...writes.owner, first: () => { proxy.pause(); markFrozen() } }))
+          const freeze = () => {
+            proxy.pause()
+            markFrozen()
+          }
+          const running = runIdempotent(owner, request(), leased({ ...writes.owner, first: freeze }))
           await frozen
           await leaseRanOut()
           const taken = await runIdempotent(instance(), request(), leased(writes.taker))

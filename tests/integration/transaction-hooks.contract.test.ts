@@ -128,4 +128,3 @@ for (const driver of ['postgres', 'pglite'] as const) {
     })
   })
 }
-

@@ -87,9 +87,9 @@ export async function startStack(options: StackOptions): Promise<Stack> {
 }
 
 /** One attempt of the retrying client: the response, or the network error when none arrived. */
-export type OrderAnswer =
-  | { baseUrl: string, response: TestResponse, networkError?: undefined }
-  | { baseUrl: string, response?: undefined, networkError: Error }
+export type OrderAnswer
+  = | { baseUrl: string, response: TestResponse, networkError?: undefined }
+    | { baseUrl: string, response?: undefined, networkError: Error }
 
 export interface AnsweredOrder {
   /** The answer the client stopped at: anything that is not worth retrying. */

@@ -40,5 +40,9 @@ async function openCleaningUp(open: () => Promise<DatabaseHandle>, cleanUp: () =
     await cleanUp()
     throw error
   }
-  return { handle, close: async () => { await handle.close(); await cleanUp() } }
+  const close = async () => {
+    await handle.close()
+    await cleanUp()
+  }
+  return { handle, close }
 }

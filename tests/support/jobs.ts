@@ -45,7 +45,11 @@ export interface JobsFixture {
 export async function openJobsFixture(databaseUrl: string): Promise<JobsFixture> {
   const handle = await openDatabase({ url: databaseUrl, pgliteDir: '', migrationsDir, poolSize: 4 })
   const sql = postgres(databaseUrl, { max: 4, onnotice: () => {} })
-  return { db: handle.db, handle, sql, close: async () => { await sql.end({ timeout: 5 }); await handle.close() } }
+  const close = async () => {
+    await sql.end({ timeout: 5 })
+    await handle.close()
+  }
+  return { db: handle.db, handle, sql, close }
 }
 
 const pendingOrder = (id: string, tenantId: string, email: string, requestId: string) => ({

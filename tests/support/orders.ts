@@ -72,7 +72,7 @@ export interface PostOrderOptions {
 export function orderRequestHeaders({ secretKey, key, headers = {} }: Pick<PostOrderOptions, 'secretKey' | 'key' | 'headers'>): Record<string, string> {
   const hasContentType = Object.keys(headers).some(name => name.toLowerCase() === 'content-type')
   return {
-    'authorization': `Bearer ${secretKey}`,
+    authorization: `Bearer ${secretKey}`,
     ...(key !== undefined && { 'idempotency-key': key }),
     ...(!hasContentType && { 'content-type': 'application/json' }),
     ...headers,

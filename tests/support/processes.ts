@@ -36,8 +36,15 @@ export function spawnManaged(options: { label: string, args: string[], env: Reco
   let exitedYet = false
   const exited = new Promise<number | null>((resolve) => {
     // 'close' rather than 'exit': by then both pipes are drained, so output() is complete.
-    child.once('close', (code) => { exitedYet = true; resolve(code) })
-    child.once('error', (error) => { output += `\n[spawn error] ${error.message}\n`; exitedYet = true; resolve(null) })
+    child.once('close', (code) => {
+      exitedYet = true
+      resolve(code)
+    })
+    child.once('error', (error) => {
+      output += `\n[spawn error] ${error.message}\n`
+      exitedYet = true
+      resolve(null)
+    })
   })
 
   const managed: ManagedProcess = {

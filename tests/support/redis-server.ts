@@ -65,8 +65,16 @@ async function launch(port: number): Promise<{ child: ChildProcess, exited: Prom
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => { output += chunk })
   let hasExited = false
   const exited = new Promise<void>((resolve) => {
-    child.once('close', () => { hasExited = true; runningServers.delete(child); resolve() })
-    child.once('error', (error) => { output += `\n[spawn error] ${error.message}\n`; hasExited = true; resolve() })
+    child.once('close', () => {
+      hasExited = true
+      runningServers.delete(child)
+      resolve()
+    })
+    child.once('error', (error) => {
+      output += `\n[spawn error] ${error.message}\n`
+      hasExited = true
+      resolve()
+    })
   })
   runningServers.add(child)
 
@@ -86,7 +94,10 @@ function answersPing(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = net.connect({ host: '127.0.0.1', port })
     let reply = ''
-    const done = (ok: boolean) => { socket.destroy(); resolve(ok) }
+    const done = (ok: boolean) => {
+      socket.destroy()
+      resolve(ok)
+    }
     socket.setTimeout(1_000, () => done(false))
     socket.once('connect', () => socket.write('PING\r\n'))
     socket.setEncoding('utf8').on('data', (chunk: string) => {

@@ -18,7 +18,10 @@ function reachable(url: string, defaultPort: number): Promise<boolean> {
   const { hostname, port } = new URL(url)
   return new Promise((resolve) => {
     const socket = net.connect({ host: hostname, port: Number(port || defaultPort) })
-    const done = (ok: boolean) => { socket.destroy(); resolve(ok) }
+    const done = (ok: boolean) => {
+      socket.destroy()
+      resolve(ok)
+    }
     socket.setTimeout(1000, () => done(false))
     socket.once('connect', () => done(true))
     socket.once('error', () => done(false))

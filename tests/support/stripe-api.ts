@@ -27,18 +27,18 @@ export interface ProviderCall {
   answered?: number | 'dropped'
 }
 
-export type ProviderFault =
+export type ProviderFault
   /**
    * Answer this status with the provider's error body (and Retry-After when given); nothing is
    * created or stored. `error` replaces the body's error: Stripe's `error` object, Midtrans' fields.
    */
-  | { kind: 'status', status: number, retryAfter?: string, error?: Record<string, unknown> }
+  = | { kind: 'status', status: number, retryAfter?: string, error?: Record<string, unknown> }
   /** Do the work (create, store the idempotent answer), then destroy the socket: a lost response. */
-  | { kind: 'drop-after' }
+    | { kind: 'drop-after' }
   /** Destroy the socket before doing anything. */
-  | { kind: 'drop-before' }
+    | { kind: 'drop-before' }
   /** Wait, then handle normally; a create holds its Idempotency-Key as in progress meanwhile. */
-  | { kind: 'delay', ms: number }
+    | { kind: 'delay', ms: number }
 
 export interface ScriptedFault<Fault = ProviderFault> {
   /** create: POST /v1/payment_intents; read: any GET; any: every request. */
@@ -405,8 +405,10 @@ function routeOf(method: string, path: string): Route | undefined {
 
 function authenticate(authorization: string | undefined, secretKey: string): Answer | undefined {
   const [scheme = '', credentials = ''] = (authorization ?? '').trim().split(/\s+/, 2)
-  const key = /^bearer$/i.test(scheme) ? credentials
-    : /^basic$/i.test(scheme) ? Buffer.from(credentials, 'base64').toString('utf8').split(':')[0]
+  const key = /^bearer$/i.test(scheme)
+    ? credentials
+    : /^basic$/i.test(scheme)
+      ? Buffer.from(credentials, 'base64').toString('utf8').split(':')[0]
       : ''
   if (key === secretKey) return undefined
   if (!key) {
@@ -421,9 +423,12 @@ function authenticate(authorization: string | undefined, secretKey: string): Ans
 
 function scriptedStatus(fault: Extract<ProviderFault, { kind: 'status' }>): Answer {
   const error = fault.error ?? (
-    fault.status === 429 ? { type: 'rate_limit_error', code: 'rate_limit', message: 'Request rate limit exceeded. You can learn more about rate limits here https://stripe.com/docs/rate-limits.' }
-      : fault.status === 409 ? { type: 'idempotency_error', code: 'idempotency_key_in_use', message: 'There is currently another in-progress request using this Idempotent Key. Please try again later.' }
-        : fault.status >= 500 ? { type: 'api_error', message: 'Sorry, something went wrong. We\'ve already been notified of the problem.' }
+    fault.status === 429
+      ? { type: 'rate_limit_error', code: 'rate_limit', message: 'Request rate limit exceeded. You can learn more about rate limits here https://stripe.com/docs/rate-limits.' }
+      : fault.status === 409
+        ? { type: 'idempotency_error', code: 'idempotency_key_in_use', message: 'There is currently another in-progress request using this Idempotent Key. Please try again later.' }
+        : fault.status >= 500
+          ? { type: 'api_error', message: 'Sorry, something went wrong. We\'ve already been notified of the problem.' }
           : { type: 'invalid_request_error', message: `Scripted HTTP ${fault.status}.` })
   const answer = stripeError(fault.status, error)
   if (fault.retryAfter !== undefined) answer.headers['retry-after'] = fault.retryAfter

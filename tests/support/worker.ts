@@ -28,7 +28,7 @@ export async function startWorker(options: StartWorkerOptions): Promise<WorkerPr
   const workerId = `${label}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`
   const env = appEnv({ databaseUrl: options.databaseUrl, redisUrl: options.redisUrl, label, env: options.env })
   // The standalone worker verifies nothing: prove it by giving it no secret but mockpay's, which it signs deliveries with.
-  for (const name of ['OPS_TOKEN', 'WEBHOOK_STANDARD_SECRET', 'WEBHOOK_STRIPE_SECRET', 'MIDTRANS_SERVER_KEY']) delete env[name]
+  for (const name of ['OPS_TOKEN', 'WEBHOOK_STANDARD_SECRET', 'WEBHOOK_STRIPE_SECRET', 'MIDTRANS_SERVER_KEY']) Reflect.deleteProperty(env, name)
   Object.assign(env, { LOG_LEVEL: 'info', WORKER_ID: workerId }, options.redisKeyPrefix ? { REDIS_KEY_PREFIX: options.redisKeyPrefix } : {}, options.env)
   const child = spawnManaged({ label, args: [jitiCli, 'scripts/worker.ts'], env })
   const deadline = Date.now() + startTimeoutMs

@@ -649,7 +649,7 @@ describe('createIdempotentRequest', () => {
   })
 
   it('forget() during a retry wait silences the old run; a submit right after is a new intent with a new key', async () => {
-    const wait = deferred<void>()
+    const wait = deferred<undefined>()
     const { request, calls, snapshots, storage } = harness([networkError(), { status: 201, body: created('key-2') }], {
       options: { sleep: () => wait.promise },
     })
@@ -660,7 +660,7 @@ describe('createIdempotentRequest', () => {
     const fresh = request.submit(order)
     expect(fresh).not.toBe(old)
     expect(await fresh).toMatchObject({ phase: 'succeeded', key: 'key-2' })
-    wait.resolve()
+    wait.resolve(undefined)
     await old
 
     expect(calls.map(call => call.headers['idempotency-key'])).toEqual(['key-1', 'key-2'])

@@ -37,7 +37,7 @@ function signedNotification(fields: Signed): Record<string, string> {
 /** The same notification with unsigned fields changed after signing, as an attacker replays it. */
 const relabelled = (notification: Record<string, string>, changes: Record<string, string | undefined>) => {
   const copy: Record<string, string | undefined> = { ...notification, ...changes }
-  for (const [name, value] of Object.entries(copy)) if (value === undefined) delete copy[name]
+  for (const [name, value] of Object.entries(copy)) if (value === undefined) Reflect.deleteProperty(copy, name)
   return copy as Record<string, string>
 }
 

@@ -28,7 +28,7 @@ const exitOf = (child: ChildProcess) => new Promise<number | null>(resolve => ch
 async function holdingProcess(): Promise<ChildProcess> {
   const script = join(dir, 'hold.ts')
   writeFileSync(script, `import { holdPgliteDir } from ${JSON.stringify(lockModule)}\n`
-    + `holdPgliteDir(${JSON.stringify(dir)})\nprocess.stdout.write('held\\n')\nprocess.stdin.resume().on('end', () => process.exit(0))\n`)
+  + `holdPgliteDir(${JSON.stringify(dir)})\nprocess.stdout.write('held\\n')\nprocess.stdin.resume().on('end', () => process.exit(0))\n`)
   const child = spawn(process.execPath, [jitiCli, script], { stdio: ['pipe', 'pipe', 'inherit'] })
   children.push(child)
   await new Promise<void>((resolve, reject) => {

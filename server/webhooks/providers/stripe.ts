@@ -60,8 +60,10 @@ export const stripeProvider: WebhookProvider = {
     const paymentId = object.payment_intent ?? object.id
     // A charge's `amount` is what was charged; `amount_refunded` is the total refunded so far, which
     // is less after a partial refund (`refunded` is true only once all of it is).
-    const stripeAmount = normalised === 'payment.succeeded' ? object.amount_received ?? object.amount
-      : normalised === 'payment.refunded' ? object.amount_refunded
+    const stripeAmount = normalised === 'payment.succeeded'
+      ? object.amount_received ?? object.amount
+      : normalised === 'payment.refunded'
+        ? object.amount_refunded
         : object.amount
     const amount = stripeAmount === undefined || object.currency === undefined ? stripeAmount : fromStripeAmount(stripeAmount, object.currency)
     const event: PaymentEvent = { eventId: id, type: normalised, orderId: object.metadata.order_id, paymentId, amount, currency: object.currency?.toUpperCase() }

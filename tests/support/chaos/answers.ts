@@ -4,15 +4,15 @@
  * workers' mockpay deliveries. A 502 the balancer made up is counted apart: it is not the app's.
  */
 
-export type RequestKind =
-  | 'order'
-  | 'order read'
-  | 'mockpay action'
-  | 'mockpay intent read'
-  | 'webhook standard'
-  | 'webhook stripe'
-  | 'webhook midtrans'
-  | 'mockpay delivery (worker)'
+export type RequestKind
+  = | 'order'
+    | 'order read'
+    | 'mockpay action'
+    | 'mockpay intent read'
+    | 'webhook standard'
+    | 'webhook stripe'
+    | 'webhook midtrans'
+    | 'mockpay delivery (worker)'
 
 export type Outcome = number | 'network error' | 'balancer 502'
 

@@ -47,7 +47,7 @@ export function printFigures({ durationMs, load, answers, faults, fleetEvents }:
   const copies = load.orderIntents.reduce((sum, intent) => sum + intent.copies, 0)
   console.log('Order intents:')
   console.table({
-    intents: { count: figures.intents },
+    'intents': { count: figures.intents },
     'fired as 2 concurrent copies': { count: figures.duplicatedIntents.twoCopies },
     'fired as 3 concurrent copies': { count: figures.duplicatedIntents.threeCopies },
     'requests (copies) in all': { count: copies },
