@@ -15,6 +15,7 @@ export interface OpsList<T> { object: 'list', data: T[] }
 /** One failed or rescued attempt in a job's history (database clock). */
 export interface OpsJobError {
   attempt: number
+  /** When the attempt failed. */
   at: string
   startedAt: string | null
   /** When the next attempt was scheduled; null when the job was dead-lettered. */

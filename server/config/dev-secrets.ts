@@ -1,5 +1,6 @@
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
+import { mkdirSync, renameSync, writeFileSync } from 'node:fs'
 import { dirname } from 'node:path'
+import { readTextIfExists } from '../utils/files'
 
 /** How a kept secret is made and checked (the configuration's own generator and validation). */
 export interface SecretMaker {
@@ -51,14 +52,8 @@ export function keptSecrets(file: string, names: readonly string[], maker: Secre
 
 /** The file's secrets; undefined when there is no file yet. */
 function readStored(file: string): Record<string, unknown> | undefined {
-  let text: string
-  try {
-    text = readFileSync(file, 'utf8')
-  }
-  catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined
-    throw error
-  }
+  const text = readTextIfExists(file)
+  if (text === undefined) return undefined
   try {
     const parsed: unknown = JSON.parse(text)
     if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) return parsed as Record<string, unknown>

@@ -1,6 +1,7 @@
-import { readFileSync, unlinkSync, writeFileSync } from 'node:fs'
+import { unlinkSync, writeFileSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
+import { readTextIfExists } from '../utils/files'
 
 /**
  * PGlite is one process's database: a second process opening the same directory (say
@@ -59,14 +60,8 @@ export function holdPgliteDir(dataDir: string): void {
 
 /** The lock's owner; undefined when there is no lock file (any more). */
 function readOwner(file: string): LockOwner | undefined {
-  let text: string
-  try {
-    text = readFileSync(file, 'utf8')
-  }
-  catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined
-    throw error
-  }
+  const text = readTextIfExists(file)
+  if (text === undefined) return undefined
   try {
     const owner = JSON.parse(text) as Partial<LockOwner>
     if (typeof owner.pid === 'number' && typeof owner.hostname === 'string') {

@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm'
 import { bigint, bigserial, check, index, integer, json, jsonb, pgSequence, pgTable, text, timestamp, unique, uuid } from 'drizzle-orm/pg-core'
 import type { PaymentNextAction } from '../../shared/orders'
 import { type IdempotencyStatus, idempotencyStatuses, type JobStatus, jobStatuses, type WebhookEventSource, webhookEventSources, type WebhookEventStatus, webhookEventStatuses } from '../../shared/statuses'
+import type { OpsJobError } from '../../shared/ops-api'
 
 export { idempotencyStatuses, jobStatuses, webhookEventSources, webhookEventStatuses }
 export type { IdempotencyStatus, JobStatus, WebhookEventSource, WebhookEventStatus }
@@ -172,18 +173,8 @@ export const requestLog = pgTable('request_log', {
   index('request_log_created_at_idx').on(t.createdAt),
 ])
 
-export interface JobErrorEntry {
-  attempt: number
-  /** When the attempt failed (database clock). */
-  at: string
-  startedAt: string | null
-  /** When the next attempt was scheduled; null when the job was dead-lettered. */
-  retryAt: string | null
-  /** retryable | permanent | rescued */
-  errorClass: string
-  message: string
-  worker: string | null
-}
+/** One entry of a job's error history, stored as the ops API shows it. */
+export type JobErrorEntry = OpsJobError
 
 /** Every claim draws the next value: a fence token that only grows, across all workers. */
 export const jobFenceSequence = pgSequence('job_fence_seq')
