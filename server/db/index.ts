@@ -8,11 +8,13 @@ let ready: DatabaseHandle | undefined
 
 /** Opens the database and applies migrations once per process; every request awaits this first. */
 export function databaseReady(): Promise<DatabaseHandle> {
-  opening ??= (() => {
+  // Opened on the next turn of the event loop: the start-up plugin asks while the bundle is still
+  // being loaded, and Nitro points import.meta.url at the server's entry (next to the migrations
+  // the build ships, see shippedMigrationsDir) only once that is done.
+  opening ??= new Promise(resolve => setImmediate(resolve)).then(() => {
     const config = useConfig()
     return openDatabase({ url: config.DATABASE_URL, pgliteDir: config.PGLITE_DIR, migrationsDir: config.MIGRATIONS_DIR })
-      .then(handle => (ready = handle))
-  })()
+  }).then(handle => (ready = handle))
   return opening
 }
 

@@ -86,6 +86,37 @@ describe('embedded mode: PGlite and in-process locks', () => {
     expectProblem(sameCartNewKey, 'cart-already-ordered')
     expect(sameCartNewKey.json.orderId).toBe(orderId)
   })
+
+  it('answers readiness, reads and other orders while a slow order waits before its commit', async () => {
+    expect(orderId).toBeDefined()
+    const auth = { authorization: `Bearer ${tenant.secretKey}` }
+    const settled: string[] = []
+    const tracked = <T>(name: string, pending: Promise<T>) => pending.finally(() => settled.push(name))
+    // Sent twice: whichever takes the key's lock first is the slow one, the other is told it is in
+    // progress — and once that answer is in, the slow one is in flight, holding the key.
+    const slowOrder = { key: `embedded-slow-${randomUUID()}`, body: validOrderBody(), headers: { 'x-fault': 'delay-before-commit=5000' } }
+    const sent = [tracked('slow', postOrder(app.url, { secretKey: tenant.secretKey, ...slowOrder })), tracked('slow', postOrder(app.url, { secretKey: tenant.secretKey, ...slowOrder }))]
+    const duplicate = await Promise.race(sent)
+    expectProblem(duplicate, 'request-in-progress')
+
+    const [ready, fetched, other] = await Promise.all([
+      tracked('ready', request(app.url, '/api/ready')),
+      tracked('read', request(app.url, `/api/orders/${orderId}`, { headers: auth })),
+      tracked('other order', postOrder(app.url, { secretKey: tenant.secretKey, key: `embedded-${randomUUID()}`, body: validOrderBody() })),
+    ])
+    expect(ready.status, ready.text).toBe(200)
+    expect(ready.json).toMatchObject({ status: 'ready', checks: { database: { driver: 'pglite', ok: true } } })
+    expect(fetched.status, fetched.text).toBe(200)
+    expect(fetched.json).toMatchObject({ id: orderId, object: 'order' })
+    expect(other.status, other.text).toBe(201)
+    // All three answered while the slow order was still waiting: only the duplicate had settled.
+    expect(settled.filter(name => name === 'slow')).toHaveLength(1)
+
+    const slow = (await Promise.all(sent)).find(response => response !== duplicate)!
+    expect(slow.status, slow.text).toBe(201)
+    expect(slow.json).toMatchObject({ object: 'order', status: 'pending_payment', idempotency: { key: slowOrder.key, replayed: false } })
+    expect(settled.at(-1)).toBe('slow')
+  })
 })
 
 describe('embedded mode: the checkout loop with mockpay and the in-app worker', () => {
