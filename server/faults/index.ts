@@ -32,7 +32,12 @@ export function readCommitFaults(event: H3Event): CommitFaults {
   switch (delayed ?? named) {
     case 'delay-before-commit': return { beforeCommit: async () => { await sleep(Number(ms)) } }
     case 'fail-before-commit': return { beforeCommit: async () => { throw new InjectedFault() } }
-    case 'delay-after-commit': return { afterCommit: async () => { await sleep(Number(ms)); return false } }
+    case 'delay-after-commit': return {
+      afterCommit: async () => {
+        await sleep(Number(ms))
+        return false
+      },
+    }
     case 'drop-after-commit': return {
       afterCommit: async (e) => {
         dropConnection(e)
