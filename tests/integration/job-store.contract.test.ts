@@ -830,6 +830,45 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
     })
   })
 
+  describe('dismiss', () => {
+    async function deadLetter(): Promise<string> {
+      const job = await enqueueAndClaim({ maxAttempts: 1 })
+      await store.fail(job, { errorClass: 'permanent', message: 'payload invalid', retryInMs: 0, permanent: true })
+      expect((await find(job.id)).status).toBe('dead_letter')
+      return job.id
+    }
+
+    it('ends a dead letter for good with its reason: never claimed, rescued or redriven again', async () => {
+      const id = await deadLetter()
+      const dismissed = await store.dismiss(id, 'the order was deleted by the shop')
+      expect(dismissed).toMatchObject({
+        id, status: 'dismissed', dismissedReason: 'the order was deleted by the shop', lockedBy: null, lastError: 'payload invalid',
+        errors: [expect.objectContaining({ attempt: 1, message: 'payload invalid' })],
+      })
+      expect(dismissed!.dismissedAt).toBeInstanceOf(Date)
+      expect(await find(id)).toEqual(dismissed)
+
+      expect(await store.claim(WORKER_B, 100)).toEqual([])
+      expect(await store.rescueStale(0)).toEqual([])
+      expect(await store.redrive(id)).toBeUndefined()
+      expect(await store.dismiss(id, 'again')).toBeUndefined()
+      expect(await find(id)).toEqual(dismissed)
+    })
+
+    it('refuses every status but dead_letter and leaves the job unchanged', async () => {
+      const completed = await completedJob()
+      const running = (await enqueueAndClaim()).id
+      const queued = await enqueue({ delayMs: FAR_FUTURE_MS })
+      for (const [id, status] of [[completed, 'completed'], [running, 'running'], [queued, 'queued']] as const) {
+        const before = await find(id)
+        expect(before.status).toBe(status)
+        expect(await store.dismiss(id, 'not a dead letter')).toBeUndefined()
+        expect(await find(id)).toEqual(before)
+      }
+      expect(await store.dismiss('job_unknown', 'no such job')).toBeUndefined()
+    })
+  })
+
   describe('list', () => {
     it('filters by status, kind and resource, newest first, up to the limit', async () => {
       // Separate statements a few milliseconds apart, so created_at orders them (PGlite's clock can
