@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url'
 import { defineVitestProject } from '@nuxt/test-utils/config'
 import { defineConfig } from 'vitest/config'
+import type { TestUserConfig } from 'vitest/node'
 
 // Four projects: pure units, contract suites against real services and PGlite, HTTP suites
 // against the built server (built once by the e2e global setup, then started as real processes),
@@ -22,54 +23,55 @@ const projectFilters = process.argv.flatMap((arg, index, args) => arg === '--pro
 const selects = (name: string) => !projectFilters.length
   || projectFilters.some(filter => filter.startsWith('!') || new RegExp(`^${filter.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*')}$`).test(name))
 
-export default defineConfig({
-  test: {
-    project: ['unit', 'integration', 'e2e', 'nuxt'],
-    projects: [
-      { test: { name: 'unit', include: ['tests/unit/**/*.test.ts'], environment: 'node' } },
-      {
-        test: {
-          name: 'integration',
-          include: ['tests/integration/**/*.test.ts'],
-          environment: 'node',
-          testTimeout: 30_000,
-          hookTimeout: 60_000,
-        },
+// `project` (the default selection) is one of vitest's run options, which its config accepts too.
+const test: TestUserConfig = {
+  project: ['unit', 'integration', 'e2e', 'nuxt'],
+  projects: [
+    { test: { name: 'unit', include: ['tests/unit/**/*.test.ts'], environment: 'node' } },
+    {
+      test: {
+        name: 'integration',
+        include: ['tests/integration/**/*.test.ts'],
+        environment: 'node',
+        testTimeout: 30_000,
+        hookTimeout: 60_000,
       },
-      {
-        test: {
-          name: 'e2e',
-          include: ['tests/e2e/**/*.test.ts'],
-          environment: 'node',
-          globalSetup: ['tests/support/build-once.ts'],
-          // Each file starts its own server processes: run files one at a time on two cores.
-          fileParallelism: false,
-          testTimeout: 60_000,
-          hookTimeout: 120_000,
-        },
+    },
+    {
+      test: {
+        name: 'e2e',
+        include: ['tests/e2e/**/*.test.ts'],
+        environment: 'node',
+        globalSetup: ['tests/support/build-once.ts'],
+        // Each file starts its own server processes: run files one at a time on two cores.
+        fileParallelism: false,
+        testTimeout: 60_000,
+        hookTimeout: 120_000,
       },
-      {
-        test: {
-          name: 'chaos',
-          include: ['tests/chaos/**/*.test.ts'],
-          environment: 'node',
-          globalSetup: ['tests/support/build-once.ts'],
-          testTimeout: 10_000,
-          // The whole run (setup, load, faults, settling, checks) is one beforeAll.
-          hookTimeout: 600_000,
-        },
+    },
+    {
+      test: {
+        name: 'chaos',
+        include: ['tests/chaos/**/*.test.ts'],
+        environment: 'node',
+        globalSetup: ['tests/support/build-once.ts'],
+        testTimeout: 10_000,
+        // The whole run (setup, load, faults, settling, checks) is one beforeAll.
+        hookTimeout: 600_000,
       },
-      // Loading Nuxt takes seconds of CPU: only when this project is selected.
-      ...(selects('nuxt')
-        ? [defineVitestProject({
-            test: {
-              name: 'nuxt',
-              include: ['tests/nuxt/**/*.test.ts'],
-              environment: 'nuxt',
-              environmentOptions: { nuxt: { domEnvironment: 'happy-dom', overrides: { buildDir: nuxtTestBuildDir } } },
-            },
-          })]
-        : []),
-    ],
-  },
-})
+    },
+    // Loading Nuxt takes seconds of CPU: only when this project is selected.
+    ...(selects('nuxt')
+      ? [defineVitestProject({
+          test: {
+            name: 'nuxt',
+            include: ['tests/nuxt/**/*.test.ts'],
+            environment: 'nuxt',
+            environmentOptions: { nuxt: { domEnvironment: 'happy-dom', overrides: { buildDir: nuxtTestBuildDir } } },
+          },
+        })]
+      : []),
+  ],
+}
+
+export default defineConfig({ test })

@@ -16,7 +16,7 @@ export interface Problem {
   title?: string
   status?: number
   detail?: string
-  errors?: Array<{ path: string, message: string }>
+  errors?: ReadonlyArray<{ path: string, message: string }>
   [member: string]: unknown
 }
 

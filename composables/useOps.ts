@@ -6,8 +6,8 @@ import type { Problem } from './useIdempotentRequest'
  * The operations console's access to /api/ops/** and /api/metrics: the operator's token, kept in
  * sessionStorage (this tab only, gone when it closes) and sent as a bearer header. A 401 from any
  * call forgets the token and says why, so the page shows the token form again. Calls go through
- * `ops.api`, Nuxt's `$fetch` typed by the server routes (their answers are the types of
- * shared/ops-api.ts); `useOps` is created once by pages/ops.vue and shared with its panels.
+ * `ops.api`, Nuxt's `$fetch`, each call typed with its answer from shared/ops-api.ts (which every
+ * ops route's value must satisfy); `useOps` is created once by pages/ops.vue and shared with its panels.
  */
 
 const TOKEN_KEY = 'ops:token'

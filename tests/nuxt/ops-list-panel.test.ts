@@ -18,7 +18,7 @@ function mountPanel(props: { items: Row[], loading: boolean, loaded: boolean, er
     props: { ...base, ...props },
     slots: {
       filters: () => h('input', { 'data-testid': 'things-filter' }),
-      default: ({ items }: { items: Row[] }) => h('ul', { 'data-testid': 'things-rows' }, items.map(row => h('li', row.id))),
+      default: ({ items }: { items: unknown[] }) => h('ul', { 'data-testid': 'things-rows' }, (items as Row[]).map(row => h('li', row.id))),
     },
   })
 }

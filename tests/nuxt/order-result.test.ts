@@ -1,4 +1,5 @@
 import { mountSuspended } from '@nuxt/test-utils/runtime'
+import type { DOMWrapper } from '@vue/test-utils'
 import { describe, expect, it } from 'vitest'
 import OrderResult from '~/components/checkout/OrderResult.vue'
 import { catalogue, placedOrder } from './support/checkout'
@@ -6,7 +7,7 @@ import { catalogue, placedOrder } from './support/checkout'
 /** Intl writes a no-break space between the currency code and the amount. */
 const idr = (amount: string) => `IDR\u00A0${amount}`
 const rowsOf = (wrapper: Awaited<ReturnType<typeof mountSuspended>>, part: 'thead' | 'tbody' | 'tfoot') =>
-  wrapper.findAll(`[data-testid="order-items"] ${part} tr`).map(row => row.findAll('th, td').map(cell => cell.text()))
+  wrapper.findAll(`[data-testid="order-items"] ${part} tr`).map((row: DOMWrapper<Element>) => row.findAll('th, td').map((cell: DOMWrapper<Element>) => cell.text()))
 
 describe('OrderResult', () => {
   it('shows the order id and its payment status in words', async () => {
