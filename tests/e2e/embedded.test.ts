@@ -3,8 +3,9 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '../support/app'
+import { type AppProcess, fastJobsEnv, startApp, stopAll } from '../support/app'
 import { createTenant, request } from '../support/http'
+import { opsRequest } from '../support/ops'
 import { expectProblem, orderBodyVariant, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import { deliver, newWebhookId, standardBody, standardDelivery } from '../support/webhooks'
@@ -172,7 +173,7 @@ describe('embedded mode: the checkout loop with mockpay and the in-app worker', 
 
     // On PGlite the app holds the database: the ops API shows when the event's job has run.
     await pollUntil(`the webhook.apply job of ${webhookId} completed`, async () => {
-      const listed = await request(app!.url, `/api/ops/jobs?kind=webhook.apply&resourceId=order:${orderId}`, { headers: { authorization: `Bearer ${testSecrets.opsToken}` } })
+      const listed = await opsRequest(app!.url, `/api/ops/jobs?kind=webhook.apply&resourceId=order:${orderId}`)
       expect(listed.status, listed.text).toBe(200)
       const jobs: Array<{ idempotencyKey: string, status: string }> = listed.json.data
       return jobs.some(job => job.idempotencyKey === webhookId && job.status === 'completed')

@@ -5,6 +5,7 @@ import { expect } from 'vitest'
 import type { JobErrorEntry } from '../../server/db/schema'
 import { type AppProcess, startApp, testSecrets } from './app'
 import { createTenant, request, type TestResponse } from './http'
+import { opsRequest } from './ops'
 import type { MidtransApi } from './midtrans-api'
 import { type OrderBody, postOrder, type TenantCredentials, validOrderBody } from './orders'
 import { pollUntil } from './poll'
@@ -196,7 +197,7 @@ export async function effectsOf(sql: postgres.Sql, orderId: string): Promise<{ e
 }
 
 export function ops(baseUrl: string, path: string, method = 'GET'): Promise<TestResponse> {
-  return request(baseUrl, path, { method, headers: { authorization: `Bearer ${testSecrets.opsToken}` }, timeoutMs: 30_000 })
+  return opsRequest(baseUrl, path, { method, timeoutMs: 30_000 })
 }
 
 /** POST /api/ops/tasks/payments:reconcile: the task's result as the endpoint answers it. */

@@ -1,6 +1,6 @@
 import type postgres from 'postgres'
-import { testSecrets } from '../app'
 import { request } from '../http'
+import { opsHeaders } from '../ops'
 import type { AnswerLog } from './answers'
 import type { FleetEvent } from './fleet'
 import type { LoadResult } from './load'
@@ -50,8 +50,6 @@ export interface InvariantInput {
   /** Deaths and restarts of the fleet's processes. */
   fleetEvents: FleetEvent[]
 }
-
-const opsHeaders = { authorization: `Bearer ${testSecrets.opsToken}` }
 
 export async function checkInvariants(input: InvariantInput): Promise<InvariantResult[]> {
   const { sql, tenantId, load } = input

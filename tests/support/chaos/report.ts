@@ -1,5 +1,4 @@
-import { testSecrets } from '../app'
-import { request } from '../http'
+import { opsRequest } from '../ops'
 import type { AnswerLog } from './answers'
 import type { InjectedFault } from './faults'
 import type { FleetEvent } from './fleet'
@@ -94,7 +93,7 @@ export async function printEvidence(baseUrl: string, results: InvariantResult[],
   }
   for (const subject of subjects.values()) {
     const query = new URLSearchParams(subject as Record<string, string>)
-    const response = await request(baseUrl, `/api/ops/evidence?${query}`, { headers: { authorization: `Bearer ${testSecrets.opsToken}` } })
+    const response = await opsRequest(baseUrl, `/api/ops/evidence?${query}`)
     const timeline: Array<{ at: string, kind: string, summary: string }> = response.json?.timeline ?? []
     console.log(`\nEvidence for ${query} (${response.status}${response.json?.truncated ? ', truncated' : ''}):\n${
       timeline.map(entry => `  ${entry.at} ${entry.kind.padEnd(18)} ${entry.summary}`).join('\n') || response.text.slice(0, 500)}`)
