@@ -49,7 +49,29 @@ const EnvSchema = z.object({
   // Read by Nitro itself; validated here so a bad value fails with a clear message.
   PORT: intIn(0, 65_535, 3000),
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
+  /**
+   * `transaction`: DATABASE_URL is a transaction pooler (PgBouncer, Supavisor, Neon pooled, RDS
+   * Proxy): no named prepared statements, no startup parameters, no session state between transactions.
+   */
+  DATABASE_POOL_MODE: z.enum(['session', 'transaction']).default('session'),
+  /** A direct (unpooled) connection for migrations and LISTEN, when DATABASE_URL is a pooler. */
+  DATABASE_DIRECT_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
+  /** PEM file of the CA that signed the Postgres server's certificate (sslmode=verify-full). */
+  DATABASE_CA_FILE: z.string().min(1).optional(),
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').optional(),
+  /** A Redis Cluster: `host:port,host:port,…` (any of its masters; the rest are discovered). */
+  REDIS_CLUSTER_NODES: z.string().regex(/^[\w.-]+:\d+(,[\w.-]+:\d+)*$/, 'must be host:port,host:port,…').optional(),
+  /** Redis Sentinels: `host:port,host:port,…`, with REDIS_SENTINEL_NAME. */
+  REDIS_SENTINELS: z.string().regex(/^[\w.-]+:\d+(,[\w.-]+:\d+)*$/, 'must be host:port,host:port,…').optional(),
+  /** The master's name the sentinels monitor (`sentinel monitor <name> …`). */
+  REDIS_SENTINEL_NAME: z.string().regex(/^[\w.-]{1,64}$/).optional(),
+  /** Password (and user, for ACLs) of the Redis nodes in a cluster or behind sentinels; REDIS_URL carries its own. */
+  REDIS_USERNAME: z.string().min(1).optional(),
+  REDIS_PASSWORD: z.string().min(1).optional(),
+  /** TLS to every Redis node (rediss:// in REDIS_URL says the same). */
+  REDIS_TLS: flag(false),
+  /** PEM file of the CA that signed the Redis servers' certificates (TLS is verified against it). */
+  REDIS_CA_FILE: z.string().min(1).optional(),
   REDIS_KEY_PREFIX: z.string().regex(/^[\w:.-]{1,64}$/).default('ic:'),
   PGLITE_DIR: z.string().min(1).default('.data/pglite'),
   /** Where generated local secrets are kept between restarts (mode 0600; .data is not in the repository). */
