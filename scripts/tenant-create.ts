@@ -4,7 +4,7 @@
  * embedded database allows one process: while `npm run dev` holds it, this refuses and says how to
  * create the tenant through the running server instead.
  */
-import { parseConfig } from '../server/config'
+import { ConfigError, parseConfig } from '../server/config'
 import { openDatabase } from '../server/db/client'
 import { PgliteDirLockedError } from '../server/db/pglite-lock'
 import { createTenant } from '../server/tenants/service'
@@ -14,7 +14,14 @@ if (!name || name.length > 100) {
   console.error('Usage: npm run tenant:create -- <name>   (1–100 characters)')
   process.exit(2)
 }
-const config = parseConfig(process.env, { dev: true, keepSecrets: true })
+let config
+try {
+  config = parseConfig(process.env, { dev: true, keepSecrets: true })
+}
+catch (error) {
+  console.error(error instanceof ConfigError ? error.message : error)
+  process.exit(1)
+}
 let handle
 try {
   handle = await openDatabase({ url: config.DATABASE_URL, pgliteDir: config.PGLITE_DIR, migrationsDir: config.MIGRATIONS_DIR })

@@ -28,5 +28,7 @@ export default defineEventHandler(async (event) => {
     status: ready ? 'ready' : 'unavailable',
     checks: { database: { driver: handle.driver, ...database }, locks: { backend: useLocks().kind, ...locks } },
     warnings: useConfig().warnings,
+    // The webhook endpoints this deployment serves (a provider without its secret answers 404).
+    webhooks: { providers: useConfig().webhookProviders },
   }
 })

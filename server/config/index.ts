@@ -4,10 +4,11 @@ import { z } from 'zod'
 import { keptSecrets } from './dev-secrets'
 
 /**
- * The one module that reads the environment (SPEC §10). Validated with zod at start-up: a bad value
- * stops the process with a message naming the variable. Secrets are generated (and printed) only
- * when the app runs embedded or in `nuxt dev`, once, and kept in DEV_SECRETS_FILE; a deployment with
- * DATABASE_URL must set them.
+ * The one module that reads the environment (SPEC §10). Validated with zod at start-up: a bad or
+ * missing value stops the process with one message that names every setting to fix. Secrets are
+ * generated (and printed) only when the app runs embedded or in `nuxt dev`, once, and kept in
+ * DEV_SECRETS_FILE; a deployment with DATABASE_URL sets the ones what it turns on needs (see
+ * parseConfig). `.env.example` lists every variable; `npm run secrets` prints fresh secrets.
  */
 
 const flag = (fallback: boolean) =>
@@ -170,12 +171,20 @@ const EnvSchema = z.object({
 })
 
 type Env = z.infer<typeof EnvSchema>
-/** Required in a deployment; generated (and printed) when embedded or in development. */
+export type ConfigVariable = keyof typeof EnvSchema.shape
+/** Every variable the configuration reads, in the schema's order (`.env.example` lists each of them). */
+export const configVariableNames = Object.keys(EnvSchema.shape) as ConfigVariable[]
+
+/** The webhook endpoints (SPEC §5); each is served only when it has its secret. */
+export const webhookProviderNames = ['standard', 'stripe', 'midtrans', 'mockpay'] as const
+export type WebhookProviderName = typeof webhookProviderNames[number]
+
+/** Generated (and printed) when missing in dev/embedded; in a deployment each is required only by what needs it. */
 const secretNames = ['OPS_TOKEN', 'WEBHOOK_STANDARD_SECRET', 'WEBHOOK_STRIPE_SECRET', 'MIDTRANS_SERVER_KEY'] as const
 type SecretName = typeof secretNames[number] | 'MOCKPAY_WEBHOOK_SECRET'
-/** Every secret a local run may generate (the session password is kept but never printed). */
-const localSecretNames = [...secretNames, 'MOCKPAY_WEBHOOK_SECRET', 'SESSION_PASSWORD'] as const
-type LocalSecretName = typeof localSecretNames[number]
+/** Every secret this app can make (a local run keeps them; the session password is kept but never printed). */
+export const generatableSecretNames = [...secretNames, 'MOCKPAY_WEBHOOK_SECRET', 'SESSION_PASSWORD'] as const
+export type GeneratableSecretName = typeof generatableSecretNames[number]
 
 /** A setting that is on although it is unsafe in production, as start-up logs it and /api/ready shows it. */
 export interface ConfigWarning {
@@ -183,7 +192,9 @@ export interface ConfigWarning {
   detail: string
 }
 
-export type AppConfig = Omit<Env, SecretName | 'PAYMENT_PROVIDER' | 'MOCKPAY_ENABLED' | 'MOCKPAY_WEBHOOK_URL' | 'CHECKOUT_DEMO_ENABLED' | 'SESSION_PASSWORD'> & Record<typeof secretNames[number], string> & {
+export type AppConfig = Omit<Env, 'OPS_TOKEN' | 'PAYMENT_PROVIDER' | 'MOCKPAY_ENABLED' | 'MOCKPAY_WEBHOOK_URL' | 'MOCKPAY_WEBHOOK_SECRET' | 'CHECKOUT_DEMO_ENABLED' | 'SESSION_PASSWORD'> & {
+  /** Required in a deployment; a standalone worker, which serves nothing, gets one nobody knows. */
+  OPS_TOKEN: string
   PAYMENT_PROVIDER: PaymentProviderName
   MOCKPAY_ENABLED: boolean
   CHECKOUT_DEMO_ENABLED: boolean
@@ -191,9 +202,16 @@ export type AppConfig = Omit<Env, SecretName | 'PAYMENT_PROVIDER' | 'MOCKPAY_ENA
   MOCKPAY_WEBHOOK_URL: string
   /** Set whenever MOCKPAY_ENABLED; undefined otherwise (nothing signs or verifies mockpay deliveries then). */
   MOCKPAY_WEBHOOK_SECRET: string | undefined
+  /**
+   * The webhook endpoints this process serves, each with the secret it verifies with: a provider
+   * without its secret is off (its route answers 404). In dev/embedded every one has a secret.
+   */
+  webhookSecrets: Partial<Record<WebhookProviderName, string>>
+  /** The keys of webhookSecrets, in webhookProviderNames' order (what /api/ready lists). */
+  webhookProviders: WebhookProviderName[]
   /** No DATABASE_URL: PGlite in PGLITE_DIR, one process. */
   embedded: boolean
-  /** Secrets that were generated because they were missing (dev/embedded only). */
+  /** Secrets that were generated because they were missing (dev/embedded only; a worker's unused OPS_TOKEN). */
   generatedSecrets: SecretName[]
   /** The file the generated secrets are kept in; undefined when none were generated or they are not kept. */
   secretsFile: string | undefined
@@ -201,14 +219,110 @@ export type AppConfig = Omit<Env, SecretName | 'PAYMENT_PROVIDER' | 'MOCKPAY_ENA
   warnings: ConfigWarning[]
 }
 
-export class ConfigError extends Error {}
+/** What a setting is and what it looks like, for the start-up error that names it. */
+export interface SettingHelp {
+  /** What it is and the shape of its value. */
+  expected: string
+  /** A value of that shape; `…` where it is a secret that must not be copied from here. */
+  example: string
+}
 
-function generateSecret(name: LocalSecretName): string {
+const flagHelp = (what: string): SettingHelp => ({ expected: `${what}: true or false (or 1 / 0)`, example: 'true' })
+const msHelp = (what: string, min: number, max: number, example: number): SettingHelp => ({ expected: `${what}, in milliseconds (a whole number, ${min}–${max})`, example: String(example) })
+const hostPorts = 'host:port,host:port,…'
+
+export const settingHelp: Readonly<Record<ConfigVariable, SettingHelp>> = {
+  PORT: { expected: 'the port to listen on (a whole number, 0–65535)', example: '3000' },
+  DATABASE_URL: { expected: 'the Postgres connection URL (postgres://user:password@host:port/database); unset, the app runs embedded on PGlite', example: 'postgres://checkout:password@db.internal:5432/checkout' },
+  DATABASE_POOL_MODE: { expected: '"session" (a direct connection or a session pooler) or "transaction" (DATABASE_URL is a transaction pooler: PgBouncer, Supavisor, Neon pooled, RDS Proxy)', example: 'transaction' },
+  DATABASE_DIRECT_URL: { expected: 'a direct (unpooled) postgres:// URL, used for migrations and LISTEN when DATABASE_URL is a pooler', example: 'postgres://checkout:password@db-direct.internal:5432/checkout' },
+  DATABASE_CA_FILE: { expected: 'the path of a PEM file with the CA that signed the Postgres server\'s certificate', example: '/etc/ssl/certs/postgres-ca.pem' },
+  REDIS_URL: { expected: 'the URL of a Redis 7+ (redis:// or rediss:// for TLS); unset, locks are in-process (one instance)', example: 'redis://redis.internal:6379' },
+  REDIS_CLUSTER_NODES: { expected: `some masters of a Redis Cluster, ${hostPorts} (the rest are discovered)`, example: 'redis-1.internal:6379,redis-2.internal:6379' },
+  REDIS_SENTINELS: { expected: `the Redis Sentinels, ${hostPorts}, with REDIS_SENTINEL_NAME`, example: 'sentinel-1.internal:26379,sentinel-2.internal:26379' },
+  REDIS_SENTINEL_NAME: { expected: 'the master\'s name the sentinels monitor (1–64 letters, digits, _ . -)', example: 'mymaster' },
+  REDIS_USERNAME: { expected: 'the ACL user of the cluster or sentinel-managed Redis nodes', example: 'checkout' },
+  REDIS_PASSWORD: { expected: 'the password of the cluster or sentinel-managed Redis nodes', example: '…' },
+  REDIS_TLS: flagHelp('TLS to every Redis node'),
+  REDIS_CA_FILE: { expected: 'the path of a PEM file with the CA that signed the Redis servers\' certificates', example: '/etc/ssl/certs/redis-ca.pem' },
+  REDIS_KEY_PREFIX: { expected: 'the prefix of every Redis key (1–64 letters, digits, _ : . -)', example: 'ic:' },
+  PGLITE_DIR: { expected: 'the embedded database\'s directory', example: '.data/pglite' },
+  DEV_SECRETS_FILE: { expected: 'the file that keeps secrets generated in dev/embedded', example: '.data/dev-secrets.json' },
+  MIGRATIONS_DIR: { expected: 'a directory of SQL migrations in drizzle\'s layout (default: the ones the build ships)', example: '/srv/checkout/drizzle' },
+  OPS_TOKEN: { expected: 'the operators\' bearer token for /api/ops and /api/metrics, at least 16 characters (`npm run secrets` prints one)', example: 'ops_…' },
+  WEBHOOK_STANDARD_SECRET: { expected: `the Standard Webhooks signing secret the sender shares: "whsec_" and the base64 of at least ${MIN_SIGNING_KEY_BYTES} random bytes (\`npm run secrets\` prints one)`, example: 'whsec_…' },
+  WEBHOOK_STRIPE_SECRET: { expected: 'Stripe\'s endpoint signing secret (whsec_…) from the dashboard\'s webhook endpoint for /api/webhooks/stripe (`stripe listen` prints one for local tests)', example: 'whsec_…' },
+  MIDTRANS_SERVER_KEY: { expected: 'the server key from the Midtrans dashboard (Settings → Access Keys; SB-Mid-server-… in the sandbox)', example: 'SB-Mid-server-…' },
+  FAULTS_ENABLED: flagHelp('the X-Fault test header (tests only)'),
+  IDEMPOTENCY_TTL_SECONDS: { expected: 'how long an order\'s key is remembered, in seconds (a whole number, 60–2592000)', example: '86400' },
+  WEBHOOK_IDEMPOTENCY_TTL_SECONDS: { expected: 'how long a webhook event id is remembered, in seconds (a whole number, 60–31536000)', example: '2592000' },
+  IDEMPOTENCY_LEASE_MS: msHelp('the lease of a claimed record', 200, 600_000, 30_000),
+  IDEMPOTENCY_LOCK_TTL_MS: msHelp('the processing lock of a key in flight', 100, 60_000, 5000),
+  IDEMPOTENCY_REPLAY_CACHE_BYTES: { expected: 'the size of this instance\'s cache of finished responses, in bytes (a whole number, 0–2147483648)', example: '33554432' },
+  WORKER_ENABLED: flagHelp('the job worker inside the app'),
+  WORKER_CONCURRENCY: { expected: 'jobs one worker runs at once (a whole number, 1–64)', example: '4' },
+  WORKER_PREFETCH: { expected: 'jobs a worker claims beyond its free slots (a whole number, 0–256)', example: '8' },
+  WORKER_ID: { expected: 'this worker\'s name in jobs.locked_by and logs (1–64 letters, digits, _ : . @ -)', example: 'worker-1' },
+  JOB_POLL_INTERVAL_MS: msHelp('the fallback poll of the job queue', 10, 60_000, 1000),
+  JOB_BACKOFF_BASE_MS: msHelp('the first retry\'s delay', 1, 3_600_000, 1000),
+  JOB_BACKOFF_CAP_MS: msHelp('the longest retry delay', 1, 86_400_000, 3_600_000),
+  JOB_HEARTBEAT_TIMEOUT_MS: msHelp('how long a running job may stay silent before it is rescued', 100, 3_600_000, 60_000),
+  JOB_LOCK_TTL_MS: msHelp('the resource lock of a running job', 50, 600_000, 30_000),
+  JOB_MAX_SNOOZES: { expected: 'times a job may snooze without spending an attempt (a whole number, 0–10000)', example: '20' },
+  JOB_MAX_SNOOZE_MS: msHelp('the longest snooze', 1, 86_400_000, 3_600_000),
+  JOB_LOCK_BUSY_DELAY_MS: msHelp('the wait of a job whose resource is locked', 1, 60_000, 250),
+  JOB_SHUTDOWN_GRACE_MS: msHelp('how long running jobs may finish on SIGTERM', 0, 300_000, 10_000),
+  JOB_MAINTENANCE_INTERVAL_MS: msHelp('how often a standalone worker runs rescue and retention', 50, 3_600_000, 15_000),
+  JOB_RETENTION_DAYS: { expected: 'days completed jobs are kept (a whole number, 0–3650)', example: '7' },
+  PAYMENT_PROVIDER: { expected: 'where orders ask for their payments: stripe, midtrans, or mockpay (the built-in simulator: demo and tests only)', example: 'stripe' },
+  STRIPE_SECRET_KEY: { expected: 'a Stripe secret key from the dashboard (Developers → API keys): sk_test_…, sk_live_…, or a restricted rk_test_… / rk_live_…', example: 'sk_live_…' },
+  STRIPE_API_BASE: { expected: 'an http(s) URL the Stripe client calls instead of https://api.stripe.com (a stand-in or a proxy)', example: 'http://127.0.0.1:12111' },
+  MIDTRANS_API_BASE: { expected: 'an http(s) URL the Midtrans client calls instead of Midtrans\' own API (a stand-in or a proxy)', example: 'https://midtrans-proxy.internal' },
+  MIDTRANS_IS_PRODUCTION: flagHelp('Midtrans production instead of its sandbox'),
+  PAYMENT_PROVIDER_TIMEOUT_MS: msHelp('the longest one payment provider call may take', 100, 120_000, 20_000),
+  PAYMENT_RECONCILE_AFTER_SECONDS: { expected: 'how long an order may await its payment before the provider is asked, in seconds (a whole number, 0–2592000)', example: '900' },
+  MOCKPAY_ENABLED: flagHelp('the simulated payment provider (demo and tests only)'),
+  MOCKPAY_WEBHOOK_URL: { expected: 'the http(s) URL mockpay delivers its webhooks to', example: 'http://127.0.0.1:3000/api/webhooks/mockpay' },
+  MOCKPAY_WEBHOOK_SECRET: { expected: `mockpay's own signing secret, "whsec_" and the base64 of at least ${MIN_SIGNING_KEY_BYTES} random bytes, never WEBHOOK_STANDARD_SECRET's key (\`npm run secrets\` prints one)`, example: 'whsec_…' },
+  MOCKPAY_DUPLICATES: { expected: 'extra copies mockpay sends of each event (a whole number, 0–10)', example: '1' },
+  MOCKPAY_MAX_DELAY_MS: msHelp('mockpay\'s random delay per delivery', 0, 60_000, 300),
+  MOCKPAY_REORDER: flagHelp('mockpay re-sending earlier events with each new one'),
+  CHECKOUT_DEMO_ENABLED: flagHelp('the checkout page\'s demo store (demo only)'),
+  SESSION_PASSWORD: { expected: 'the password that seals the checkout session cookie, at least 32 characters (`npm run secrets` prints one)', example: '…' },
+  REQUEST_LOG_ENABLED: flagHelp('one request_log row per API request'),
+  REQUEST_LOG_RETENTION_DAYS: { expected: 'days request_log rows are kept (a whole number, 1–3650)', example: '14' },
+  LOG_LEVEL: { expected: 'debug, info, warn, error or silent', example: 'info' },
+}
+
+/** One setting to fix: its name, and what is wrong with it, what it expects and an example. */
+export interface ConfigProblem {
+  name: ConfigVariable
+  message: string
+}
+
+export class ConfigError extends Error {
+  /** Every setting to fix, when the configuration was read (empty for other failures). */
+  readonly problems: ConfigProblem[]
+
+  constructor(message: string, problems: ConfigProblem[] = []) {
+    super(message)
+    this.problems = problems
+  }
+}
+
+/** A fresh secret in the shape its variable takes (the one generator, also behind `npm run secrets`). */
+export function generateSecret(name: GeneratableSecretName): string {
   if (name === 'SESSION_PASSWORD') return randomBytes(32).toString('base64url')
-  const raw = randomBytes(24)
+  const raw = randomBytes(MIN_SIGNING_KEY_BYTES)
   if (name === 'WEBHOOK_STANDARD_SECRET' || name === 'MOCKPAY_WEBHOOK_SECRET') return `whsec_${raw.toString('base64')}`
   if (name === 'OPS_TOKEN') return `ops_${raw.toString('base64url')}`
   return raw.toString('base64url')
+}
+
+/** Why `value` is not a valid `name`, or undefined when it is (checked as given: parseConfig treats '' as unset first). */
+export function settingProblem(name: ConfigVariable, value: string): string | undefined {
+  const result = (EnvSchema.shape[name] as z.ZodType).safeParse(value)
+  return result.success ? undefined : result.error.issues.map(issue => issue.message).join('; ')
 }
 
 export interface ParseOptions {
@@ -234,102 +348,159 @@ function warningsOf(config: Pick<AppConfig, 'FAULTS_ENABLED' | 'MOCKPAY_ENABLED'
   return warnings
 }
 
+/**
+ * Reads and checks the whole environment, then either returns the configuration or throws one
+ * ConfigError that lists every setting to fix: each invalid value, each missing setting that what
+ * this deployment turns on requires, and each pair that contradicts itself.
+ *
+ * What a deployment (DATABASE_URL, outside `nuxt dev`) must set: PAYMENT_PROVIDER; OPS_TOKEN (not a
+ * standalone worker); the chosen provider's API key (STRIPE_SECRET_KEY or MIDTRANS_SERVER_KEY,
+ * required embedded too: a made-up one would only fail at the provider); WEBHOOK_STRIPE_SECRET with
+ * stripe (not a standalone worker), whose webhooks are how payments and refunds arrive;
+ * MOCKPAY_WEBHOOK_SECRET while mockpay is on; SESSION_PASSWORD while the demo checkout is on.
+ * Every other webhook secret is optional: a provider without its secret is off. Dev and embedded
+ * generate every missing secret, so each provider works locally.
+ */
 export function parseConfig(env: Record<string, string | undefined>, options: ParseOptions = {}): AppConfig {
   // Empty strings mean "unset": shells and .env files often export them that way.
-  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''))
-  const parsed = EnvSchema.safeParse(present)
-  if (!parsed.success) {
-    const lines = parsed.error.issues.map(i => `  ${i.path.join('.')}: ${i.message}`)
-    throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`)
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== '')) as Record<string, string>
+  const isSet = (name: ConfigVariable) => present[name] !== undefined
+  const problems: ConfigProblem[] = []
+  const parsed: Record<string, unknown> = {}
+  for (const name of configVariableNames) {
+    const result = (EnvSchema.shape[name] as z.ZodType).safeParse(present[name])
+    if (result.success) parsed[name] = result.data
+    else problems.push({ name, message: `${result.error.issues.map(issue => issue.message).join('; ')} — should be ${settingHelp[name].expected}. Example: ${name}=${settingHelp[name].example}` })
   }
-  const values = parsed.data
-  const embedded = !values.DATABASE_URL
+  // An invalid variable is undefined here, and listed already: no rule below reports it again as missing.
+  const values = parsed as Env
+  const invalid = new Set(problems.map(problem => problem.name))
+  const missing = (name: ConfigVariable, reason: string) => {
+    const lookalike = lookalikeOf(name, present)
+    problems.push({ name, message: `missing — ${settingHelp[name].expected}; required ${reason}. Example: ${name}=${settingHelp[name].example}${lookalike ? ` (${lookalike} is set, but this app reads ${name})` : ''}` })
+  }
+
+  const embedded = !isSet('DATABASE_URL')
   const local = embedded || options.dev === true
-  const mayGenerate = local || options.secretsOptional === true
-  const missing: SecretName[] = secretNames.filter(name => !values[name])
-  if (missing.length && !mayGenerate) {
-    throw new ConfigError(`Missing required secrets: ${missing.join(', ')}. Set them in the environment; `
-      + 'they are generated only when the app runs embedded (no DATABASE_URL) or in development.')
+  const deployment = !local
+  // The app serves the API and receives webhooks; a standalone worker does neither.
+  const serving = options.secretsOptional !== true
+  const paymentProvider = invalid.has('PAYMENT_PROVIDER') ? undefined : values.PAYMENT_PROVIDER ?? (local ? 'mockpay' : undefined)
+  const mockpayEnabled = values.MOCKPAY_ENABLED === undefined ? paymentProvider === 'mockpay' : ['true', '1'].includes(values.MOCKPAY_ENABLED)
+  const checkoutDemoEnabled = values.CHECKOUT_DEMO_ENABLED === undefined ? local : ['true', '1'].includes(values.CHECKOUT_DEMO_ENABLED)
+
+  if (deployment && serving && !isSet('OPS_TOKEN')) missing('OPS_TOKEN', 'in a deployment (DATABASE_URL set): it guards the operator routes')
+  if (deployment && !isSet('PAYMENT_PROVIDER')) {
+    missing('PAYMENT_PROVIDER', 'with DATABASE_URL: there is no default outside development (stripe needs STRIPE_SECRET_KEY and WEBHOOK_STRIPE_SECRET, midtrans needs MIDTRANS_SERVER_KEY)')
   }
-  const toKeep = local && options.keepSecrets ? localSecretNames.filter(name => !values[name]) : []
+  if (paymentProvider === 'stripe' && !isSet('STRIPE_SECRET_KEY')) {
+    missing('STRIPE_SECRET_KEY', 'because PAYMENT_PROVIDER=stripe: it creates PaymentIntents with it (never generated; a test-mode sk_test_… key to try it)')
+  }
+  if (paymentProvider === 'stripe' && deployment && serving && !isSet('WEBHOOK_STRIPE_SECRET')) {
+    missing('WEBHOOK_STRIPE_SECRET', 'because PAYMENT_PROVIDER=stripe: without it /api/webhooks/stripe is off, and only reconciliation would see a payment (PAYMENT_RECONCILE_AFTER_SECONDS later) and nothing would see a refund')
+  }
+  if (paymentProvider === 'midtrans' && !isSet('MIDTRANS_SERVER_KEY')) {
+    missing('MIDTRANS_SERVER_KEY', 'because PAYMENT_PROVIDER=midtrans: it charges and checks transactions with it and verifies notifications (never generated; the sandbox key to try it)')
+  }
+  if (paymentProvider === 'mockpay' && !mockpayEnabled && !invalid.has('MOCKPAY_ENABLED')) {
+    problems.push({ name: 'MOCKPAY_ENABLED', message: 'is false, but PAYMENT_PROVIDER=mockpay needs MOCKPAY_ENABLED: the simulated provider is the one orders would ask. Choose PAYMENT_PROVIDER=stripe or midtrans, or unset MOCKPAY_ENABLED.' })
+  }
+  // The standalone worker signs mockpay's deliveries too: a generated key would sign what no instance accepts.
+  if (mockpayEnabled && deployment && !isSet('MOCKPAY_WEBHOOK_SECRET')) {
+    missing('MOCKPAY_WEBHOOK_SECRET', 'because mockpay is on (MOCKPAY_ENABLED=true, or PAYMENT_PROVIDER=mockpay) with DATABASE_URL: the same on every instance and standalone worker')
+  }
+  if (mockpayEnabled && values.MOCKPAY_WEBHOOK_SECRET && values.WEBHOOK_STANDARD_SECRET
+    && signingKeyOf(values.MOCKPAY_WEBHOOK_SECRET)!.equals(signingKeyOf(values.WEBHOOK_STANDARD_SECRET)!)) {
+    problems.push({ name: 'MOCKPAY_WEBHOOK_SECRET', message: 'must differ from WEBHOOK_STANDARD_SECRET: with the same key, anyone who drives mockpay could sign events for /api/webhooks/standard. `npm run secrets` prints two different ones.' })
+  }
+  // Every instance must seal and open the same cookies.
+  if (checkoutDemoEnabled && deployment && serving && !isSet('SESSION_PASSWORD')) {
+    missing('SESSION_PASSWORD', 'because CHECKOUT_DEMO_ENABLED=true with DATABASE_URL: every instance seals and opens the same cookies with it')
+  }
+  if (problems.length) throw configErrorOf(problems)
+
+  // Generated: every missing secret when local; a standalone worker's OPS_TOKEN, which nothing asks for.
+  const toKeep = local && options.keepSecrets ? generatableSecretNames.filter(name => !values[name]) : []
   const secretsFile = toKeep.length ? resolve(values.DEV_SECRETS_FILE) : undefined
   const kept = secretsFile ? keepSecrets(secretsFile, toKeep) : {}
-  const generate = (name: LocalSecretName) => kept[name] ?? generateSecret(name)
-  const secrets = Object.fromEntries(secretNames.map(name => [name, values[name] ?? generate(name)])) as Record<typeof secretNames[number], string>
-  const onByDefault = (value: string | undefined) => (value === undefined ? local : ['true', '1'].includes(value))
-  const paymentProvider = resolvePaymentProvider(values, local)
-  const mockpayEnabled = values.MOCKPAY_ENABLED === undefined ? paymentProvider === 'mockpay' : ['true', '1'].includes(values.MOCKPAY_ENABLED)
-  if (paymentProvider === 'mockpay' && !mockpayEnabled) {
-    throw new ConfigError('PAYMENT_PROVIDER=mockpay needs MOCKPAY_ENABLED: the simulated provider is the one orders would ask. Choose PAYMENT_PROVIDER=stripe or midtrans, or unset MOCKPAY_ENABLED.')
-  }
+  const generate = (name: GeneratableSecretName) => kept[name] ?? generateSecret(name)
+  const generatedSecrets: SecretName[] = secretNames.filter(name => !values[name] && (local || name === 'OPS_TOKEN'))
+  const secrets = Object.fromEntries(secretNames.map(name => [name, values[name] ?? (generatedSecrets.includes(name) ? generate(name) : undefined)])) as
+    Pick<AppConfig, 'OPS_TOKEN' | 'WEBHOOK_STANDARD_SECRET' | 'WEBHOOK_STRIPE_SECRET' | 'MIDTRANS_SERVER_KEY'>
   let mockpaySecret: string | undefined
   if (mockpayEnabled) {
     mockpaySecret = values.MOCKPAY_WEBHOOK_SECRET
     if (!mockpaySecret) {
-      // The standalone worker signs mockpay's deliveries too: a generated key would sign what no instance accepts.
-      if (!local) {
-        throw new ConfigError('Missing MOCKPAY_WEBHOOK_SECRET (whsec_ and the base64 of at least 24 random bytes): it is required when mockpay is on (MOCKPAY_ENABLED=true, or PAYMENT_PROVIDER=mockpay) '
-          + 'with DATABASE_URL, the same on every instance and worker, and different from WEBHOOK_STANDARD_SECRET.')
-      }
+      // Only local runs get here (a deployment without it was refused above).
       mockpaySecret = generate('MOCKPAY_WEBHOOK_SECRET')
-      missing.push('MOCKPAY_WEBHOOK_SECRET')
-    }
-    // Both were validated above: each has a key.
-    if (signingKeyOf(mockpaySecret)!.equals(signingKeyOf(secrets.WEBHOOK_STANDARD_SECRET)!)) {
-      throw new ConfigError('MOCKPAY_WEBHOOK_SECRET must differ from WEBHOOK_STANDARD_SECRET: with the same key, anyone who drives mockpay could sign events for /api/webhooks/standard.')
+      generatedSecrets.push('MOCKPAY_WEBHOOK_SECRET')
     }
   }
-  const checkoutDemoEnabled = onByDefault(values.CHECKOUT_DEMO_ENABLED)
-  if (checkoutDemoEnabled && !values.SESSION_PASSWORD && !mayGenerate) {
-    // Every instance must seal and open the same cookies.
-    throw new ConfigError('Missing SESSION_PASSWORD (at least 32 characters): it is required when CHECKOUT_DEMO_ENABLED=true with DATABASE_URL.')
+  const webhookSecrets: AppConfig['webhookSecrets'] = {
+    standard: secrets.WEBHOOK_STANDARD_SECRET,
+    stripe: secrets.WEBHOOK_STRIPE_SECRET,
+    midtrans: secrets.MIDTRANS_SERVER_KEY,
+    mockpay: mockpaySecret,
   }
   const switches = { FAULTS_ENABLED: values.FAULTS_ENABLED, MOCKPAY_ENABLED: mockpayEnabled, CHECKOUT_DEMO_ENABLED: checkoutDemoEnabled }
   return {
     ...values,
     ...secrets,
     ...switches,
-    PAYMENT_PROVIDER: paymentProvider,
+    // Not undefined here: a deployment without it was refused, and local runs default to mockpay.
+    PAYMENT_PROVIDER: paymentProvider!,
     MOCKPAY_WEBHOOK_SECRET: mockpaySecret,
     SESSION_PASSWORD: values.SESSION_PASSWORD ?? generate('SESSION_PASSWORD'),
     MOCKPAY_WEBHOOK_URL: values.MOCKPAY_WEBHOOK_URL ?? `http://127.0.0.1:${values.PORT}/api/webhooks/mockpay`,
+    webhookSecrets: Object.fromEntries(Object.entries(webhookSecrets).filter(([, secret]) => secret !== undefined)),
+    webhookProviders: webhookProviderNames.filter(name => webhookSecrets[name] !== undefined),
     embedded,
-    generatedSecrets: missing,
+    generatedSecrets,
     secretsFile,
     warnings: local ? [] : warningsOf(switches),
   }
 }
 
+/** One error for every problem, in the schema's order (the order of `.env.example`), each on its own line. */
+function configErrorOf(problems: ConfigProblem[]): ConfigError {
+  const sorted = [...problems].sort((a, b) => configVariableNames.indexOf(a.name) - configVariableNames.indexOf(b.name))
+  const count = sorted.length === 1 ? '1 setting to fix' : `${sorted.length} settings to fix`
+  return new ConfigError(`Invalid configuration (${count}):\n${sorted.map(problem => `  ${problem.name}: ${problem.message}`).join('\n')}\n`
+    + 'Every setting is described in .env.example and in the README\'s Configuration section; `npm run secrets` prints new secrets to paste.', sorted)
+}
+
+/**
+ * A variable in the environment that looks like `name` without being one this app reads: the same
+ * words in another order (STRIPE_WEBHOOK_SECRET) or a typo of two characters at most.
+ */
+function lookalikeOf(name: string, present: Record<string, string>): string | undefined {
+  const words = (variable: string) => variable.toUpperCase().split('_').sort().join('_')
+  return Object.keys(present).find(other => other !== name && !Object.hasOwn(EnvSchema.shape, other)
+    && (words(other) === words(name) || editDistance(other.toUpperCase(), name) <= 2))
+}
+
+function editDistance(a: string, b: string): number {
+  if (Math.abs(a.length - b.length) > 2) return 3
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i]
+    for (let j = 1; j <= b.length; j++) row[j] = Math.min(previous[j]! + 1, row[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1))
+    previous = row
+  }
+  return previous[b.length]!
+}
+
 /** The kept local secrets, each checked as the environment's value would be. */
-function keepSecrets(file: string, names: LocalSecretName[]): Partial<Record<LocalSecretName, string>> {
+function keepSecrets(file: string, names: GeneratableSecretName[]): Partial<Record<GeneratableSecretName, string>> {
   try {
     return keptSecrets(file, names, {
-      generate: name => generateSecret(name as LocalSecretName),
-      valid: (name, value) => EnvSchema.shape[name as LocalSecretName].safeParse(value).success,
+      generate: name => generateSecret(name as GeneratableSecretName),
+      valid: (name, value) => settingProblem(name as GeneratableSecretName, value) === undefined,
     })
   }
   catch (error) {
     throw new ConfigError(`Cannot keep the development secrets in ${file} (DEV_SECRETS_FILE): ${error instanceof Error ? error.message : String(error)}`)
   }
-}
-
-/**
- * The payment provider, and what it needs. Its own keys are never generated: a made-up Stripe key or
- * Midtrans server key would only fail at the provider, so they are required even when embedded.
- */
-function resolvePaymentProvider(values: Env, local: boolean): PaymentProviderName {
-  const provider = values.PAYMENT_PROVIDER ?? (local ? 'mockpay' : undefined)
-  if (!provider) {
-    throw new ConfigError('Missing PAYMENT_PROVIDER (mockpay, stripe or midtrans): it is required with DATABASE_URL. '
-      + 'mockpay is the built-in simulator (demo and tests only); stripe needs STRIPE_SECRET_KEY, midtrans needs MIDTRANS_SERVER_KEY.')
-  }
-  if (provider === 'stripe' && !values.STRIPE_SECRET_KEY) {
-    throw new ConfigError('Missing STRIPE_SECRET_KEY: PAYMENT_PROVIDER=stripe creates PaymentIntents with it. Use a test-mode key (sk_test_…) from the Stripe dashboard to try it.')
-  }
-  if (provider === 'midtrans' && !values.MIDTRANS_SERVER_KEY) {
-    throw new ConfigError('Missing MIDTRANS_SERVER_KEY: PAYMENT_PROVIDER=midtrans charges and checks transactions with it (and verifies notifications). Use the sandbox server key from the Midtrans dashboard to try it.')
-  }
-  return provider
 }
 
 let current: AppConfig | undefined

@@ -1,5 +1,4 @@
 import { getHeader, type H3Event } from 'h3'
-import { useConfig } from '../config'
 import { readLimitedRawBody, strictUtf8 } from '../http/body'
 import type { IdempotentReply } from '../idempotency/handler'
 import { checkIdempotencyKey } from '../idempotency/key'
@@ -27,7 +26,7 @@ export interface VerifiedDelivery {
 export async function readVerifiedDelivery(event: H3Event, provider: RegisteredProvider): Promise<VerifiedDelivery> {
   const body = await readLimitedRawBody(event)
   const delivery = { body, header: (name: string) => getHeader(event, name), nowSeconds: Math.floor(Date.now() / 1000) }
-  const verification = provider.verify(delivery, provider.secret(useConfig()))
+  const verification = provider.verify(delivery, provider.secret)
   if (!verification.ok) {
     metrics.webhookResults.inc({ provider: provider.name, result: 'signature_invalid' })
     log.warn('webhook signature rejected', { provider: provider.name, reason: verification.reason, claimedEventId: verification.claimedEventId, requestId: event.context.requestId })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { ConfigError, parseConfig, type ParseOptions, signingKeyOf } from '../../server/config/index'
+import { configVariableNames, ConfigError, parseConfig, type ParseOptions, settingHelp, settingProblem, signingKeyOf } from '../../server/config/index'
 
 const SECRET_NAMES = ['OPS_TOKEN', 'WEBHOOK_STANDARD_SECRET', 'WEBHOOK_STRIPE_SECRET', 'MIDTRANS_SERVER_KEY'] as const
 type SecretName = typeof SECRET_NAMES[number]
@@ -29,6 +29,9 @@ function configErrorFor(env: Record<string, string | undefined>, options?: Parse
   }
   throw new Error(`parseConfig accepted ${JSON.stringify(env)}`)
 }
+
+/** The settings the error lists, each with its message (the text after "NAME: "). */
+const problemsOf = (error: ConfigError) => Object.fromEntries(error.problems.map(problem => [problem.name, problem.message]))
 
 // 24 random bytes: 32 characters of base64(url), after the prefix that says what the secret is.
 const generatedSecretShapes: Record<SecretName, RegExp> = {
@@ -71,23 +74,34 @@ describe('parseConfig: secrets', () => {
     for (const name of SECRET_NAMES) expect(config[name]).toBe(providedSecrets[name])
   })
 
-  it.each(SECRET_NAMES)('refuses to start with DATABASE_URL when %s is missing, naming it', (name) => {
+  it.each([
+    ['OPS_TOKEN', /^missing — the operators' bearer token for \/api\/ops and \/api\/metrics, at least 16 characters \(`npm run secrets` prints one\); required in a deployment \(DATABASE_URL set\)/],
+    ['WEBHOOK_STRIPE_SECRET', /^missing — Stripe's endpoint signing secret \(whsec_…\) from the dashboard's webhook endpoint for \/api\/webhooks\/stripe .*; required because PAYMENT_PROVIDER=stripe: without it \/api\/webhooks\/stripe is off/],
+  ] as const)('refuses a Stripe deployment without %s, naming only it, with what it is and an example', (name, message) => {
     const error = configErrorFor({ ...deploymentEnv(), [name]: undefined })
-    expect(error.message).toContain(name)
-    for (const other of SECRET_NAMES.filter(n => n !== name)) expect(error.message).not.toContain(other)
+    expect(problemsOf(error)).toEqual({ [name]: expect.stringMatching(message) })
+    expect(error.message).toMatch(new RegExp(`\\n {2}${name}: missing — .*\\. Example: ${name}=\\S+`))
   })
 
-  it('names every missing secret at once', () => {
-    const error = configErrorFor({ DATABASE_URL })
-    for (const name of SECRET_NAMES) expect(error.message).toContain(name)
+  it.each(['WEBHOOK_STANDARD_SECRET', 'MIDTRANS_SERVER_KEY'] as const)('runs a Stripe deployment without %s: that webhook is simply off, nothing generated for it', (name) => {
+    const config = parseConfig({ ...deploymentEnv(), [name]: undefined })
+    expect(config[name]).toBeUndefined()
+    expect(config.generatedSecrets).toEqual([])
+    expect(config.webhookProviders).not.toContain(name === 'MIDTRANS_SERVER_KEY' ? 'midtrans' : 'standard')
   })
 
-  it('lets a standalone worker start with DATABASE_URL and no secrets', () => {
+  it('asks a bare deployment (DATABASE_URL alone) for OPS_TOKEN and PAYMENT_PROVIDER only: no webhook secret before a provider is chosen', () => {
+    expect(Object.keys(problemsOf(configErrorFor({ DATABASE_URL })))).toEqual(['OPS_TOKEN', 'PAYMENT_PROVIDER'])
+  })
+
+  it('lets a standalone worker start with DATABASE_URL and no secrets (it serves no API and receives no webhook)', () => {
     const worker = { DATABASE_URL, PAYMENT_PROVIDER: 'stripe', STRIPE_SECRET_KEY: stripeKey }
     const config = parseConfig(worker, { secretsOptional: true })
     expect(config.embedded).toBe(false)
-    expect(config.generatedSecrets).toEqual([...SECRET_NAMES])
-    expect(configErrorFor(worker).message).toContain('OPS_TOKEN')
+    // An operator token nobody knows, for a process that answers no request; no webhook secret is made up.
+    expect(config.generatedSecrets).toEqual(['OPS_TOKEN'])
+    expect([config.WEBHOOK_STANDARD_SECRET, config.WEBHOOK_STRIPE_SECRET, config.MIDTRANS_SERVER_KEY, config.webhookProviders]).toEqual([undefined, undefined, undefined, []])
+    expect(Object.keys(problemsOf(configErrorFor(worker)))).toEqual(['OPS_TOKEN', 'WEBHOOK_STRIPE_SECRET'])
   })
 
   it('generates missing secrets in development even with DATABASE_URL', () => {
@@ -291,7 +305,7 @@ describe('parseConfig: signing secrets are keys', () => {
   ]))('rejects %s=%j (%s), naming the variable', (name, value) => {
     const error = configErrorFor({ ...withMockpay(), [name]: value })
     expect(error.message).toMatch(new RegExp(`\\b${name}: must be "whsec_" followed by the canonical base64 of a key of at least 24 random bytes`))
-    for (const other of signingSecrets.filter(n => n !== name)) expect(error.message).not.toContain(other)
+    expect(Object.keys(problemsOf(error))).toEqual([name])
   })
 
   it.each(signingSecrets.flatMap(name => [
@@ -353,10 +367,9 @@ describe('parseConfig: mockpay and the demo checkout', () => {
 
   it('has its own signing secret: required with MOCKPAY_ENABLED=true and DATABASE_URL, generated and printed when embedded or in development', () => {
     const error = configErrorFor({ ...deploymentEnv(), MOCKPAY_ENABLED: 'true' })
-    expect(error.message).toMatch(/^Missing MOCKPAY_WEBHOOK_SECRET\b/)
-    expect(error.message).toContain('MOCKPAY_ENABLED=true')
+    expect(problemsOf(error)).toEqual({ MOCKPAY_WEBHOOK_SECRET: expect.stringMatching(/^missing — mockpay's own signing secret.*; required because mockpay is on \(MOCKPAY_ENABLED=true, or PAYMENT_PROVIDER=mockpay\) with DATABASE_URL/) })
     // The standalone worker signs mockpay's deliveries: it needs the secret the instances verify with.
-    expect(configErrorFor({ DATABASE_URL, PAYMENT_PROVIDER: 'mockpay', MOCKPAY_ENABLED: 'true' }, { secretsOptional: true }).message).toMatch(/^Missing MOCKPAY_WEBHOOK_SECRET\b/)
+    expect(Object.keys(problemsOf(configErrorFor({ DATABASE_URL, PAYMENT_PROVIDER: 'mockpay', MOCKPAY_ENABLED: 'true' }, { secretsOptional: true })))).toEqual(['MOCKPAY_WEBHOOK_SECRET'])
     const deployed = parseConfig({ ...deploymentEnv(), MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_SECRET: mockpaySecret })
     expect(deployed.MOCKPAY_WEBHOOK_SECRET).toBe(mockpaySecret)
     expect(deployed.generatedSecrets).toEqual([])
@@ -374,7 +387,7 @@ describe('parseConfig: mockpay and the demo checkout', () => {
     expect(parseConfig(deploymentEnv()).MOCKPAY_WEBHOOK_SECRET).toBeUndefined()
     expect(parseConfig({ ...deploymentEnv(), MOCKPAY_WEBHOOK_SECRET: mockpaySecret }).MOCKPAY_WEBHOOK_SECRET).toBeUndefined()
     const sameKey = configErrorFor({ ...deploymentEnv(), MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_SECRET: providedSecrets.WEBHOOK_STANDARD_SECRET })
-    expect(sameKey.message).toMatch(/^MOCKPAY_WEBHOOK_SECRET must differ from WEBHOOK_STANDARD_SECRET/)
+    expect(problemsOf(sameKey)).toEqual({ MOCKPAY_WEBHOOK_SECRET: expect.stringMatching(/^must differ from WEBHOOK_STANDARD_SECRET/) })
     // The same key spelt without its padding is still the same key.
     const unpadded = `whsec_${Buffer.alloc(25, 3).toString('base64').replace(/=+$/, '')}`
     const padded = `whsec_${Buffer.alloc(25, 3).toString('base64')}`
@@ -397,16 +410,16 @@ describe('parseConfig: the payment provider', () => {
 
   it('is required with DATABASE_URL, naming PAYMENT_PROVIDER and its choices', () => {
     const error = configErrorFor({ ...deploymentEnv(), PAYMENT_PROVIDER: undefined })
-    expect(error.message).toMatch(/^Missing PAYMENT_PROVIDER \(mockpay, stripe or midtrans\): it is required with DATABASE_URL\./)
+    expect(problemsOf(error)).toEqual({ PAYMENT_PROVIDER: expect.stringMatching(/^missing — where orders ask for their payments: stripe, midtrans, or mockpay .*; required with DATABASE_URL\b.*Example: PAYMENT_PROVIDER=stripe$/) })
     // Empty means unset.
-    expect(configErrorFor({ ...deploymentEnv(), PAYMENT_PROVIDER: '' }).message).toMatch(/^Missing PAYMENT_PROVIDER\b/)
+    expect(Object.keys(problemsOf(configErrorFor({ ...deploymentEnv(), PAYMENT_PROVIDER: '' })))).toEqual(['PAYMENT_PROVIDER'])
   })
 
   it('is required by a standalone worker too, which asks the provider for payments', () => {
-    expect(configErrorFor({ DATABASE_URL }, { secretsOptional: true }).message).toMatch(/^Missing PAYMENT_PROVIDER\b/)
+    expect(Object.keys(problemsOf(configErrorFor({ DATABASE_URL }, { secretsOptional: true })))).toEqual(['PAYMENT_PROVIDER'])
     const worker = parseConfig({ DATABASE_URL, PAYMENT_PROVIDER: 'midtrans', MIDTRANS_SERVER_KEY: midtransKey }, { secretsOptional: true })
     expect([worker.PAYMENT_PROVIDER, worker.MIDTRANS_SERVER_KEY, worker.MOCKPAY_ENABLED]).toEqual(['midtrans', midtransKey, false])
-    expect(worker.generatedSecrets).toEqual(['OPS_TOKEN', 'WEBHOOK_STANDARD_SECRET', 'WEBHOOK_STRIPE_SECRET'])
+    expect(worker.generatedSecrets).toEqual(['OPS_TOKEN'])
   })
 
   it('takes each provider by name', () => {
@@ -420,21 +433,23 @@ describe('parseConfig: the payment provider', () => {
   })
 
   it('needs STRIPE_SECRET_KEY with PAYMENT_PROVIDER=stripe, embedded too: it is never generated', () => {
-    expect(configErrorFor({ ...deploymentEnv(), STRIPE_SECRET_KEY: undefined }).message).toMatch(/^Missing STRIPE_SECRET_KEY: PAYMENT_PROVIDER=stripe\b/)
-    expect(configErrorFor({ PAYMENT_PROVIDER: 'stripe' }).message).toMatch(/^Missing STRIPE_SECRET_KEY\b/)
-    expect(configErrorFor({ DATABASE_URL, PAYMENT_PROVIDER: 'stripe' }, { dev: true }).message).toMatch(/^Missing STRIPE_SECRET_KEY\b/)
-    expect(configErrorFor({ DATABASE_URL, PAYMENT_PROVIDER: 'stripe' }, { secretsOptional: true }).message).toMatch(/^Missing STRIPE_SECRET_KEY\b/)
+    expect(problemsOf(configErrorFor({ ...deploymentEnv(), STRIPE_SECRET_KEY: undefined })))
+      .toEqual({ STRIPE_SECRET_KEY: expect.stringMatching(/^missing — a Stripe secret key from the dashboard .*; required because PAYMENT_PROVIDER=stripe: it creates PaymentIntents with it\b.*Example: STRIPE_SECRET_KEY=sk_live_…$/) })
+    // Embedded, in development and in a standalone worker, the webhook secret is not asked for (generated, or not needed).
+    for (const [env, options] of [[{ PAYMENT_PROVIDER: 'stripe' }, {}], [{ DATABASE_URL, PAYMENT_PROVIDER: 'stripe' }, { dev: true }], [{ DATABASE_URL, PAYMENT_PROVIDER: 'stripe' }, { secretsOptional: true }]] as const) {
+      expect(Object.keys(problemsOf(configErrorFor(env, options)))).toEqual(['STRIPE_SECRET_KEY'])
+    }
     const embedded = parseConfig({ PAYMENT_PROVIDER: 'stripe', STRIPE_SECRET_KEY: stripeKey })
     expect(embedded.STRIPE_SECRET_KEY).toBe(stripeKey)
     expect(embedded.generatedSecrets).not.toContain('STRIPE_SECRET_KEY')
   })
 
   it('needs a provided MIDTRANS_SERVER_KEY with PAYMENT_PROVIDER=midtrans, embedded too: a generated one would only fail at Midtrans', () => {
-    expect(configErrorFor({ ...deploymentEnv(), PAYMENT_PROVIDER: 'midtrans', MIDTRANS_SERVER_KEY: undefined }).message)
-      .toMatch(/^Missing required secrets: MIDTRANS_SERVER_KEY\./)
-    expect(configErrorFor({ PAYMENT_PROVIDER: 'midtrans' }).message).toMatch(/^Missing MIDTRANS_SERVER_KEY: PAYMENT_PROVIDER=midtrans\b/)
-    expect(configErrorFor({ DATABASE_URL, PAYMENT_PROVIDER: 'midtrans' }, { dev: true }).message).toMatch(/^Missing MIDTRANS_SERVER_KEY\b/)
-    expect(configErrorFor({ DATABASE_URL, PAYMENT_PROVIDER: 'midtrans' }, { secretsOptional: true }).message).toMatch(/^Missing MIDTRANS_SERVER_KEY\b/)
+    expect(problemsOf(configErrorFor({ ...deploymentEnv(), PAYMENT_PROVIDER: 'midtrans', MIDTRANS_SERVER_KEY: undefined })))
+      .toEqual({ MIDTRANS_SERVER_KEY: expect.stringMatching(/^missing — the server key from the Midtrans dashboard .*; required because PAYMENT_PROVIDER=midtrans: it charges and checks transactions with it and verifies notifications\b/) })
+    for (const [env, options] of [[{ PAYMENT_PROVIDER: 'midtrans' }, {}], [{ DATABASE_URL, PAYMENT_PROVIDER: 'midtrans' }, { dev: true }], [{ DATABASE_URL, PAYMENT_PROVIDER: 'midtrans' }, { secretsOptional: true }]] as const) {
+      expect(Object.keys(problemsOf(configErrorFor(env, options)))).toEqual(['MIDTRANS_SERVER_KEY'])
+    }
     const embedded = parseConfig({ PAYMENT_PROVIDER: 'midtrans', MIDTRANS_SERVER_KEY: midtransKey })
     expect(embedded.MIDTRANS_SERVER_KEY).toBe(midtransKey)
     expect(embedded.generatedSecrets).toEqual(['OPS_TOKEN', 'WEBHOOK_STANDARD_SECRET', 'WEBHOOK_STRIPE_SECRET'])
@@ -458,7 +473,7 @@ describe('parseConfig: the payment provider', () => {
     expect(embeddedStripe.generatedSecrets).not.toContain('MOCKPAY_WEBHOOK_SECRET')
     expect(parseConfig({ PAYMENT_PROVIDER: 'midtrans', MIDTRANS_SERVER_KEY: midtransKey }).MOCKPAY_ENABLED).toBe(false)
     // A deployment on mockpay has it on by default, and so needs its signing secret.
-    expect(configErrorFor({ ...deploymentEnv(), PAYMENT_PROVIDER: 'mockpay' }).message).toMatch(/^Missing MOCKPAY_WEBHOOK_SECRET\b/)
+    expect(Object.keys(problemsOf(configErrorFor({ ...deploymentEnv(), PAYMENT_PROVIDER: 'mockpay' })))).toEqual(['MOCKPAY_WEBHOOK_SECRET'])
   })
 
   it('lets MOCKPAY_ENABLED=true run beside stripe', () => {
@@ -477,7 +492,7 @@ describe('parseConfig: the payment provider', () => {
   ] as const)('refuses PAYMENT_PROVIDER=mockpay with MOCKPAY_ENABLED off (%s)', (_where, env, options) => {
     for (const off of ['false', '0']) {
       const error = configErrorFor({ ...env, MOCKPAY_ENABLED: off }, options)
-      expect(error.message).toMatch(/^PAYMENT_PROVIDER=mockpay needs MOCKPAY_ENABLED\b/)
+      expect(problemsOf(error)).toEqual({ MOCKPAY_ENABLED: expect.stringMatching(/^is false, but PAYMENT_PROVIDER=mockpay needs MOCKPAY_ENABLED\b/) })
     }
   })
 })
@@ -507,5 +522,106 @@ describe('parseConfig: warnings about test and demo features in a deployment', (
       { setting: 'CHECKOUT_DEMO_ENABLED', detail: expect.stringMatching(/demo tenant without a secret key.*production/) },
     ])
     expect(parseConfig({ ...deploymentEnv(), MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_SECRET: mockpaySecret }).warnings.map(w => w.setting)).toEqual(['MOCKPAY_ENABLED'])
+  })
+})
+
+describe('parseConfig: every problem of a start at once', () => {
+  it('lists every missing and invalid setting in one error, in the order of .env.example, each with what it expects and an example', () => {
+    const error = configErrorFor({ DATABASE_URL, PAYMENT_PROVIDER: 'stripe', IDEMPOTENCY_TTL_SECONDS: 'abc', LOG_LEVEL: 'loud', MIDTRANS_SERVER_KEY: 'short' })
+    expect(error.problems.map(problem => problem.name)).toEqual(['OPS_TOKEN', 'WEBHOOK_STRIPE_SECRET', 'MIDTRANS_SERVER_KEY', 'IDEMPOTENCY_TTL_SECONDS', 'STRIPE_SECRET_KEY', 'LOG_LEVEL'])
+    const lines = error.message.split('\n')
+    expect(lines[0]).toBe('Invalid configuration (6 settings to fix):')
+    expect(lines.slice(1, 7)).toEqual([
+      expect.stringMatching(/^ {2}OPS_TOKEN: missing — .*; required in a deployment \(DATABASE_URL set\).*\. Example: OPS_TOKEN=ops_…$/),
+      expect.stringMatching(/^ {2}WEBHOOK_STRIPE_SECRET: missing — Stripe's endpoint signing secret \(whsec_…\) from the dashboard's webhook endpoint.*; required because PAYMENT_PROVIDER=stripe\b.*\. Example: WEBHOOK_STRIPE_SECRET=whsec_…$/),
+      expect.stringMatching(/^ {2}MIDTRANS_SERVER_KEY: must be at least 16 characters — should be the server key from the Midtrans dashboard.*\. Example: MIDTRANS_SERVER_KEY=SB-Mid-server-…$/),
+      expect.stringMatching(/^ {2}IDEMPOTENCY_TTL_SECONDS: must be a whole number — should be .*\(a whole number, 60–2592000\)\. Example: IDEMPOTENCY_TTL_SECONDS=86400$/),
+      expect.stringMatching(/^ {2}STRIPE_SECRET_KEY: missing — .*; required because PAYMENT_PROVIDER=stripe\b.*\. Example: STRIPE_SECRET_KEY=sk_live_…$/),
+      expect.stringMatching(/^ {2}LOG_LEVEL: .* — should be debug, info, warn, error or silent\. Example: LOG_LEVEL=info$/),
+    ])
+    expect(lines[7]).toMatch(/\.env\.example.*`npm run secrets`/)
+  })
+
+  it('reports an invalid value once, never as missing too, and never the rules that depend on it', () => {
+    // PAYMENT_PROVIDER is wrong, so which provider key is required is unknown: only it is listed (and OPS_TOKEN).
+    expect(Object.keys(problemsOf(configErrorFor({ DATABASE_URL, PAYMENT_PROVIDER: 'paypal', OPS_TOKEN: 'x' })))).toEqual(['OPS_TOKEN', 'PAYMENT_PROVIDER'])
+    expect(problemsOf(configErrorFor({ ...deploymentEnv(), OPS_TOKEN: 'x' })).OPS_TOKEN).toMatch(/^must be at least 16 characters — /)
+  })
+
+  it('never repeats a secret\'s value in the error', () => {
+    const error = configErrorFor({ ...deploymentEnv(), OPS_TOKEN: 'hunter2-secret', WEBHOOK_STANDARD_SECRET: 'whsec_tooShortToBeAKey', SESSION_PASSWORD: 'password-too-short' })
+    expect(Object.keys(problemsOf(error))).toEqual(['OPS_TOKEN', 'WEBHOOK_STANDARD_SECRET', 'SESSION_PASSWORD'])
+    for (const value of ['hunter2-secret', 'tooShortToBeAKey', 'password-too-short']) expect(error.message).not.toContain(value)
+  })
+
+  it('points at a variable set under a name this app does not read', () => {
+    const swapped = configErrorFor({ ...deploymentEnv(), WEBHOOK_STRIPE_SECRET: undefined, STRIPE_WEBHOOK_SECRET: 'whsec_from_the_dashboard_0123' })
+    expect(problemsOf(swapped).WEBHOOK_STRIPE_SECRET).toMatch(/ \(STRIPE_WEBHOOK_SECRET is set, but this app reads WEBHOOK_STRIPE_SECRET\)$/)
+    const typo = configErrorFor({ ...deploymentEnv(), OPS_TOKEN: undefined, OPS_TOKENS: 'ops_provided_token_0123456789' })
+    expect(problemsOf(typo).OPS_TOKEN).toMatch(/ \(OPS_TOKENS is set, but this app reads OPS_TOKEN\)$/)
+    expect(problemsOf(configErrorFor({ ...deploymentEnv(), OPS_TOKEN: undefined, PATH: '/usr/bin' })).OPS_TOKEN).not.toMatch(/is set, but/)
+  })
+
+  it('has what each variable expects and an example, and each example that is not a secret\'s placeholder is valid', () => {
+    expect(Object.keys(settingHelp)).toEqual(configVariableNames)
+    for (const name of configVariableNames) {
+      const { expected, example } = settingHelp[name]
+      expect(expected.length, name).toBeGreaterThan(5)
+      if (!example.includes('…')) expect(settingProblem(name, example), `${name}=${example}`).toBeUndefined()
+    }
+  })
+})
+
+describe('parseConfig: a deployment is asked only for what it turns on', () => {
+  const stripeOnly = { DATABASE_URL, PAYMENT_PROVIDER: 'stripe', STRIPE_SECRET_KEY: stripeKey, WEBHOOK_STRIPE_SECRET: providedSecrets.WEBHOOK_STRIPE_SECRET, OPS_TOKEN: providedSecrets.OPS_TOKEN }
+  const mockpaySecret = `whsec_${Buffer.alloc(32, 0x5A).toString('base64')}`
+
+  it('runs a Stripe-only shop without a Midtrans key or a Standard Webhooks secret; stripe is its only webhook', () => {
+    const config = parseConfig(stripeOnly)
+    expect(config.webhookProviders).toEqual(['stripe'])
+    expect(config.webhookSecrets).toEqual({ stripe: providedSecrets.WEBHOOK_STRIPE_SECRET })
+    expect([config.MIDTRANS_SERVER_KEY, config.WEBHOOK_STANDARD_SECRET, config.MOCKPAY_WEBHOOK_SECRET]).toEqual([undefined, undefined, undefined])
+    expect(config.generatedSecrets).toEqual([])
+  })
+
+  it('turns on each other webhook by its secret alone', () => {
+    expect(parseConfig({ ...stripeOnly, MIDTRANS_SERVER_KEY: providedSecrets.MIDTRANS_SERVER_KEY }).webhookProviders).toEqual(['stripe', 'midtrans'])
+    expect(parseConfig({ ...stripeOnly, WEBHOOK_STANDARD_SECRET: providedSecrets.WEBHOOK_STANDARD_SECRET }).webhookProviders).toEqual(['standard', 'stripe'])
+    expect(parseConfig({ ...stripeOnly, MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_SECRET: mockpaySecret }).webhookSecrets).toEqual({ stripe: providedSecrets.WEBHOOK_STRIPE_SECRET, mockpay: mockpaySecret })
+    // mockpay's secret while mockpay is off turns nothing on.
+    expect(parseConfig({ ...stripeOnly, MOCKPAY_WEBHOOK_SECRET: mockpaySecret }).webhookProviders).toEqual(['stripe'])
+  })
+
+  it('runs a Midtrans-only shop on its server key, which also verifies its notifications', () => {
+    const config = parseConfig({ DATABASE_URL, PAYMENT_PROVIDER: 'midtrans', MIDTRANS_SERVER_KEY: providedSecrets.MIDTRANS_SERVER_KEY, OPS_TOKEN: providedSecrets.OPS_TOKEN })
+    expect(config.webhookSecrets).toEqual({ midtrans: providedSecrets.MIDTRANS_SERVER_KEY })
+  })
+
+  it('runs a mockpay deployment on mockpay\'s secret alone', () => {
+    const config = parseConfig({ DATABASE_URL, PAYMENT_PROVIDER: 'mockpay', MOCKPAY_WEBHOOK_SECRET: mockpaySecret, OPS_TOKEN: providedSecrets.OPS_TOKEN })
+    expect(config.webhookProviders).toEqual(['mockpay'])
+  })
+
+  it('serves every webhook when embedded or in development, with generated secrets', () => {
+    expect(parseConfig({}).webhookProviders).toEqual(['standard', 'stripe', 'midtrans', 'mockpay'])
+    expect(parseConfig({ DATABASE_URL, PAYMENT_PROVIDER: 'stripe', STRIPE_SECRET_KEY: stripeKey }, { dev: true }).webhookProviders).toEqual(['standard', 'stripe', 'midtrans'])
+  })
+})
+
+describe('settingHelp: the ranges it states are the schema\'s', () => {
+  const ranged = configVariableNames.flatMap((name) => {
+    const range = /\(a whole number, (\d+)–(\d+)\)/.exec(settingHelp[name].expected)
+    return range ? [[name, Number(range[1]), Number(range[2])] as const] : []
+  })
+
+  it.each(ranged)('%s takes %i to %i, and nothing beyond', (name, min, max) => {
+    expect(settingProblem(name, String(min))).toBeUndefined()
+    expect(settingProblem(name, String(max))).toBeUndefined()
+    expect(settingProblem(name, String(max + 1))).toBeDefined()
+    if (min > 0) expect(settingProblem(name, String(min - 1))).toBeDefined()
+  })
+
+  it('covers every whole-number setting', () => {
+    expect(ranged.length).toBe(configVariableNames.filter(name => settingProblem(name, 'abc') === 'must be a whole number').length)
   })
 })
