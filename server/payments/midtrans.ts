@@ -25,6 +25,7 @@ const failedStatuses = new Set(['deny', 'cancel', 'expire', 'failure'])
 const VA_BANK = 'bca'
 
 export function createMidtransProvider(config: MidtransConfig): PaymentProvider {
+  if (!config.MIDTRANS_SERVER_KEY) throw new Error('MIDTRANS_SERVER_KEY is unset although PAYMENT_PROVIDER=midtrans')
   const core = new midtrans.CoreApi({ isProduction: config.MIDTRANS_IS_PRODUCTION, serverKey: config.MIDTRANS_SERVER_KEY })
   // The client has no base-URL option: a stand-in (tests) or a proxy is set here.
   if (config.MIDTRANS_API_BASE) {
