@@ -5,6 +5,7 @@
  * create the tenant through the running server instead.
  */
 import { ConfigError, parseConfig } from '../server/config'
+import { databaseOptions } from '../server/db'
 import { openDatabase } from '../server/db/client'
 import { PgliteDirLockedError } from '../server/db/pglite-lock'
 import { createTenant } from '../server/tenants/service'
@@ -24,7 +25,7 @@ catch (error) {
 }
 let handle
 try {
-  handle = await openDatabase({ url: config.DATABASE_URL, pgliteDir: config.PGLITE_DIR, migrationsDir: config.MIGRATIONS_DIR })
+  handle = await openDatabase(databaseOptions(config))
 }
 catch (error) {
   if (!(error instanceof PgliteDirLockedError)) throw error

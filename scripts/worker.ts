@@ -5,6 +5,7 @@
  * Runs rescue and retention on a timer, each under its lock, as the app's scheduled tasks do.
  */
 import { ConfigError, initConfig } from '../server/config'
+import { databaseOptions } from '../server/db'
 import { openDatabase } from '../server/db/client'
 import { createConfiguredWorker } from '../server/jobs'
 import { deleteExpiredRecords, rescueStaleJobs } from '../server/jobs/maintenance'
@@ -26,7 +27,7 @@ if (!config.DATABASE_URL) {
   process.exit(1)
 }
 
-const handle = await openDatabase({ url: config.DATABASE_URL, pgliteDir: config.PGLITE_DIR, migrationsDir: config.MIGRATIONS_DIR })
+const handle = await openDatabase(databaseOptions(config))
   .catch((error) => {
     console.error('Start-up failed: could not open or migrate the database.', error)
     process.exit(1)

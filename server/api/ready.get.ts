@@ -26,7 +26,7 @@ export default defineEventHandler(async (event) => {
   setResponseStatus(event, ready ? 200 : 503)
   return {
     status: ready ? 'ready' : 'unavailable',
-    checks: { database: { driver: handle.driver, ...database }, locks: { backend: useLocks().kind, ...locks } },
+    checks: { database: { driver: handle.driver, poolMode: handle.poolMode, ...database }, locks: { backend: useLocks().kind, ...locks } },
     warnings: useConfig().warnings,
     // The webhook endpoints this deployment serves (a provider without its secret answers 404).
     webhooks: { providers: useConfig().webhookProviders },

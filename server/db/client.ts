@@ -3,9 +3,10 @@ import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
-import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
+import { readMigrationFiles } from 'drizzle-orm/migrator'
 import postgres from 'postgres'
 import { holdPgliteDir } from './pglite-lock'
+import { type PoolMode, postgresConnection } from './postgres-options'
 import * as schema from './schema'
 import { type BoundStatement, shiftParams } from './statements'
 import { registerDatabase, runAfterCommit } from './transaction'
@@ -15,6 +16,11 @@ export type Database = PgDatabase<PgQueryResultHKT, typeof schema>
 export interface DatabaseHandle {
   db: Database
   driver: 'postgres' | 'pglite'
+  /**
+   * postgres.js only. `transaction`: DATABASE_URL is a transaction pooler, so every statement is
+   * unnamed (unprepared) and every transaction sets its own timeouts (SET LOCAL).
+   */
+  poolMode?: PoolMode
   /** Round trip to the server: readiness checks. */
   ping(): Promise<void>
   /**
@@ -25,7 +31,8 @@ export interface DatabaseHandle {
   transact(statements: BoundStatement[], options?: TransactOptions): Promise<void>
   /**
    * Cross-process notifications (LISTEN/NOTIFY) on a dedicated connection that reconnects by itself;
-   * absent on PGlite, which is one process (its workers poll).
+   * absent on PGlite, which is one process, and behind a transaction pooler without a direct URL,
+   * where a LISTEN does not outlive its transaction (their workers poll).
    */
   notifications?: {
     listen(channel: string, onNotify: () => void): Promise<() => Promise<void>>
@@ -45,6 +52,12 @@ export interface TransactOptions {
 export interface OpenDatabaseOptions {
   /** postgres:// URL; without one the embedded PGlite in `pgliteDir` is used. */
   url?: string
+  /** How `url` is reached: directly or through a session pooler (default), or a transaction pooler. */
+  poolMode?: PoolMode
+  /** A direct connection (not through the pooler) for migrations and LISTEN; optional. */
+  directUrl?: string
+  /** PEM file of the CA the server's certificate is verified against (sslmode=verify-ca/verify-full). */
+  caFile?: string
   pgliteDir: string
   /** Default: the `drizzle/` folder next to the code (shipped in `.output/server/` by the build). */
   migrationsDir?: string
@@ -58,6 +71,9 @@ export interface OpenDatabaseOptions {
  * a duplicate's uncommitted record (Redis gone) answers 409 instead of hanging (55P03 lock_not_available).
  */
 export const LOCK_TIMEOUT_MS = 5000
+
+/** A frozen owner must not hold an idempotency row lock forever: Postgres ends its transaction. */
+export const IDLE_IN_TRANSACTION_TIMEOUT_MS = 60_000
 
 /** Advisory lock key held while migrating. Any constant works: every instance must agree on it. */
 export const MIGRATION_LOCK_ID = 4_207_731_001
@@ -87,7 +103,7 @@ export function checkPatchedDriver(driver: unknown): void {
 export async function openDatabase(options: OpenDatabaseOptions): Promise<DatabaseHandle> {
   const migrationsFolder = resolve(options.migrationsDir ?? shippedMigrationsDir())
   const handle = options.url
-    ? await openPostgres(options.url, migrationsFolder, options.poolSize ?? 10, options.lockTimeoutMs ?? LOCK_TIMEOUT_MS)
+    ? await openPostgres({ ...options, url: options.url, migrationsFolder })
     : await openPglite(resolve(options.pgliteDir), migrationsFolder)
   return registerDatabase(withStatementHooks(handle))
 }
@@ -115,48 +131,68 @@ export function shippedMigrationsDir(): string {
   }
 }
 
-async function openPostgres(url: string, migrationsFolder: string, poolSize: number, lockTimeoutMs: number): Promise<DatabaseHandle> {
+interface PostgresOpening extends OpenDatabaseOptions {
+  url: string
+  migrationsFolder: string
+}
+
+async function openPostgres(options: PostgresOpening): Promise<DatabaseHandle> {
   checkPatchedDriver(postgres)
-  const migrationConnection = postgres(url, { max: 1, onnotice: () => {}, connect_timeout: 10 })
+  const poolMode = options.poolMode ?? 'session'
+  const lockTimeoutMs = options.lockTimeoutMs ?? LOCK_TIMEOUT_MS
+  const pooled = poolMode === 'transaction'
+  const main = postgresConnection(options.url, options.caFile)
+  const direct = options.directUrl ? postgresConnection(options.directUrl, options.caFile) : undefined
+  const migrationConnection = postgres((direct ?? main).url, { ...(direct ?? main).options, max: 1, prepare: false, onnotice: () => {}, connect_timeout: 10 })
   try {
-    await migrationConnection`select pg_advisory_lock(${MIGRATION_LOCK_ID})`
-    await migratePostgres(drizzlePostgres(migrationConnection), { migrationsFolder })
-    await migrationConnection`select pg_advisory_unlock(${MIGRATION_LOCK_ID})`
+    await migrateInOneTransaction(migrationConnection, options.migrationsFolder)
   }
   finally {
     await migrationConnection.end()
   }
-  const client = postgres(url, {
-    max: poolSize,
+  const client = postgres(main.url, {
+    ...main.options,
+    max: options.poolSize ?? 10,
     onnotice: () => {},
+    // Behind a transaction pooler the next statement may reach another server connection, where a
+    // statement prepared on this one does not exist (26000) or describes other rows.
+    prepare: !pooled,
     // Fail fast when Postgres is gone: the API answers 503 instead of hanging for 30 s.
     connect_timeout: 3,
     // Reconnect within a second, however many attempts failed. postgres.js' default backoff grows
     // with the failures of the whole pool up to 20 s, and a query handed to a connection waiting
     // out that delay waits with it: after a 5 s outage, requests hung for 10–15 s.
     backoff: (failures: number) => Math.min(0.05 * 2 ** failures, 1),
+    // A pooler refuses startup parameters but its own few: there every transaction sets the timeouts.
     connection: {
       application_name: 'idempotent-checkout',
-      // A frozen owner must not hold an idempotency row lock forever: Postgres ends its transaction.
-      idle_in_transaction_session_timeout: 60_000,
-      lock_timeout: lockTimeoutMs,
+      ...(pooled ? {} : { idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_TIMEOUT_MS, lock_timeout: lockTimeoutMs }),
     },
   })
+  const opening = pooled ? `begin; set local lock_timeout = ${lockTimeoutMs}; set local idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_TIMEOUT_MS}` : 'begin'
+  if (pooled) setTimeoutsInTransactions(client, opening)
+  const mode: DriverMode = { prepare: !pooled, opening }
+  driverModes.set(client, mode)
+  await checkReachable(client, poolMode)
+  // LISTEN lasts as long as its session: through a transaction pooler only on a direct connection.
+  const listener = pooled ? (direct && postgres(direct.url, { ...direct.options, max: 1, prepare: false, onnotice: () => {} })) : client
   return {
     db: drizzlePostgres(client, { schema }) as unknown as Database,
     driver: 'postgres',
+    poolMode,
     ping: async () => { await client`select 1` },
     transact: async (statements, options = {}) => {
       const statement = asOneStatement(statements)
       if (!options.beforeCommit) {
-        await client.unsafe(statement.text, statement.params as never[], { prepare: true })
+        if (pooled) await inTransaction(client as unknown as PostgresJsClient, mode, [statement])
+        else await client.unsafe(statement.text, statement.params as never[], { prepare: true })
         return
       }
       const connection = await client.reserve()
       try {
-        await connection.unsafe('begin')
+        await connection.unsafe(opening)
         try {
-          await connection.unsafe(statement.text, statement.params as never[], { prepare: true })
+          await connection.unsafe(statement.text, statement.params as never[], { prepare: mode.prepare })
           await options.beforeCommit()
         }
         catch (error) {
@@ -169,14 +205,73 @@ async function openPostgres(url: string, migrationsFolder: string, poolSize: num
         connection.release()
       }
     },
-    notifications: {
-      listen: async (channel, onNotify) => {
-        const subscription = await client.listen(channel, () => onNotify())
-        return () => subscription.unlisten()
-      },
-      notify: async (channel) => { await client.notify(channel, '') },
+    notifications: listener
+      ? {
+          listen: async (channel, onNotify) => {
+            const subscription = await listener.listen(channel, () => onNotify())
+            return () => subscription.unlisten()
+          },
+          // A NOTIFY is an ordinary statement: the pooler carries it.
+          notify: async (channel) => { await client.notify(channel, '') },
+        }
+      : undefined,
+    close: async () => {
+      await Promise.all([client.end({ timeout: 5 }), listener && listener !== client ? listener.end({ timeout: 5 }) : undefined])
     },
-    close: () => client.end({ timeout: 5 }),
+  }
+}
+
+/**
+ * drizzle's migrator (the same journal table, hashes and order), but in one transaction that first
+ * takes a transaction-scoped advisory lock: instances starting at once apply each migration once,
+ * and a transaction pooler keeps the lock and the migrations on one server connection (a
+ * session-scoped lock would be taken on one and released on another).
+ */
+async function migrateInOneTransaction(sql: postgres.Sql, migrationsFolder: string): Promise<void> {
+  const migrations = readMigrationFiles({ migrationsFolder })
+  await sql.begin(async (tx) => {
+    await tx.unsafe('select pg_advisory_xact_lock($1)', [MIGRATION_LOCK_ID])
+    await tx.unsafe('create schema if not exists drizzle')
+    await tx.unsafe('create table if not exists drizzle.__drizzle_migrations (id serial primary key, hash text not null, created_at bigint)')
+    const [last] = await tx.unsafe<Array<{ created_at: string }>>('select created_at from drizzle.__drizzle_migrations order by created_at desc limit 1')
+    for (const migration of migrations) {
+      if (last && Number(last.created_at) >= migration.folderMillis) continue
+      for (const statement of migration.sql) await tx.unsafe(statement)
+      await tx.unsafe('insert into drizzle.__drizzle_migrations (hash, created_at) values ($1, $2)', [migration.hash, migration.folderMillis])
+    }
+  })
+}
+
+/**
+ * The first query of the pool, so that a deployment pointed at a transaction pooler in session mode
+ * learns it at start-up rather than from a readiness probe that never passes.
+ */
+async function checkReachable(client: postgres.Sql, poolMode: PoolMode): Promise<void> {
+  try {
+    await client`select 1`
+  }
+  catch (error) {
+    if (poolMode === 'session' && /unsupported startup parameter/i.test(String((error as Error)?.message))) {
+      await client.end({ timeout: 1 })
+      throw new Error(`DATABASE_URL refuses the connection's settings (${(error as Error).message}): it looks like a transaction pooler (PgBouncer, Supavisor, RDS Proxy). Set DATABASE_POOL_MODE=transaction, and DATABASE_DIRECT_URL to a direct connection if you have one.`, { cause: error })
+    }
+    // Any other failure (Postgres restarting, say) is for the pool's reconnects to handle.
+  }
+}
+
+/**
+ * Behind a transaction pooler, drizzle's transactions (postgres.js begin) set the timeouts a
+ * session would have had: the first statement in each.
+ */
+function setTimeoutsInTransactions(client: postgres.Sql, opening: string): void {
+  const timeouts = opening.slice(opening.indexOf(';') + 1)
+  const begin = client.begin.bind(client) as (...args: unknown[]) => Promise<unknown>
+  ;(client as { begin: unknown }).begin = (...args: unknown[]) => {
+    const work = args.pop() as (tx: postgres.TransactionSql) => unknown
+    return begin(...args, async (tx: postgres.TransactionSql) => {
+      await tx.unsafe(timeouts)
+      return work(tx)
+    })
   }
 }
 
@@ -231,7 +326,7 @@ function serialised(): <T>(work: () => Promise<T>) => Promise<T> {
 
 type Rows = Array<Record<string, unknown>>
 interface PostgresJsClient {
-  unsafe: (text: string, params?: never[], options?: { prepare: true }) => Promise<Rows>
+  unsafe: (text: string, params?: never[], options?: { prepare: boolean }) => Promise<Rows>
   reserve: () => Promise<PostgresJsClient & { release: () => void }>
 }
 interface PgliteClient {
@@ -241,15 +336,27 @@ interface PgliteClient {
 type DriverClient = PostgresJsClient | PgliteClient
 const driverClient = (db: Database) => (db as unknown as { $client: DriverClient }).$client
 
+/** How a postgres.js pool sends: prepared or not, and what opens a transaction (BEGIN, and the timeouts behind a pooler). */
+interface DriverMode {
+  prepare: boolean
+  opening: string
+}
+const driverModes = new WeakMap<object, DriverMode>()
+const sessionMode: DriverMode = { prepare: true, opening: 'begin' }
+
 /**
  * One statement (a transaction of its own) on the database's driver, prepared on postgres.js, where
- * drizzle sends every query unprepared (`execute <unnamed>`): for hot paths. Rows come as the driver
- * gives them, by column name: decode them with `mapRow`.
+ * drizzle sends every query unprepared (`execute <unnamed>`): for hot paths. Behind a transaction
+ * pooler it is unprepared and wrapped in a transaction that sets the timeouts (one round trip still).
+ * Rows come as the driver gives them, by column name: decode them with `mapRow`.
  */
 export async function queryPrepared(db: Database, statement: BoundStatement): Promise<Rows> {
   const client = driverClient(db)
-  if ('unsafe' in client) return client.unsafe(statement.text, statement.params as never[], { prepare: true })
-  return (await client.query<Record<string, unknown>>(statement.text, statement.params)).rows
+  if (!('unsafe' in client)) return (await client.query<Record<string, unknown>>(statement.text, statement.params)).rows
+  const mode = driverModes.get(client) ?? sessionMode
+  if (mode.prepare) return client.unsafe(statement.text, statement.params as never[], { prepare: true })
+  const [rows] = await inTransaction(client, mode, [statement])
+  return rows!
 }
 
 /**
@@ -266,11 +373,16 @@ export async function queryAllPrepared(db: Database, statements: BoundStatement[
       return results
     })
   }
+  return inTransaction(client, driverModes.get(client) ?? sessionMode, statements)
+}
+
+/** The opening (BEGIN…), the statements and COMMIT pipelined on one connection: one round trip. */
+async function inTransaction(client: PostgresJsClient, mode: DriverMode, statements: BoundStatement[]): Promise<Rows[]> {
   const connection = await client.reserve()
   try {
     const sent = [
-      connection.unsafe('begin'),
-      ...statements.map(statement => connection.unsafe(statement.text, statement.params as never[], { prepare: true })),
+      connection.unsafe(mode.opening),
+      ...statements.map(statement => connection.unsafe(statement.text, statement.params as never[], { prepare: mode.prepare })),
       connection.unsafe('commit'),
     ]
     const settled = await Promise.allSettled(sent)

@@ -1,5 +1,5 @@
-import { useConfig } from '../config'
-import { type Database, type DatabaseHandle, openDatabase } from './client'
+import { type AppConfig, useConfig } from '../config'
+import { type Database, type DatabaseHandle, openDatabase, type OpenDatabaseOptions } from './client'
 
 export type { Database, DatabaseHandle }
 
@@ -12,8 +12,7 @@ export function databaseReady(): Promise<DatabaseHandle> {
   // being loaded, and Nitro points import.meta.url at the server's entry (next to the migrations
   // the build ships, see shippedMigrationsDir) only once that is done.
   opening ??= new Promise(resolve => setImmediate(resolve)).then(() => {
-    const config = useConfig()
-    return openDatabase({ url: config.DATABASE_URL, pgliteDir: config.PGLITE_DIR, migrationsDir: config.MIGRATIONS_DIR })
+    return openDatabase(databaseOptions(useConfig()))
   }).then(handle => (ready = handle))
   return opening
 }
@@ -22,4 +21,16 @@ export function databaseReady(): Promise<DatabaseHandle> {
 export function useDatabaseHandle(): DatabaseHandle {
   if (!ready) throw new Error('The database is not ready yet: await databaseReady() first.')
   return ready
+}
+
+/** What the configuration says about the database, for every entry point that opens it. */
+export function databaseOptions(config: AppConfig): OpenDatabaseOptions {
+  return {
+    url: config.DATABASE_URL,
+    poolMode: config.DATABASE_POOL_MODE,
+    directUrl: config.DATABASE_DIRECT_URL,
+    caFile: config.DATABASE_CA_FILE,
+    pgliteDir: config.PGLITE_DIR,
+    migrationsDir: config.MIGRATIONS_DIR,
+  }
 }

@@ -40,7 +40,8 @@ export default defineNitroPlugin((nitroApp) => {
   let worker: Worker | undefined
   databaseReady().then(
     async (handle) => {
-      log.info('database ready', { driver: handle.driver })
+      // Behind a transaction pooler without a direct URL the workers poll: say so, with how often.
+      log.info('database ready', { driver: handle.driver, poolMode: handle.poolMode, jobWakeUps: handle.notifications ? 'listen' : `poll every ${config.JOB_POLL_INTERVAL_MS} ms` })
       if (!config.WORKER_ENABLED) return
       worker = createConfiguredWorker(config, handle, locks)
       await worker.start()

@@ -20,6 +20,7 @@ import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../s
 import { enqueueJobs, interceptStatements, orderJob, seedOrderWithId, seedOrders } from '../support/jobs'
 import { describeOnBothBackends, type LockBackend } from '../support/lock-backends'
 import { pollUntil } from '../support/poll'
+import { postgresTopology } from '../support/postgres-topology'
 
 // The real runner, in this process, against both pairs the app runs on: Postgres with Redis locks,
 // and PGlite with in-process locks. Short timings keep retries, expiries and rescues inside a test;
@@ -844,8 +845,21 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
     expect(await mailFor(orderId)).toHaveLength(1)
   })
 
+  // Behind a transaction pooler without a direct URL no LISTEN outlives its transaction: workers poll.
+  if (driver === 'postgres' && postgresTopology === 'pgbouncer') {
+    it('behind a transaction pooler without a direct URL there is no LISTEN: jobs are found by this process\'s wake-ups and polls', async () => {
+      expect(handle.notifications).toBeUndefined()
+      const { orderId } = await seedOrder()
+      await startWorker({ pollIntervalMs: 200 })
+      const id = await enqueueOne({ orderId })
+
+      await waitForStatus(id, 'completed', 5_000)
+      expect(await mailFor(orderId)).toHaveLength(1)
+    })
+  }
+
   // Only Postgres carries a wake-up to other processes; PGlite is one process.
-  if (driver === 'postgres') {
+  if (driver === 'postgres' && postgresTopology !== 'pgbouncer') {
     it('a NOTIFY alone, as another process sends it, wakes an idle worker', async () => {
       const { orderId } = await seedOrder()
       await startWorker({ pollIntervalMs: SLOW_POLL_INTERVAL_MS })

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { serverEntry } from './build-once'
 import { type ManagedProcess, spawnManaged, stopAll } from './processes'
+import { appDatabaseEnv } from './postgres-topology'
 import { freePort, uniqueRedisPrefix } from './services'
 
 /**
@@ -82,7 +83,7 @@ export function appEnv(options: Pick<StartAppOptions, 'databaseUrl' | 'redisUrl'
     LOG_LEVEL: 'warn',
     WORKER_ENABLED: 'false',
   })
-  if (options.databaseUrl) env.DATABASE_URL = options.databaseUrl
+  if (options.databaseUrl) Object.assign(env, appDatabaseEnv(options.databaseUrl))
   if (options.redisUrl) env.REDIS_URL = options.redisUrl
   Object.assign(env, options.env)
   return env

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type DatabaseHandle, openDatabase } from '../../server/db/client'
+import { appDatabase } from './postgres-topology'
 import { createTestDatabase } from './services'
 
 /**
@@ -24,7 +25,7 @@ const migrationsDir = fileURLToPath(new URL('../../drizzle', import.meta.url))
 export async function openSuiteDatabase(driver: DatabaseDriver, label: string, options: { poolSize?: number } = {}): Promise<SuiteDatabase> {
   if (driver === 'postgres') {
     const database = await createTestDatabase(label)
-    return openCleaningUp(() => openDatabase({ url: database.url, pgliteDir: '', migrationsDir, poolSize: options.poolSize }), database.drop)
+    return openCleaningUp(() => openDatabase({ ...appDatabase(database.url), pgliteDir: '', migrationsDir, poolSize: options.poolSize }), database.drop)
   }
   const pgliteDir = await mkdtemp(join(tmpdir(), `ic-${label.replace(/\W+/g, '-')}-`))
   return openCleaningUp(() => openDatabase({ pgliteDir, migrationsDir }), () => rm(pgliteDir, { recursive: true, force: true }))

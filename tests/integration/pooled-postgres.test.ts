@@ -1,0 +1,104 @@
+import { fileURLToPath } from 'node:url'
+import postgres from 'postgres'
+import { afterAll, beforeAll, expect, it } from 'vitest'
+import { type DatabaseHandle, IDLE_IN_TRANSACTION_TIMEOUT_MS, LOCK_TIMEOUT_MS, openDatabase, queryAllPrepared, queryPrepared } from '../../server/db/client'
+import { type Pgbouncer, startPgbouncer } from '../support/pgbouncer.mjs'
+import { throughPooler } from '../support/postgres-topology'
+import { createTestDatabase, describeWithServices, postgresAdminUrl } from '../support/services'
+
+/**
+ * The driver behind PgBouncer in transaction mode with its usual settings (a pooler of the test's
+ * own, in front of the test server), as a deployment on Supabase's, Neon's or RDS Proxy's pooled
+ * URL reaches Postgres.
+ */
+
+const migrationsDir = fileURLToPath(new URL('../../drizzle', import.meta.url))
+const setting = (name: string) => ({ text: `select current_setting('${name}') as value`, params: [] })
+
+describeWithServices('Postgres behind a transaction pooler', ['postgres'], () => {
+  let pooler: Pgbouncer
+  let database: { url: string, drop: () => Promise<void> }
+  let pooledUrl: string
+  const opened: DatabaseHandle[] = []
+
+  const open = async (options: { poolMode?: 'session' | 'transaction', directUrl?: string } = {}) => {
+    const handle = await openDatabase({ url: pooledUrl, poolMode: options.poolMode ?? 'transaction', directUrl: options.directUrl, pgliteDir: '', migrationsDir, poolSize: 4 })
+    opened.push(handle)
+    return handle
+  }
+
+  beforeAll(async () => {
+    pooler = await startPgbouncer({ serverUrl: postgresAdminUrl, defaultPoolSize: 3 })
+    database = await createTestDatabase('pooled')
+    pooledUrl = throughPooler(database.url, `postgres://127.0.0.1:${pooler.port}`)
+  })
+
+  afterAll(async () => {
+    await Promise.allSettled(opened.map(handle => handle.close()))
+    await database?.drop()
+    await pooler?.destroy()
+  })
+
+  it('session mode through the pooler stops at start-up, naming the setting to use', async () => {
+    await expect(open({ poolMode: 'session' })).rejects.toThrow(/unsupported startup parameter.*DATABASE_POOL_MODE=transaction/s)
+  })
+
+  it('four instances migrating at once through the pooler apply each migration once', async () => {
+    const handles = await Promise.all(Array.from({ length: 4 }, () => open()))
+    const sql = postgres(database.url, { max: 1, onnotice: () => {} })
+    try {
+      const rows = await sql`select hash, count(*)::int as copies from drizzle.__drizzle_migrations group by hash`
+      const journal = (await import('../../drizzle/meta/_journal.json', { with: { type: 'json' } })).default
+      expect(rows).toHaveLength(journal.entries.length)
+      expect(rows.every(row => row.copies === 1)).toBe(true)
+    }
+    finally {
+      await sql.end()
+    }
+    expect(handles.map(handle => handle.poolMode)).toEqual(['transaction', 'transaction', 'transaction', 'transaction'])
+  })
+
+  it('every transaction sets lock_timeout and idle_in_transaction_session_timeout: statements, pipelined ones and drizzle\'s', async () => {
+    const handle = await open()
+    const expected = [`${LOCK_TIMEOUT_MS / 1000}s`, `${IDLE_IN_TRANSACTION_TIMEOUT_MS / 60_000}min`]
+    const [lock, idle] = await queryAllPrepared(handle.db, [setting('lock_timeout'), setting('idle_in_transaction_session_timeout')])
+    expect([lock![0]!.value, idle![0]!.value]).toEqual(expected)
+    const [single] = await queryPrepared(handle.db, setting('lock_timeout'))
+    expect(single!.value).toBe(expected[0])
+    const inDrizzle = await handle.db.transaction(async tx => (await tx.execute(`select current_setting('idle_in_transaction_session_timeout') as value`) as unknown as Array<{ value: string }>)[0]!.value)
+    expect(inDrizzle).toBe(expected[1])
+    // Nothing leaks into the server connection the pooler hands to the next client.
+    const sql = postgres(pooledUrl, { max: 1, prepare: false, onnotice: () => {} })
+    try {
+      const rows = await sql.unsafe<Array<{ value: string }>>(`select current_setting('lock_timeout') as value`)
+      expect(rows[0]!.value).toBe('0')
+    }
+    finally {
+      await sql.end()
+    }
+  })
+
+  it('many concurrent statements on few server connections: no named prepared statement is missed (26000) or misread', async () => {
+    const handle = await open()
+    const statements = Array.from({ length: 300 }, (_, index) => ({ text: `select $1::int as n, repeat('x', $1::int % 7) as pad`, params: [index] }))
+    const rows = await Promise.all(statements.map((statement, index) => index % 3 === 0
+      ? queryAllPrepared(handle.db, [statement, { text: 'select $1::text as s', params: [`s${index}`] }]).then(([first]) => first!)
+      : queryPrepared(handle.db, statement)))
+    expect(rows.map(([row]) => row!.n)).toEqual(statements.map((_, index) => index))
+    await handle.transact([{ text: 'select $1::int', params: [1] }, { text: 'select $1::text', params: ['a'] }])
+  })
+
+  it('without a direct URL there is no LISTEN (workers poll); with one, LISTEN on it hears a NOTIFY sent through the pooler', async () => {
+    expect((await open()).notifications).toBeUndefined()
+    const handle = await open({ directUrl: database.url })
+    let heard = 0
+    const unlisten = await handle.notifications!.listen('pooled_test', () => { heard++ })
+    try {
+      await handle.notifications!.notify('pooled_test')
+      await expect.poll(() => heard, { timeout: 5_000 }).toBe(1)
+    }
+    finally {
+      await unlisten()
+    }
+  })
+})
