@@ -1,13 +1,16 @@
+import { execFile } from 'node:child_process'
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { promisify } from 'node:util'
 import postgres from 'postgres'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { MIGRATION_LOCK_ID } from '../../server/db/client'
 import { appEnv, startApp, stopAll } from '../support/app'
 import { serverEntry } from '../support/build-once'
 import { request } from '../support/http'
+import { expectProblem } from '../support/orders'
 import { opsRequest } from '../support/ops'
 import { spawnManaged } from '../support/processes'
 import { createTestDatabase, describeWithServices, freePort, redisUrl } from '../support/services'
@@ -47,12 +50,61 @@ describeWithServices('start-up', ['postgres', 'redis'], () => {
 
   it('refuses a bad value, naming the variable, and exits 1', async () => {
     const start = startApp({ databaseUrl: database.url, redisUrl, env: { IDEMPOTENCY_TTL_SECONDS: 'abc' } })
-    await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*Invalid configuration:[\s\S]*IDEMPOTENCY_TTL_SECONDS: must be a whole number/)
+    await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*Invalid configuration \(1 setting to fix\):\n {2}IDEMPOTENCY_TTL_SECONDS: must be a whole number — should be /)
   })
 
   it('refuses to default a secret when DATABASE_URL is set (a deployment)', async () => {
-    const start = startApp({ databaseUrl: database.url, redisUrl, env: { OPS_TOKEN: '', MIDTRANS_SERVER_KEY: '' } })
-    await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*Missing required secrets: OPS_TOKEN, MIDTRANS_SERVER_KEY/)
+    const start = startApp({ databaseUrl: database.url, redisUrl, env: { OPS_TOKEN: '' } })
+    await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*Invalid configuration \(1 setting to fix\):\n {2}OPS_TOKEN: missing — /)
+  })
+
+  it('lists every missing and invalid setting of a first start at once, on stderr, each with an example, and exits 1', async () => {
+    // A new team's first try: the database, Redis and the provider named, nothing else yet, and one typo'd value.
+    const port = await freePort()
+    const env = { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: String(port), NODE_ENV: 'production', DATABASE_URL: database.url, REDIS_URL: redisUrl, PAYMENT_PROVIDER: 'stripe', STRIPE_WEBHOOK_SECRET: 'whsec_copied_under_another_name', WORKER_CONCURRENCY: 'four' }
+    const exit = await promisify(execFile)(process.execPath, [serverEntry], { env, timeout: 30_000 }).then(
+      ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+      (error: { code?: number, stdout?: string, stderr?: string }) => ({ code: error.code, stdout: error.stdout ?? '', stderr: error.stderr ?? '' }),
+    )
+    expect(exit.code, exit.stdout + exit.stderr).toBe(1)
+    const listed = exit.stderr.split('\n').filter(line => /^ {2}[A-Z_]+: /.test(line))
+    expect(exit.stderr).toContain('Invalid configuration (4 settings to fix):')
+    expect(listed).toEqual([
+      expect.stringMatching(/^ {2}OPS_TOKEN: missing — .*; required in a deployment \(DATABASE_URL set\).*\. Example: OPS_TOKEN=ops_…$/),
+      expect.stringMatching(/^ {2}WEBHOOK_STRIPE_SECRET: missing — Stripe's endpoint signing secret \(whsec_…\) from the dashboard's webhook endpoint .*; required because PAYMENT_PROVIDER=stripe\b.*\. Example: WEBHOOK_STRIPE_SECRET=whsec_… \(STRIPE_WEBHOOK_SECRET is set, but this app reads WEBHOOK_STRIPE_SECRET\)$/),
+      expect.stringMatching(/^ {2}WORKER_CONCURRENCY: must be a whole number — should be .*\(a whole number, 1–64\)\. Example: WORKER_CONCURRENCY=4$/),
+      expect.stringMatching(/^ {2}STRIPE_SECRET_KEY: missing — a Stripe secret key .*; required because PAYMENT_PROVIDER=stripe\b.*\. Example: STRIPE_SECRET_KEY=sk_live_…$/),
+    ])
+    // A Stripe shop is not asked for another provider's secret.
+    expect(exit.stderr).not.toMatch(/MIDTRANS_SERVER_KEY|WEBHOOK_STANDARD_SECRET|MOCKPAY_WEBHOOK_SECRET|SESSION_PASSWORD/)
+    expect(exit.stderr).toContain('`npm run secrets`')
+  })
+
+  it('runs a Stripe-only deployment without a Midtrans key or a Standard Webhooks secret: /api/ready lists only stripe, the other webhooks answer 404', async () => {
+    const fresh = await createTestDatabase('startup-stripe-only')
+    try {
+      // Every setting of another provider, mockpay, the demo or the faults left unset.
+      const unset = Object.fromEntries(['WEBHOOK_STANDARD_SECRET', 'MIDTRANS_SERVER_KEY', 'MOCKPAY_ENABLED', 'MOCKPAY_WEBHOOK_SECRET', 'SESSION_PASSWORD', 'FAULTS_ENABLED', 'CHECKOUT_DEMO_ENABLED'].map(name => [name, '']))
+      const app = await startApp({ databaseUrl: fresh.url, redisUrl, label: 'startup-stripe-only', env: { ...unset, PAYMENT_PROVIDER: 'stripe', STRIPE_SECRET_KEY: 'sk_test_startup0123456789', STRIPE_API_BASE: 'http://127.0.0.1:9' } })
+      const ready = await request(app.url, '/api/ready')
+      expect(ready.status, ready.text).toBe(200)
+      expect(ready.json.webhooks).toEqual({ providers: ['stripe'] })
+      expect(ready.json.warnings).toEqual([])
+      expect(app.output()).not.toMatch(/Generated development secrets/)
+
+      for (const provider of ['midtrans', 'standard', 'mockpay']) {
+        const answer = await request(app.url, `/api/webhooks/${provider}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })
+        expectProblem(answer, 'not-found')
+        expect(answer.json.detail).toBe(`No webhook provider "${provider}" here. Point the provider at /api/webhooks/{stripe}.`)
+      }
+      // Stripe's endpoint is on: an unsigned delivery is refused for its signature, not its route.
+      expectProblem(await request(app.url, '/api/webhooks/stripe', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }), 'webhook-signature-invalid')
+      await app.stop()
+    }
+    finally {
+      await stopAll()
+      await fresh.drop()
+    }
   })
 
   it('exits 1 when the migrations cannot be applied, before serving anything', async () => {
@@ -99,27 +151,27 @@ describeWithServices('start-up', ['postgres', 'redis'], () => {
 
   it('refuses a signing secret that is no key (Node would decode whsec_!!!!… to an empty HMAC key), naming it', async () => {
     const start = startApp({ databaseUrl: database.url, redisUrl, label: 'startup-empty-key', env: { WEBHOOK_STANDARD_SECRET: 'whsec_!!!!!!!!!!!!!!!!!!!!' } })
-    await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*Invalid configuration:\n {2}WEBHOOK_STANDARD_SECRET: must be "whsec_" followed by the canonical base64 of a key of at least 24 random bytes/)
+    await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*Invalid configuration \(1 setting to fix\):\n {2}WEBHOOK_STANDARD_SECRET: must be "whsec_" followed by the canonical base64 of a key of at least 24 random bytes/)
   })
 
   it('refuses a deployment that names no PAYMENT_PROVIDER, exiting 1', async () => {
     const start = startApp({ databaseUrl: database.url, redisUrl, label: 'startup-no-provider', env: { PAYMENT_PROVIDER: '' } })
-    await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*Missing PAYMENT_PROVIDER \(mockpay, stripe or midtrans\): it is required with DATABASE_URL\./)
+    await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*\n {2}PAYMENT_PROVIDER: missing — where orders ask for their payments: stripe, midtrans, or mockpay .*; required with DATABASE_URL\b/)
   })
 
   it('refuses PAYMENT_PROVIDER=stripe without STRIPE_SECRET_KEY, naming it, and exits 1', async () => {
     const start = startApp({ databaseUrl: database.url, redisUrl, label: 'startup-stripe-no-key', env: { ...stripeOff, STRIPE_SECRET_KEY: '' } })
-    await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*Missing STRIPE_SECRET_KEY: PAYMENT_PROVIDER=stripe creates PaymentIntents with it\./)
+    await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*\n {2}STRIPE_SECRET_KEY: missing — .*; required because PAYMENT_PROVIDER=stripe: it creates PaymentIntents with it\b/)
   })
 
   it('refuses PAYMENT_PROVIDER=mockpay with MOCKPAY_ENABLED=false (orders would ask a provider that is off), exiting 1', async () => {
     const start = startApp({ databaseUrl: database.url, redisUrl, label: 'startup-mockpay-off', env: { PAYMENT_PROVIDER: 'mockpay', MOCKPAY_ENABLED: 'false' } })
-    await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*PAYMENT_PROVIDER=mockpay needs MOCKPAY_ENABLED: the simulated provider is the one orders would ask\./)
+    await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*\n {2}MOCKPAY_ENABLED: is false, but PAYMENT_PROVIDER=mockpay needs MOCKPAY_ENABLED: the simulated provider is the one orders would ask\./)
   })
 
   it('refuses mockpay without its own secret in a deployment, naming MOCKPAY_WEBHOOK_SECRET', async () => {
     const start = startApp({ databaseUrl: database.url, redisUrl, label: 'startup-mockpay-secret', env: { MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_SECRET: '' } })
-    await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*Missing MOCKPAY_WEBHOOK_SECRET/)
+    await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*\n {2}MOCKPAY_WEBHOOK_SECRET: missing — /)
   })
 
   it('warns in the log and in /api/ready about each of FAULTS_ENABLED, MOCKPAY_ENABLED and CHECKOUT_DEMO_ENABLED on with DATABASE_URL', async () => {
