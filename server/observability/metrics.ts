@@ -84,6 +84,7 @@ export const metrics = {
 
   // The request log (the evidence of every request).
   requestLogRowsDropped: defineCounter('request_log_rows_dropped_total', 'Request-log rows dropped unwritten: the queue held MAX_QUEUED_ROWS while the database could not take them (oldest first).'),
+  requestLogRowsQuarantined: defineCounter('request_log_rows_quarantined_total', 'Request-log rows the database refused for their data (SQLSTATE class 22 or 23, or unencodable), logged at warn and not written, by reason (the SQLSTATE).', ['reason']),
   requestLogRowsDeleted: defineCounter('request_log_rows_deleted_total', 'Request-log rows older than REQUEST_LOG_RETENTION_DAYS deleted by retention.'),
 
   // HTTP (route: the matched route pattern, e.g. "/api/webhooks/:provider").

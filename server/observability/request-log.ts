@@ -2,8 +2,9 @@ import { hostname } from 'node:os'
 import { sql } from 'drizzle-orm'
 import type { H3Event } from 'h3'
 import type { Database } from '../db/client'
+import { describeDatabaseError, isDatabaseUnavailable } from '../db/errors'
 import { requestLog } from '../db/schema'
-import { log } from './logger'
+import { escapeHeaderValue, escapeText, log } from './logger'
 import { metrics } from './metrics'
 
 const instance = `${hostname()}:${process.pid}`
@@ -54,18 +55,27 @@ export interface RequestLogWriter {
  * at a time, so batches land in arrival order and a slow database is not sent a pile of them.
  * The queue is bounded: past `maxQueuedRows` the oldest rows go (counted and logged), not the
  * process's memory.
+ *
+ * A batch the database refuses for its data (SQLSTATE class 22 or 23: a NUL in a text, a value out
+ * of range, a missing column value) would be refused again however often it is retried, and every
+ * later row would wait behind it. Such a batch is split in halves, each written in turn (and split
+ * again if refused), until each refused row stands alone: it is quarantined — logged at warn with
+ * its values escaped and counted in request_log_rows_quarantined_total — and the rows around it are
+ * written, in order. Only failures of another kind (the connection, the server) are retried.
  */
 export function createRequestLogWriter(options: RequestLogWriterOptions): RequestLogWriter {
   // The queue is queued.slice(head): dropping or taking from the front only moves `head`.
   let queued: RequestLogRow[] = []
   let head = 0
-  /** The batch being written: off the queue, back at its head if the write fails. */
+  /** Rows of the batch being written not yet written or quarantined: off the queue, back at its head if a write fails. */
   let inFlight = 0
   let target: Database | undefined
   let timer: NodeJS.Timeout | undefined
   let writing: Promise<void> | undefined
   /** 0 while writes succeed; otherwise the wait before the next attempt. */
   let retryMs = 0
+  /** When that attempt is due (performance.now()). */
+  let retryAt = 0
   /**
    * Rows at the head of the queue whose write failed: it may have committed before its answer was
    * lost, so their retry skips what is already there.
@@ -133,23 +143,50 @@ export function createRequestLogWriter(options: RequestLogWriterOptions): Reques
       compact()
       inFlight = batch.length
       try {
-        await target.execute(insertBatch(batch, retried > 0))
+        const failed = await writeSplitting(target, batch, retried > 0)
+        if (failed) {
+          // Back at the head, in order; if the queue is now full, they are the oldest and go first.
+          queued = failed.rows.concat(queued.slice(head))
+          head = 0
+          retriedRows += failed.rows.length
+          dropOverflow()
+          retryMs = retryMs ? Math.min(retryMs * 2, options.retryMaxMs) : options.retryFirstMs
+          retryAt = performance.now() + retryMs
+          log.warn('request log rows not written yet; retrying', { rows: failed.rows.length, queued: queuedRows(), retryInMs: retryMs, error: failed.error })
+          return
+        }
         retryMs = 0
-      }
-      catch (error) {
-        // Back at the head, in order; if the queue is now full, they are the oldest and go first.
-        queued = batch.concat(queued.slice(head))
-        head = 0
-        retriedRows += batch.length
-        dropOverflow()
-        retryMs = retryMs ? Math.min(retryMs * 2, options.retryMaxMs) : options.retryFirstMs
-        log.warn('request log rows not written yet; retrying', { rows: batch.length, queued: queuedRows(), retryInMs: retryMs, error })
-        return
       }
       finally {
         inFlight = 0
       }
     }
+  }
+
+  /**
+   * Writes `rows` in one statement, or, when the database refuses it for its data, each half in
+   * turn the same way; a refused row alone is quarantined. Resolves to nothing once every row is
+   * written or quarantined, else to the rows not written (those of the write that failed and every
+   * one after it, in order) and the failure, for the retry.
+   */
+  async function writeSplitting(db: Database, rows: RequestLogRow[], retried: boolean): Promise<{ rows: RequestLogRow[], error: unknown } | undefined> {
+    const failure = await tryWrite(db, rows, retried)
+    if (!failure) {
+      inFlight -= rows.length
+      return undefined
+    }
+    const { error, refusal } = failure
+    if (!refusal) return { rows, error }
+    if (rows.length === 1) {
+      quarantine(rows[0]!, refusal, error)
+      inFlight -= 1
+      return undefined
+    }
+    // A refused statement wrote nothing: its halves are as new or as retried as it was.
+    const middle = Math.ceil(rows.length / 2)
+    const failed = await writeSplitting(db, rows.slice(0, middle), retried)
+    if (failed) return { rows: failed.rows.concat(rows.slice(middle)), error: failed.error }
+    return writeSplitting(db, rows.slice(middle), retried)
   }
 
   return {
@@ -163,10 +200,12 @@ export function createRequestLogWriter(options: RequestLogWriterOptions): Reques
     async flush(timeoutMs = SHUTDOWN_FLUSH_MS) {
       const deadline = performance.now() + timeoutMs
       while (queuedRows() || writing) {
-        const left = deadline - performance.now()
+        const now = performance.now()
+        const left = deadline - now
         if (left <= 0) break
-        await waitAtMost(start(), left)
-        if (queuedRows() && retryMs) await waitAtMost(undefined, Math.min(retryMs, deadline - performance.now()))
+        // A flush keeps the backoff too: it waits for the retry that is due, or for the write under way.
+        if (!writing && retryMs && now < retryAt) await waitAtMost(undefined, Math.min(retryAt - now, left))
+        else await waitAtMost(start(), left)
       }
       const left = queuedRows() + inFlight
       if (left) log.warn('request log rows left unwritten', { rows: left, waitedMs: timeoutMs })
@@ -174,6 +213,60 @@ export function createRequestLogWriter(options: RequestLogWriterOptions): Reques
     },
     size: () => queuedRows() + inFlight,
   }
+}
+
+interface WriteFailure {
+  error: unknown
+  /** Set when the rows' own data was refused: their SQLSTATE, or `unencodable`. */
+  refusal?: string
+}
+
+/** One INSERT of `rows`: undefined when it committed, else how it failed. */
+async function tryWrite(db: Database, rows: RequestLogRow[], retried: boolean): Promise<WriteFailure | undefined> {
+  let statement: ReturnType<typeof insertBatch>
+  try {
+    statement = insertBatch(rows, retried)
+  }
+  catch (error) {
+    // A value the statement cannot be built from (an invalid date): no retry will build it.
+    return { error, refusal: 'unencodable' }
+  }
+  try {
+    await db.execute(statement)
+    return undefined
+  }
+  catch (error) {
+    return { error, refusal: dataRefusal(error) }
+  }
+}
+
+/**
+ * The SQLSTATE of a refusal for the rows' own data — class 22 (data exception) or 23 (integrity
+ * constraint violation), which the same rows would meet again — or undefined for any other failure
+ * (the connection, the server), which a retry may cure. The SQLSTATE is the server's (postgres.js'
+ * PostgresError, PGlite's DatabaseError: a code and a severity), on the error or, when drizzle
+ * wrapped it, on its cause.
+ */
+export function dataRefusal(error: unknown): string | undefined {
+  if (isDatabaseUnavailable(error)) return undefined
+  let current: unknown = error
+  for (let depth = 0; current && typeof current === 'object' && depth < 5; depth++) {
+    const code = (current as { code?: unknown }).code
+    if (typeof code === 'string' && /^2[23][0-9A-Z]{3}$/.test(code) && 'severity' in current) return code
+    current = (current as { cause?: unknown }).cause
+  }
+  return undefined
+}
+
+/** A row the database refused for its data: logged (every value escaped) and counted, never retried. */
+function quarantine(row: RequestLogRow, reason: string, error: unknown): void {
+  metrics.requestLogRowsQuarantined.inc({ reason })
+  const createdAt = row.createdAt instanceof Date && Number.isFinite(row.createdAt.getTime()) ? row.createdAt.toISOString() : String(row.createdAt)
+  log.warn('request log row quarantined: the database refused its data', {
+    row: { ...escapedRow(row), createdAt },
+    reason,
+    error: describeDatabaseError(error) ?? (error instanceof Error ? `${error.name}: ${escapeText(error.message, { maxLength: 200 })}` : 'unknown'),
+  })
 }
 
 /** Resolves when `work` settles or after `ms`, whichever is first. */
@@ -210,18 +303,56 @@ export function isRoutineRead(row: Pick<RequestLogRow, 'method' | 'status' | 'du
     && row.durationMs < SLOW_REQUEST_MS && row.authenticatedBy !== 'ops_token'
 }
 
+/** The longest path a row keeps, escapes included. */
+export const MAX_PATH_LENGTH = 500
+/** The longest refused X-Request-Id or Idempotency-Key a log line shows, escapes included. */
+const MAX_REFUSED_HEADER_LENGTH = 300
+
+/**
+ * The request's path as the router decoded it, with what a text column cannot hold escaped (see
+ * escapeText: control characters become %XX). A path that does not decode to UTF-8 (%FF, an overlong
+ * %C0%AF) is kept as it came over the wire, where its bytes already read %XX: the router's fallback
+ * would double the encoding of any %25 or %2F in it. Either way every `%` in the result starts an
+ * escape, and percent-decoding the result gives the path the client sent.
+ */
+export function requestPath(event: H3Event): string {
+  const raw = (event.node.req.originalUrl ?? event.node.req.url ?? event.path).split('?')[0]!
+  let path = event.path.split('?')[0]!
+  try {
+    decodeURIComponent(raw)
+  }
+  catch {
+    path = raw
+  }
+  return escapeText(path, { maxLength: MAX_PATH_LENGTH })
+}
+
+/** Every text of a row with what a text column cannot hold escaped (nothing changes in a clean row). */
+function escapedRow(row: RequestLogRow): RequestLogRow {
+  const escaped: Record<string, unknown> = { ...row }
+  for (const [column, value] of Object.entries(row)) {
+    if (typeof value === 'string') escaped[column] = escapeText(value)
+  }
+  return escaped as RequestLogRow
+}
+
 /**
  * One log line and one request_log row per API request, after the response went out, and its
  * duration in http_request_duration_seconds. Rows are evidence for later, so they are written off
  * the hot path in batches (one commit per batch instead of one per request); a failed write is
- * retried, never fails a request. Nothing from the headers is logged but the request ids and the
- * traceparent's trace id: never Authorization or a cookie.
+ * retried, never fails a request. Nothing from the headers is logged but the request ids, the
+ * Idempotency-Key and the traceparent's trace id: never Authorization or a cookie.
+ *
+ * What the client chose reaches the row and the line escaped (escapeText): the path, and the ids,
+ * which are visible ASCII once checked, so the escape is only a last guard for them. An X-Request-Id
+ * or Idempotency-Key the server refused is not the request's id or key, so the row keeps none; the
+ * line shows it escaped (refusedClientRequestId, refusedIdempotencyKey), never silently dropped.
  */
 export function recordRequest(event: H3Event, db: Database | undefined, delivered: boolean): void {
   const context = event.context
-  const path = event.path.split('?')[0]!.slice(0, 500)
+  const path = requestPath(event)
   const elapsedMs = performance.now() - (context.startedAt ?? performance.now())
-  const row: RequestLogRow = {
+  const row: RequestLogRow = escapedRow({
     requestId: context.requestId,
     clientRequestId: context.clientRequestId ?? null,
     authenticatedBy: context.authenticatedBy ?? null,
@@ -235,7 +366,9 @@ export function recordRequest(event: H3Event, db: Database | undefined, delivere
     status: delivered ? event.node.res.statusCode : 499,
     durationMs: Math.round(elapsedMs),
     instance,
-  }
+  })
+  const offeredRequestId = headerValue(event, 'x-request-id')
+  const offeredKey = row.outcome === 'invalid' ? headerValue(event, 'idempotency-key') : undefined
   // The matched route pattern (e.g. /api/webhooks/:provider), never the raw path: a bounded label.
   const route = context.matchedRoute?.path ?? 'unmatched'
   metrics.httpDuration.observe({ method: row.method, route, status: String(row.status) }, elapsedMs / 1000)
@@ -246,6 +379,8 @@ export function recordRequest(event: H3Event, db: Database | undefined, delivere
     operation: context.idempotency?.route,
     fingerprintPrefix: context.idempotency?.fingerprintPrefix,
     traceId: context.trace?.traceId,
+    refusedClientRequestId: offeredRequestId !== undefined && offeredRequestId !== context.clientRequestId ? escapeHeaderValue(offeredRequestId, MAX_REFUSED_HEADER_LENGTH) : undefined,
+    refusedIdempotencyKey: offeredKey !== undefined ? escapeHeaderValue(offeredKey, MAX_REFUSED_HEADER_LENGTH) : undefined,
   })
   if (!db || scrape) return
   // The row's time is when the request started, so a timeline orders requests as they arrived, not
@@ -253,6 +388,12 @@ export function recordRequest(event: H3Event, db: Database | undefined, delivere
   // after the log line, which is serialized at once, so one object serves both.
   row.createdAt = new Date(Date.now() - elapsedMs)
   writer.enqueue(db, row)
+}
+
+/** A request header as Node read it (latin1, one character per byte); repeated ones joined as Node joins them. */
+function headerValue(event: H3Event, name: string): string | undefined {
+  const value = event.node.req.headers[name]
+  return Array.isArray(value) ? value.join(', ') : value
 }
 
 /** Drains the queue on shutdown, giving up after SHUTDOWN_FLUSH_MS when the database is gone. */
@@ -280,10 +421,13 @@ function insertBatch(batch: RequestLogRow[], retried: boolean) {
     const values = batch.map(row => (column === 'createdAt' ? row.createdAt?.toISOString() : row[column]) ?? null)
     return sql`${arrayLiteral(values)}::${sql.raw(type)}[]`
   }), sql`, `)
-  const rows = sql`select * from unnest(${arrays}) as batch(${columnNames})`
-  if (!retried) return sql`insert into ${requestLog} (${columnNames}) ${rows}`
-  return sql`insert into ${requestLog} (${columnNames}) ${rows}
-    where not exists (select 1 from ${requestLog} written where written.request_id = batch.request_id)`
+  if (!retried) return sql`insert into ${requestLog} (${columnNames}) select * from unnest(${arrays}) as batch(${columnNames})`
+  // The anti-join may be planned as a hash join, which does not keep the batch's order: the ids
+  // (the order the rows landed in) follow each row's position in the batch.
+  return sql`insert into ${requestLog} (${columnNames})
+    select ${columnNames} from unnest(${arrays}) with ordinality as batch(${columnNames}, position)
+    where not exists (select 1 from ${requestLog} written where written.request_id = batch.request_id)
+    order by position`
 }
 
 /** A Postgres array literal, every element quoted (so commas, braces and quotes in a path are data). */

@@ -1,12 +1,12 @@
 import { fileURLToPath } from 'node:url'
 import type { H3Event } from 'h3'
 import postgres from 'postgres'
-import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest'
+import { afterAll, afterEach, beforeAll, beforeEach, expect, it, vi } from 'vitest'
 import { type Database, type DatabaseHandle, openDatabase } from '../../server/db/client'
 import { requestLog } from '../../server/db/schema'
 import { deleteExpiredRecords } from '../../server/jobs/maintenance'
 import { createMemoryLocks } from '../../server/locks/memory'
-import { setLogLevel } from '../../server/observability/logger'
+import { logger, setLogLevel } from '../../server/observability/logger'
 import { registry } from '../../server/observability/metrics'
 import { createRequestLogWriter, flushRequestLog, recordRequest, type RequestLogRow, type RequestLogWriterOptions } from '../../server/observability/request-log'
 import { openSuiteDatabase, type SuiteDatabase } from '../support/databases'
@@ -17,7 +17,8 @@ import { proxyDatabase, type TcpProxy } from '../support/tcp-proxy'
 // The request log is the evidence of every request, and a database outage is when it matters most:
 // rows wait in a bounded queue and are retried until Postgres takes them, exactly once, one write at
 // a time; retention deletes the old ones in batches. On real Postgres behind a TCP proxy that can
-// cut or stall the app's connections while the test reads the database directly.
+// cut or stall the app's connections while the test reads the database directly. A row the
+// database refuses for its data never holds up the rest: its batch is split, the row quarantined.
 
 const migrationsDir = fileURLToPath(new URL('../../drizzle', import.meta.url))
 
@@ -54,7 +55,7 @@ function answeredRequest(requestId: string): H3Event {
     path: '/api/orders',
     method: 'POST',
     context: { requestId, startedAt: performance.now(), authenticatedBy: 'tenant_key' },
-    node: { res: { statusCode: 201 } },
+    node: { req: { url: '/api/orders', headers: {} }, res: { statusCode: 201 } },
   } as unknown as H3Event
 }
 
@@ -68,6 +69,38 @@ async function counterValue(name: string): Promise<number> {
   const metric = await registry.getSingleMetric(name)!.get()
   return metric.values.reduce((sum, value) => sum + value.value, 0)
 }
+
+/** request_log_rows_quarantined_total by reason (those counted so far). */
+async function quarantinedByReason(): Promise<Record<string, number>> {
+  const metric = await registry.getSingleMetric('request_log_rows_quarantined_total')!.get()
+  return Object.fromEntries(metric.values.map(value => [String(value.labels.reason), value.value]))
+}
+
+/** What each reason's count grew by since `before` (reasons that did not grow left out). */
+async function quarantinedSince(before: Record<string, number>): Promise<Record<string, number>> {
+  const now = await quarantinedByReason()
+  return Object.fromEntries(Object.entries(now).map(([reason, count]) => [reason, count - (before[reason] ?? 0)]).filter(([, grown]) => grown !== 0))
+}
+
+/** A row carrying a raw NUL, as if it had bypassed recordRequest's escaping: Postgres refuses it (22021). */
+const poisoned = (requestId: string): RequestLogRow => ({ ...row(requestId), path: '/api/\u0000' })
+
+/** The warnings of quarantined rows logged while `work` ran (the log level is error meanwhile). */
+async function quarantineWarnings(work: () => Promise<void>): Promise<Array<Record<string, unknown>>> {
+  const warn = vi.spyOn(logger, 'warn')
+  try {
+    await work()
+    return warn.mock.calls
+      .filter(([, msg]) => msg === 'request log row quarantined: the database refused its data')
+      .map(([fields]) => fields as unknown as Record<string, unknown>)
+  }
+  finally {
+    warn.mockRestore()
+  }
+}
+
+/** An error as postgres.js reports a connection that closed under a query. */
+const connectionClosed = () => Object.assign(new Error('write CONNECTION_CLOSED 127.0.0.1:5432'), { code: 'CONNECTION_CLOSED' })
 
 describeWithServices('request log writer on Postgres that goes away', ['postgres'], () => {
   let dropDatabase: () => Promise<void>
@@ -209,7 +242,147 @@ describeWithServices('request log writer on Postgres that goes away', ['postgres
     expect(lostAnswers).toBe(-1)
     expect(await written()).toEqual(requestIds)
   })
+
+  it('a poisoned batch while Postgres is gone: retried as a connection failure (nothing quarantined), then split once Postgres is back', async () => {
+    const { db, stats } = observed(handle.db)
+    const writer = createRequestLogWriter(options())
+    const before = await quarantinedByReason()
+    await proxy.cut()
+    const requestIds = ids('poisoned_outage', 20)
+    for (const requestId of requestIds) writer.enqueue(db, requestId === requestIds[7] ? poisoned(requestId) : row(requestId))
+    await pollUntil('three writes failed', async () => stats.failures >= 3, { timeoutMs: 10_000, intervalMs: 10 })
+    expect(writer.size()).toBe(20)
+    expect(await quarantinedSince(before)).toEqual({})
+
+    await proxy.restore()
+    expect(await writer.flush(10_000)).toBe(0)
+    expect(await written()).toEqual(requestIds.filter(requestId => requestId !== requestIds[7]))
+    expect(await quarantinedSince(before)).toEqual({ 22021: 1 })
+    expect(stats.maxActive).toBe(1)
+  })
 })
+
+/** Rows the database refuses for their data, on both drivers the app runs on. */
+function poisonedRowsContract(driver: 'postgres' | 'pglite') {
+  let database: SuiteDatabase
+  let db: Database
+
+  beforeAll(async () => {
+    setLogLevel('error')
+    database = await openSuiteDatabase(driver, 'request_log_poison')
+    db = database.handle.db
+  }, 60_000)
+
+  afterAll(async () => {
+    await database?.close()
+  })
+
+  beforeEach(async () => {
+    await db.delete(requestLog)
+  })
+
+  const written = async () => (await db.select({ requestId: requestLog.requestId }).from(requestLog).orderBy(requestLog.id)).map(entry => entry.requestId)
+
+  const options: RequestLogWriterOptions = { maxQueuedRows: 10_000, maxBatchRows: 100, flushEveryMs: 5, retryFirstMs: 50, retryMaxMs: 200 }
+
+  it('a raw NUL in one row: its batch is split, the row quarantined (logged, counted under 22021), the others and later rows written in order', async () => {
+    const { db: watched, stats } = observed(db)
+    const writer = createRequestLogWriter(options)
+    const before = await quarantinedByReason()
+    const requestIds = ids('poisoned', 64)
+    const bad = requestIds[37]!
+    const warnings = await quarantineWarnings(async () => {
+      for (const requestId of requestIds) writer.enqueue(watched, requestId === bad ? poisoned(requestId) : row(requestId))
+      expect(await writer.flush(10_000)).toBe(0)
+    })
+    expect(await written()).toEqual(requestIds.filter(requestId => requestId !== bad))
+    expect(await quarantinedSince(before)).toEqual({ 22021: 1 })
+    // One refused batch of 64, then halving down to the row: 1 + 2 per level (6 levels) = 13 statements.
+    expect(stats.attempts).toBe(13)
+    expect(stats.failures).toBe(7)
+    expect(warnings).toEqual([{
+      row: { requestId: bad, method: 'POST', path: '/api/%00', status: 201, durationMs: 1, instance: 'request-log-test', createdAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) },
+      reason: '22021',
+      error: 'database error 22021 character_not_in_repertoire',
+    }])
+
+    // Nothing waits behind it: the next rows are written at once, in one statement.
+    const later = ids('after_poison', 5)
+    for (const requestId of later) writer.enqueue(watched, row(requestId))
+    expect(await writer.flush(10_000)).toBe(0)
+    expect(await written()).toEqual([...requestIds.filter(requestId => requestId !== bad), ...later])
+    expect(stats.attempts).toBe(14)
+    expect(await quarantinedSince(before)).toEqual({ 22021: 1 })
+  })
+
+  it('every kind of refused data in one batch (22021, 23502 not-null, an invalid date): each bad row quarantined under its reason, the good ones written', async () => {
+    const writer = createRequestLogWriter(options)
+    const before = await quarantinedByReason()
+    const requestIds = ids('mixed', 40)
+    const broken: Record<string, (requestId: string) => RequestLogRow> = {
+      [requestIds[0]!]: poisoned,
+      [requestIds[9]!]: requestId => ({ ...row(requestId), clientRequestId: `client\u0000${requestId}` }),
+      [requestIds[21]!]: requestId => ({ ...row(requestId), method: null as unknown as string }),
+      [requestIds[39]!]: requestId => ({ ...row(requestId), createdAt: new Date(Number.NaN) }),
+    }
+    for (const requestId of requestIds) writer.enqueue(db, broken[requestId]?.(requestId) ?? row(requestId))
+    expect(await writer.flush(10_000)).toBe(0)
+    expect(await written()).toEqual(requestIds.filter(requestId => !broken[requestId]))
+    expect(await quarantinedSince(before)).toEqual({ 22021: 2, 23502: 1, unencodable: 1 })
+  })
+
+  it('a connection failure in the middle of a split is retried with the backoff, from the rows not yet written, which skip what is already there', async () => {
+    const { db: watched, stats } = observed(db)
+    // The 3rd and 4th statements (the first half's halves, after one split) fail on the way.
+    let statement = 0
+    const flaky = new Proxy(watched, {
+      get(target, property, receiver) {
+        if (property !== 'execute') return Reflect.get(target, property, receiver)
+        return async (query: Parameters<Database['execute']>[0]) => {
+          statement++
+          if (statement === 3 || statement === 4) throw connectionClosed()
+          return target.execute(query)
+        }
+      },
+    })
+    const writer = createRequestLogWriter(options)
+    const before = await quarantinedByReason()
+    const requestIds = ids('split_outage', 16)
+    const bad = requestIds[5]!
+    for (const requestId of requestIds) writer.enqueue(flaky, requestId === bad ? poisoned(requestId) : row(requestId))
+    const started = performance.now()
+    expect(await writer.flush(10_000)).toBe(0)
+    // Two retries: 50 and 100 ms of backoff.
+    expect(performance.now() - started).toBeGreaterThanOrEqual(145)
+    expect(await written()).toEqual(requestIds.filter(requestId => requestId !== bad))
+    expect(await quarantinedSince(before)).toEqual({ 22021: 1 })
+    expect(stats.maxActive).toBe(1)
+  })
+
+  it('a write that fails for another reason is never split nor quarantined: retried until it goes through', async () => {
+    let failuresLeft = 3
+    const refusing = new Proxy(db, {
+      get(target, property, receiver) {
+        if (property !== 'execute') return Reflect.get(target, property, receiver)
+        return async (query: Parameters<Database['execute']>[0]) => {
+          if (failuresLeft-- > 0) throw connectionClosed()
+          return target.execute(query)
+        }
+      },
+    })
+    const writer = createRequestLogWriter(options)
+    const before = await quarantinedByReason()
+    const requestIds = ids('retried', 12)
+    for (const requestId of requestIds) writer.enqueue(refusing, row(requestId))
+    expect(await writer.flush(10_000)).toBe(0)
+    expect(failuresLeft).toBe(-1)
+    expect(await written()).toEqual(requestIds)
+    expect(await quarantinedSince(before)).toEqual({})
+  })
+}
+
+describeWithServices('request log: poisoned rows on Postgres', ['postgres'], () => poisonedRowsContract('postgres'))
+describeWithServices('request log: poisoned rows on PGlite', [], () => poisonedRowsContract('pglite'))
 
 /** The retention task on both drivers the app runs on. */
 function retentionContract(driver: 'postgres' | 'pglite') {
