@@ -1,5 +1,5 @@
-import type { Redis } from 'ioredis'
-import { useRedis } from '../redis'
+import { log } from '../observability/logger'
+import { isCluster, type RedisClient, type RedisTopology, useRedis } from '../redis'
 import { createMemoryLocks } from './memory'
 import { createRedisLocks } from './redis'
 import type { Locks } from './types'
@@ -8,21 +8,36 @@ export type { Locks }
 
 let locks: Locks | undefined
 
-/** Redis when REDIS_URL is set, in-process otherwise. */
+/** Redis when REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS is set, in-process otherwise. */
 export function useLocks(): Locks {
   if (locks) return locks
   const redis = useRedis()
-  locks = redis ? createRedisLocks(redis.client) : createMemoryLocks()
+  locks = redis
+    ? createRedisLocks(redis.client, {
+        onTaggedFallback: refusal => log.warn('Redis refused SET … NX GET; processing locks are taken with an equivalent script', { topology: redis.topology, reply: refusal.message }),
+      })
+    : createMemoryLocks()
   return locks
 }
 
-/** Readiness of the lock backend: Redis answers PING, or the in-process backend is in use. */
+/** How the lock backend's Redis is deployed (`standalone`, `cluster`, `sentinel`); undefined for in-process locks. */
+export function lockTopology(): RedisTopology | undefined {
+  return useRedis()?.topology
+}
+
+/**
+ * Readiness of the lock backend: Redis answers PING — in a cluster every master it knows of, since
+ * each holds a share of the keys — or the in-process backend is in use.
+ */
 export async function pingLocks(): Promise<boolean> {
   const redis = useRedis()?.client
   if (!redis) return true
   try {
     if (redis.status !== 'ready') await untilReady(redis, 1000)
-    return (await redis.ping()) === 'PONG'
+    if (!isCluster(redis)) return (await redis.ping()) === 'PONG'
+    const masters = redis.nodes('master')
+    const replies = await Promise.all(masters.map(node => node.ping()))
+    return masters.length > 0 && replies.every(reply => reply === 'PONG')
   }
   catch {
     return false
@@ -30,7 +45,7 @@ export async function pingLocks(): Promise<boolean> {
 }
 
 /** Resolves once the client is connected; rejects after timeoutMs, leaving no listener behind. */
-function untilReady(client: Redis, timeoutMs: number): Promise<void> {
+function untilReady(client: RedisClient, timeoutMs: number): Promise<void> {
   return new Promise((resolve, reject) => {
     const onReady = () => {
       clearTimeout(timer)

@@ -1,44 +1,186 @@
-import type { Redis, RedisOptions } from 'ioredis'
+import { readFileSync } from 'node:fs'
+import type { ConnectionOptions } from 'node:tls'
+import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis'
 import type { Driver } from 'unstorage'
 import redisDriver from 'unstorage/drivers/redis'
-import { useConfig } from '../config'
+import { type AppConfig, ConfigError, useConfig } from '../config'
 
-/**
- * Every Redis client of the app fails fast instead of queueing commands while Redis is away, so a
- * request never waits on a backend that is gone, and keeps reconnecting in the background (capped
- * backoff) so Redis coming back is picked up.
- */
-const failFast: RedisOptions = {
-  enableOfflineQueue: false,
-  maxRetriesPerRequest: 1,
-  connectTimeout: 1000,
-  commandTimeout: 500,
-  retryStrategy: attempt => Math.min(attempt * 100, 2000),
-}
+/** One node (REDIS_URL), a Redis Cluster (REDIS_CLUSTER_NODES) or a master found through Sentinels (REDIS_SENTINELS). */
+export type RedisTopology = 'standalone' | 'cluster' | 'sentinel'
+
+/** A client of any topology: each command goes to the node that holds its key. */
+export type RedisClient = Redis | Cluster
+
+export const isCluster = (client: RedisClient): client is Cluster => client.isCluster
+
+/** The settings the connection is made from (the app's configuration has them all). */
+export type RedisSettings = Pick<AppConfig, 'REDIS_URL' | 'REDIS_CLUSTER_NODES' | 'REDIS_SENTINELS' | 'REDIS_SENTINEL_NAME'
+  | 'REDIS_USERNAME' | 'REDIS_PASSWORD' | 'REDIS_TLS' | 'REDIS_CA_FILE' | 'REDIS_KEY_PREFIX'>
 
 export interface RedisConnection {
+  topology: RedisTopology
   /** Keys under REDIS_KEY_PREFIX: the processing and resource locks. */
-  client: Redis
+  client: RedisClient
   /** The same connection as an unstorage driver (keys under `<prefix>replay:`), for Nitro storage to mount. */
   storageDriver: Driver
 }
 
-let connection: RedisConnection | undefined
+const RETRY_CAP_MS = 2000
+/** Reconnecting after 100 ms, 200 ms, … at most every 2 s, for ever: Redis coming back is picked up. */
+const backoff = (attempt: number) => Math.min(attempt * 100, RETRY_CAP_MS)
 
 /**
- * The app's one Redis connection (REDIS_URL), undefined without one. Locks and the shared replay
- * cache share it, with auto-pipelining: what a request sends in one tick (a cache read and a lock,
- * a cache write and a release) goes out in one socket write.
+ * Every Redis client of the app fails fast instead of queueing commands while Redis is away, so a
+ * request never waits on a backend that is gone (it degrades to Postgres alone), and keeps
+ * reconnecting in the background (capped backoff) so Redis coming back is picked up.
  */
-export function useRedis(): RedisConnection | undefined {
-  if (connection) return connection
-  const config = useConfig()
-  if (!config.REDIS_URL) return undefined
-  const storageDriver = redisDriver({ ...failFast, url: config.REDIS_URL, keyPrefix: config.REDIS_KEY_PREFIX, base: 'replay', enableAutoPipelining: true })
-  const client = storageDriver.getInstance!() as Redis
+const failFast = {
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 1,
+  connectTimeout: 1000,
+  commandTimeout: 500,
+  retryStrategy: backoff,
+} satisfies RedisOptions
+
+/**
+ * The topology the settings name, or undefined without Redis. At most one of REDIS_URL,
+ * REDIS_CLUSTER_NODES and REDIS_SENTINELS; REDIS_SENTINELS with REDIS_SENTINEL_NAME; the other
+ * Redis settings only with one of them; REDIS_CA_FILE only with TLS. Anything else is a ConfigError.
+ */
+export function redisTopology(settings: RedisSettings): RedisTopology | undefined {
+  const named = (['REDIS_URL', 'REDIS_CLUSTER_NODES', 'REDIS_SENTINELS'] as const).filter(name => settings[name])
+  if (named.length > 1) {
+    throw new ConfigError(`Redis: set only one of REDIS_URL (one node), REDIS_CLUSTER_NODES (a Redis Cluster) and REDIS_SENTINELS (Sentinel); ${named.join(' and ')} are all set.`)
+  }
+  if (settings.REDIS_SENTINELS && !settings.REDIS_SENTINEL_NAME) {
+    throw new ConfigError('Redis: REDIS_SENTINELS needs REDIS_SENTINEL_NAME, the master\'s name the sentinels monitor (`sentinel monitor <name> …`, often "mymaster").')
+  }
+  if (settings.REDIS_SENTINEL_NAME && !settings.REDIS_SENTINELS) {
+    throw new ConfigError('Redis: REDIS_SENTINEL_NAME is set without REDIS_SENTINELS (host:port,… of the sentinels).')
+  }
+  if (!named.length) {
+    const orphans = (['REDIS_USERNAME', 'REDIS_PASSWORD', 'REDIS_CA_FILE'] as const).filter(name => settings[name])
+    if (settings.REDIS_TLS) orphans.push('REDIS_TLS' as never)
+    if (orphans.length) {
+      throw new ConfigError(`Redis: ${orphans.join(', ')} ${orphans.length > 1 ? 'are' : 'is'} set without REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS: the app would run on in-process locks. Set one of them, or unset ${orphans.join(', ')}.`)
+    }
+    return undefined
+  }
+  if (settings.REDIS_CA_FILE && !usesTls(settings)) {
+    throw new ConfigError('Redis: REDIS_CA_FILE is set but TLS is off: use a rediss:// REDIS_URL, or set REDIS_TLS=true.')
+  }
+  return settings.REDIS_CLUSTER_NODES ? 'cluster' : settings.REDIS_SENTINELS ? 'sentinel' : 'standalone'
+}
+
+const usesTls = (settings: RedisSettings) => settings.REDIS_TLS || settings.REDIS_URL?.startsWith('rediss://') === true
+
+/** TLS with the server's certificate verified (Node's default), against REDIS_CA_FILE when set. */
+function tlsOptions(settings: RedisSettings): ConnectionOptions | undefined {
+  if (!usesTls(settings)) return undefined
+  if (!settings.REDIS_CA_FILE) return {}
+  try {
+    return { ca: readFileSync(settings.REDIS_CA_FILE) }
+  }
+  catch (error) {
+    throw new ConfigError(`Redis: cannot read REDIS_CA_FILE ${settings.REDIS_CA_FILE}: ${error instanceof Error ? error.message : String(error)}`)
+  }
+}
+
+const hostPorts = (list: string) => list.split(',').map((entry) => {
+  const colon = entry.lastIndexOf(':')
+  return { host: entry.slice(0, colon), port: Number(entry.slice(colon + 1)) }
+})
+
+export interface RedisConnectionOptions {
+  /** Connect only on the first command or an explicit connect() (tests connect before use). */
+  lazyConnect?: boolean
+}
+
+/**
+ * A connection for the settings' topology, or undefined without Redis; throws ConfigError for
+ * settings that do not fit together. Locks and the shared replay cache share it, with
+ * auto-pipelining: what a request sends in one tick (a cache read and a lock, a cache write and a
+ * release) goes out in one socket write (per node in a cluster).
+ *
+ * - One node: REDIS_URL (`rediss://` for TLS). REDIS_USERNAME/REDIS_PASSWORD apply unless the URL
+ *   carries credentials of its own. A write answered READONLY (the endpoint failed over to another
+ *   node and this connection still reaches the demoted one) makes it reconnect.
+ * - Cluster: REDIS_CLUSTER_NODES, any of its nodes; the others and the slot map are discovered,
+ *   MOVED and ASK are followed and the slot map refreshed every 5 s. Every node connection fails
+ *   fast like a single node's, and a command gives up after a few redirections (a slot in
+ *   migration, a failover under way) instead of retrying for long.
+ * - Sentinel: REDIS_SENTINELS + REDIS_SENTINEL_NAME; the master is asked of the sentinels. The
+ *   client subscribes to the sentinels' `+switch-master` and reconnects to the new master as soon
+ *   as a failover is announced; a write refused by a demoted master (READONLY) also makes it
+ *   reconnect through the sentinels. Commands sent meanwhile fail at once (LockBackendError, a
+ *   cache miss) and succeed again once it is connected to the new master.
+ * TLS (rediss://, REDIS_TLS) is verified, against REDIS_CA_FILE when set; in a cluster and with
+ * Sentinel it applies to every node and sentinel.
+ */
+export function createRedisConnection(settings: RedisSettings, options: RedisConnectionOptions = {}): RedisConnection | undefined {
+  const topology = redisTopology(settings)
+  if (!topology) return undefined
+  const tls = tlsOptions(settings)
+  const auth = { username: settings.REDIS_USERNAME, password: settings.REDIS_PASSWORD }
+  const lazy = options.lazyConnect ? { lazyConnect: true } : {}
+  // A demoted master (a failover behind one endpoint, or a replica promoted under Sentinel)
+  // refuses writes with READONLY: reconnect, which finds the current master.
+  const reconnectOnError = (error: Error) => error.message.startsWith('READONLY')
+  const node = { ...auth, tls, connectTimeout: failFast.connectTimeout, commandTimeout: failFast.commandTimeout, maxRetriesPerRequest: failFast.maxRetriesPerRequest, reconnectOnError }
+  const common = { ...failFast, ...node, ...lazy, keyPrefix: settings.REDIS_KEY_PREFIX, enableAutoPipelining: true }
+  const base = 'replay'
+
+  let storageDriver: Driver
+  if (topology === 'cluster') {
+    const clusterOptions: ClusterOptions = {
+      keyPrefix: settings.REDIS_KEY_PREFIX,
+      enableOfflineQueue: false,
+      enableAutoPipelining: true,
+      ...lazy,
+      clusterRetryStrategy: backoff,
+      // A redirection or retry (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, a lost node) is followed at most
+      // 4 times, 100 ms apart: a command fails within about half a second rather than waiting out a failover.
+      maxRedirections: 4,
+      retryDelayOnFailover: 100,
+      retryDelayOnClusterDown: 100,
+      retryDelayOnTryAgain: 100,
+      slotsRefreshTimeout: 1000,
+      slotsRefreshInterval: 5000,
+      // With TLS, connect to the names the cluster announces (certificates name hosts, not addresses).
+      ...(tls ? { dnsLookup: (address, callback) => callback(null, address) } : {}),
+      // Each node's connection: the cluster itself queues nothing, and a node's commands time out.
+      redisOptions: node,
+    }
+    storageDriver = redisDriver({ base, cluster: hostPorts(settings.REDIS_CLUSTER_NODES!), clusterOptions })
+  }
+  else if (topology === 'sentinel') {
+    storageDriver = redisDriver({
+      ...common,
+      base,
+      sentinels: hostPorts(settings.REDIS_SENTINELS!),
+      name: settings.REDIS_SENTINEL_NAME,
+      sentinelTLS: tls,
+      enableTLSForSentinelMode: tls !== undefined,
+      sentinelCommandTimeout: failFast.commandTimeout,
+      // All sentinels unreachable: ask them again, backing off like the connection itself.
+      sentinelRetryStrategy: backoff,
+      failoverDetector: true,
+    })
+  }
+  else {
+    storageDriver = redisDriver({ ...common, base, url: settings.REDIS_URL })
+  }
+  const client = storageDriver.getInstance!() as RedisClient
   // Errors surface per command (LockBackendError, a cache miss); the connection's own events are only noise.
   client.on('error', () => {})
-  connection = { client, storageDriver }
+  return { topology, client, storageDriver }
+}
+
+let connection: RedisConnection | undefined
+
+/** The app's one Redis connection (see createRedisConnection), undefined without Redis. */
+export function useRedis(): RedisConnection | undefined {
+  connection ??= createRedisConnection(useConfig())
   return connection
 }
 
