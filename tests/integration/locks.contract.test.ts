@@ -1,9 +1,13 @@
+import { randomUUID } from 'node:crypto'
 import { setTimeout as delay } from 'node:timers/promises'
-import { Redis } from 'ioredis'
+import { Redis, ReplyError } from 'ioredis'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { createMemoryLocks } from '../../server/locks/memory'
 import { createRedisLocks } from '../../server/locks/redis'
 import { LockBackendError, type Locks } from '../../server/locks/types'
+import { type RedisTopologyLocks, startClusterLocks, startSentinelLocks } from '../support/lock-backends'
+import { pollUntil } from '../support/poll'
+import { command, describeWithRedisServer, keysByNode, type RedisClusterProcesses, type RedisSentinelProcesses } from '../support/redis-topologies'
 import { connectTestRedis, describeWithServices, freePort } from '../support/services'
 
 const SHORT_TTL_MS = 150
@@ -14,12 +18,14 @@ const LONG_TTL_MS = 10_000
 function lockContract(createLocks: () => Locks) {
   let locks: Locks
   let keyCounter = 0
-  // A fresh key per test, so a lock left to expire in one test cannot leak into the next.
+  // A fresh key per test, so a lock left to expire in one test cannot leak into the next (nor into
+  // another run of the contract on the same connection).
+  const run = randomUUID().slice(0, 8)
   let key: string
 
   beforeEach(() => {
     locks = createLocks()
-    key = `contract-lock-${++keyCounter}`
+    key = `contract-lock-${run}-${++keyCounter}`
   })
 
   afterEach(async () => {
@@ -251,5 +257,198 @@ describe('redis locks with an unreachable server', () => {
 
   it('waitForRelease rejects with LockBackendError', async () => {
     await expectBackendError(() => locks.waitForRelease('lock', 5_000))
+  })
+})
+
+/**
+ * The test server behind a stand-in that answers SET … NX GET its own way (everything else passes
+ * through): `refuse` as Redis before 7 does (an ERR reply), `fail` as a lost connection does, `pass`.
+ */
+function setNxGetStandIn(redis: Redis, answer: () => 'refuse' | 'fail' | 'pass'): Redis & { setNxGets: number } {
+  const counts = { setNxGets: 0 }
+  return new Proxy(redis, {
+    get(target, property) {
+      if (property === 'setNxGets') return counts.setNxGets
+      if (property !== 'call') return Reflect.get(target, property, target)
+      return (...args: Array<string | number>) => {
+        const isSetNxGet = String(args[0]).toLowerCase() === 'set' && args.includes('NX') && args.includes('GET')
+        if (!isSetNxGet) return target.call(String(args[0]), ...args.slice(1))
+        counts.setNxGets += 1
+        const how = answer()
+        if (how === 'refuse') return Promise.reject(new ReplyError('ERR syntax error'))
+        if (how === 'fail') return Promise.reject(new Error('Connection is closed.'))
+        return target.call('set', ...args.slice(1))
+      }
+    },
+  }) as Redis & { setNxGets: number }
+}
+
+describeWithServices('redis locks, tagged acquire by script (forced)', ['redis'], () => {
+  let redis: Redis
+  let standIn: Redis & { setNxGets: number }
+
+  beforeAll(async () => {
+    redis = await connectTestRedis('locks script')
+    // Sending SET … NX GET at all would fail the contract's tagged tests.
+    standIn = setNxGetStandIn(redis, () => 'fail')
+  })
+
+  afterAll(async () => {
+    await redis?.quit()
+  })
+
+  lockContract(() => createRedisLocks(standIn, { taggedAcquire: 'script' }))
+
+  it('never sends SET … NX GET', () => {
+    expect(standIn.setNxGets).toBe(0)
+  })
+})
+
+describeWithServices('redis locks on a server that refuses SET … NX GET', ['redis'], () => {
+  let redis: Redis
+  let fallbacks: Error[]
+
+  beforeAll(async () => {
+    redis = await connectTestRedis('locks refused')
+  })
+
+  beforeEach(() => {
+    fallbacks = []
+  })
+
+  afterAll(async () => {
+    await redis?.quit()
+  })
+
+  lockContract(() => createRedisLocks(setNxGetStandIn(redis, () => 'refuse'), { onTaggedFallback: refusal => fallbacks.push(refusal) }))
+
+  it('asks once, then takes tagged locks with the script for good', async () => {
+    const standIn = setNxGetStandIn(redis, () => 'refuse')
+    const locks = createRedisLocks(standIn, { onTaggedFallback: refusal => fallbacks.push(refusal) })
+    const key = `refused-${randomUUID()}`
+    const first = await locks.acquireTagged(key, LONG_TTL_MS, 'fingerprint-a')
+    expect(first.acquired).toBe(true)
+    expect(await locks.acquireTagged(key, LONG_TTL_MS, 'fingerprint-b')).toEqual({ acquired: false, holderTag: 'fingerprint-a' })
+    expect((await locks.acquireTagged(`${key}-2`, LONG_TTL_MS, 'fingerprint-c')).acquired).toBe(true)
+    expect(standIn.setNxGets).toBe(1)
+    expect(fallbacks.map(refusal => refusal.message)).toEqual(['ERR syntax error'])
+    if (first.acquired) expect(await locks.release(key, first.token)).toBe(true)
+    await locks.close()
+  })
+
+  it('a failure to reach Redis is a LockBackendError, not a refusal: SET … NX GET is tried again next time', async () => {
+    let answer: 'fail' | 'pass' = 'fail'
+    const standIn = setNxGetStandIn(redis, () => answer)
+    const locks = createRedisLocks(standIn, { onTaggedFallback: refusal => fallbacks.push(refusal) })
+    const key = `unreachable-${randomUUID()}`
+    await expect(locks.acquireTagged(key, LONG_TTL_MS, 'fingerprint-a')).rejects.toBeInstanceOf(LockBackendError)
+    answer = 'pass'
+    expect((await locks.acquireTagged(key, LONG_TTL_MS, 'fingerprint-a')).acquired).toBe(true)
+    expect(standIn.setNxGets).toBe(2)
+    expect(fallbacks).toEqual([])
+    await locks.close()
+  })
+})
+
+describeWithRedisServer('redis locks on a Redis Cluster of 3 masters', () => {
+  let topology: RedisTopologyLocks<RedisClusterProcesses>
+
+  beforeAll(async () => {
+    topology = await startClusterLocks('locks cluster')
+  })
+
+  afterAll(async () => {
+    await topology?.close()
+  })
+
+  lockContract(() => topology.newLocks())
+
+  describe('with the SET … NX GET fallback forced', () => {
+    lockContract(() => topology.newLocks({ taggedAcquire: 'script' }))
+  })
+
+  it('spreads lock keys over every master, each key whole on one', async () => {
+    const locks = topology.newLocks()
+    const keys = Array.from({ length: 30 }, (_, index) => `spread-${index}`)
+    for (const key of keys) expect((await locks.acquireTagged(key, LONG_TTL_MS, 'fingerprint')).acquired).toBe(true)
+    const byNode = await keysByNode(topology.servers.ports, `${topology.connection.prefix}spread-*`)
+    expect([...byNode.values()].map(found => found.length > 0)).toEqual([true, true, true])
+    expect([...byNode.values()].flat().sort()).toEqual(keys.map(key => `${topology.connection.prefix}${key}`).sort())
+    await locks.close()
+  })
+
+  it('follows a live resharding (MOVED): a held lock moves with its slot and stays its owner\'s', async () => {
+    const { servers, connection } = topology
+    const locks = topology.newLocks()
+    const key = `moved-${randomUUID()}`
+    const taken = await locks.acquireTagged(key, LONG_TTL_MS, 'fingerprint-a')
+    if (!taken.acquired) throw new Error('expected the lock')
+    const slot = await servers.keySlot(`${connection.prefix}${key}`)
+    const from = await servers.ownerOfSlot(slot)
+    const to = servers.ports.find(port => port !== from)!
+    await servers.moveSlot(slot, to)
+    expect(await command(to, ['EXISTS', `${connection.prefix}${key}`])).toBe(1)
+
+    // The client's slot map still names the old master: it is answered MOVED and follows.
+    expect(await locks.acquireTagged(key, LONG_TTL_MS, 'fingerprint-b')).toEqual({ acquired: false, holderTag: 'fingerprint-a' })
+    expect(await locks.extend(key, taken.token, LONG_TTL_MS)).toBe(true)
+    expect(await locks.release(key, taken.token)).toBe(true)
+    expect(await command(to, ['EXISTS', `${connection.prefix}${key}`])).toBe(0)
+    await locks.close()
+  })
+})
+
+describeWithRedisServer('redis locks behind Sentinel (a master and a replica)', () => {
+  let topology: RedisTopologyLocks<RedisSentinelProcesses>
+
+  beforeAll(async () => {
+    topology = await startSentinelLocks('locks sentinel')
+  })
+
+  afterAll(async () => {
+    await topology?.close()
+  })
+
+  lockContract(() => topology.newLocks())
+
+  describe('with the SET … NX GET fallback forced', () => {
+    lockContract(() => topology.newLocks({ taggedAcquire: 'script' }))
+  })
+
+  // Last: the failover leaves the former master a replica.
+  it('during a failover every lock call answers or fails fast with LockBackendError; afterwards locks live on the new master', async () => {
+    const { servers, connection } = topology
+    const locks = topology.newLocks()
+    const calls: Array<{ ms: number, ok: boolean }> = []
+    let running = true
+    const load = (async () => {
+      for (let index = 0; running; index++) {
+        const started = performance.now()
+        const ok = await locks.acquireTagged(`failover-${index}`, LONG_TTL_MS, 'fingerprint').then(() => true, (error: unknown) => {
+          expect(error).toBeInstanceOf(LockBackendError)
+          return false
+        })
+        calls.push({ ms: performance.now() - started, ok })
+        await delay(5)
+      }
+    })()
+    await delay(200)
+    const { from, to } = await servers.failover()
+    // Locks go to the promoted replica now, not to the former master (still a master for some seconds).
+    let key = ''
+    await pollUntil(`a lock is taken on the new master (127.0.0.1:${to})`, async () => {
+      key = `after-failover-${randomUUID()}`
+      const taken = await locks.acquireTagged(key, LONG_TTL_MS, 'fingerprint').catch(() => undefined)
+      return taken?.acquired === true && await command(to, ['EXISTS', `${connection.prefix}${key}`]) === 1
+    }, { timeoutMs: 10_000, intervalMs: 100 })
+    expect(await command(from, ['EXISTS', `${connection.prefix}${key}`])).toBe(0)
+    running = false
+    await load
+
+    const slowest = Math.max(...calls.map(call => call.ms))
+    console.log(`Sentinel failover 127.0.0.1:${from} → ${to}: ${calls.length} tagged acquires, ${calls.filter(call => !call.ok).length} failed, slowest ${slowest.toFixed(0)} ms`)
+    expect(slowest).toBeLessThan(1_500)
+    expect(calls.filter(call => call.ok).length).toBeGreaterThan(0)
+    await locks.close()
   })
 })

@@ -1,8 +1,9 @@
 import { describe } from 'vitest'
 import { createMemoryLocks } from '../../server/locks/memory'
-import { createRedisLocks } from '../../server/locks/redis'
+import { createRedisLocks, type RedisLocksOptions } from '../../server/locks/redis'
 import type { Locks } from '../../server/locks/types'
 import type { DatabaseDriver } from './databases'
+import { clusterEnv, connectRedisTopology, type RedisClusterProcesses, type RedisSentinelProcesses, sentinelEnv, startRedisCluster, startRedisSentinel, type TestRedisConnection } from './redis-topologies'
 import { connectTestRedis, describeWithServices } from './services'
 
 /** The locks of one contract suite, on one of the backends the app runs with. */
@@ -26,6 +27,63 @@ export async function openRedisLockBackend(label: string): Promise<LockBackend> 
       await redis.quit()
     },
   }
+}
+
+/**
+ * Redis locks on a topology of their own, started for the suite as child processes — a Redis Cluster
+ * of 3 masters, or a master and a replica behind a Sentinel — and reached through the app's own
+ * connection factory (server/redis), with the app's fail-fast options.
+ */
+export interface RedisTopologyLocks<Servers> {
+  servers: Servers
+  connection: TestRedisConnection
+  /** Fresh locks on the shared connection (close() stops only their own timers). */
+  newLocks: (options?: RedisLocksOptions) => Locks
+  /** A LockBackend on the shared connection, for the suites written against one. */
+  openBackend: () => Promise<LockBackend>
+  /** Closes the connection and stops the servers. */
+  close: () => Promise<void>
+}
+
+async function topologyLocks<Servers extends { stop: () => Promise<void> }>(servers: Servers, env: Record<string, string>, label: string): Promise<RedisTopologyLocks<Servers>> {
+  let connection: TestRedisConnection
+  try {
+    connection = await connectRedisTopology(env, label)
+  }
+  catch (error) {
+    await servers.stop()
+    throw error
+  }
+  const newLocks = (options?: RedisLocksOptions) => createRedisLocks(connection.client, options)
+  return {
+    servers,
+    connection,
+    newLocks,
+    openBackend: async () => {
+      const locks = newLocks()
+      return {
+        locks,
+        loseLock: async (key) => { await connection.client.del(key) },
+        close: () => locks.close(),
+      }
+    },
+    close: async () => {
+      await connection.close()
+      await servers.stop()
+    },
+  }
+}
+
+/** Redis locks on a Redis Cluster of 3 masters the suite owns (REDIS_CLUSTER_NODES only). */
+export async function startClusterLocks(label: string): Promise<RedisTopologyLocks<RedisClusterProcesses>> {
+  const cluster = await startRedisCluster()
+  return topologyLocks(cluster, clusterEnv(cluster), label)
+}
+
+/** Redis locks on a master with a replica behind `sentinels` Sentinels the suite owns (REDIS_SENTINELS + REDIS_SENTINEL_NAME). */
+export async function startSentinelLocks(label: string, sentinels = 1): Promise<RedisTopologyLocks<RedisSentinelProcesses>> {
+  const sentinel = await startRedisSentinel({ sentinels })
+  return topologyLocks(sentinel, sentinelEnv(sentinel), label)
 }
 
 /** In-process locks: one table, this process's. */

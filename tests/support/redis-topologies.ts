@@ -1,0 +1,71 @@
+import { existsSync } from 'node:fs'
+import { describe } from 'vitest'
+import { createRedisConnection, type RedisConnection, type RedisSettings } from '../../server/redis'
+import { command, type RedisClusterProcesses, type RedisSentinelProcesses } from './redis-topology-servers.mjs'
+import { requireServices, uniqueRedisPrefix } from './services'
+
+/**
+ * The Redis topologies of the suites: the servers come from redis-topology-servers.mjs (child processes,
+ * also usable from the plain-JS benchmarks); this module adds what the TypeScript suites need —
+ * the app's settings for each, connections made by the app's own factory, and a look at the keys
+ * each node holds.
+ */
+
+export * from './redis-topology-servers.mjs'
+
+const redisBinaries = [process.env.REDIS_SERVER_BINARY ?? '/usr/bin/redis-server', process.env.REDIS_CLI_BINARY ?? '/usr/bin/redis-cli']
+
+/** `describe` for suites that start their own redis-server processes: skipped without the binaries, failing under REQUIRE_SERVICES=1. */
+export function describeWithRedisServer(name: string, body: () => void): void {
+  const missing = redisBinaries.filter(path => !existsSync(path))
+  if (missing.length && requireServices) throw new Error(`REQUIRE_SERVICES=1 but ${missing.join(' and ')} is missing`)
+  describe.skipIf(missing.length > 0)(name, body)
+}
+
+/** The app's environment for a Redis Cluster: REDIS_CLUSTER_NODES alone, no REDIS_URL. */
+export const clusterEnv = (cluster: Pick<RedisClusterProcesses, 'nodesSetting'>) => ({ REDIS_CLUSTER_NODES: cluster.nodesSetting })
+
+/** The app's environment for Sentinel: the sentinels and the master's name. */
+export const sentinelEnv = (sentinel: Pick<RedisSentinelProcesses, 'sentinelsSetting' | 'name'>) => ({ REDIS_SENTINELS: sentinel.sentinelsSetting, REDIS_SENTINEL_NAME: sentinel.name })
+
+export interface TestRedisConnection extends RedisConnection {
+  /** The key prefix the connection works under, unique to it. */
+  prefix: string
+  close: () => Promise<void>
+}
+
+/**
+ * A connection made by the app's factory (server/redis) from `env`'s Redis settings, under a key
+ * prefix of its own, connected (ready) before it is returned.
+ */
+export async function connectRedisTopology(env: Partial<Record<keyof RedisSettings, string>>, label: string): Promise<TestRedisConnection> {
+  const prefix = uniqueRedisPrefix(label)
+  const settings: RedisSettings = { ...env, REDIS_TLS: env.REDIS_TLS === 'true', REDIS_KEY_PREFIX: prefix }
+  const connection = createRedisConnection(settings, { lazyConnect: true })
+  if (!connection) throw new Error('no Redis topology in the settings')
+  await connection.client.connect()
+  return {
+    ...connection,
+    prefix,
+    close: async () => {
+      await connection.client.quit().catch(() => connection.client.disconnect())
+    },
+  }
+}
+
+/** Every key matching `pattern` on each server (SCAN on each of `ports`), by port. */
+export async function keysByNode(ports: number[], pattern: string): Promise<Map<number, string[]>> {
+  const found = new Map<number, string[]>()
+  await Promise.all(ports.map(async (port) => {
+    const keys: string[] = []
+    let cursor = '0'
+    do {
+      const reply = await command(port, ['SCAN', cursor, 'MATCH', pattern, 'COUNT', 1000])
+      if (!Array.isArray(reply)) throw new Error(`SCAN on ${port} answered ${String(reply)}`)
+      cursor = String(reply[0])
+      keys.push(...(reply[1] as string[]))
+    } while (cursor !== '0')
+    found.set(port, keys)
+  }))
+  return found
+}
