@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process'
-import { appendFile, mkdtemp, rm } from 'node:fs/promises'
+import { appendFile, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -62,7 +62,12 @@ function runProcess(file: string, args: string[]): Promise<void> {
   })
 }
 
-export async function startPostgresServer(database: string): Promise<TestPostgresServer> {
+export interface PostgresServerOptions {
+  /** TLS on (ssl = on) with this certificate and key (PEM), e.g. signed by a CA the test made. */
+  tls?: { cert: string, key: string }
+}
+
+export async function startPostgresServer(database: string, options: PostgresServerOptions = {}): Promise<TestPostgresServer> {
   const dir = await mkdtemp(join(tmpdir(), 'chaos-pg-'))
   liveClusters.add(dir)
   const dataDir = join(dir, 'data')
@@ -79,8 +84,15 @@ export async function startPostgresServer(database: string): Promise<TestPostgre
       'max_connections = 200',
       'fsync = on',
       'shared_buffers = 32MB',
+      ...(options.tls ? ['ssl = on', `ssl_cert_file = 'server.crt'`, `ssl_key_file = 'server.key'`] : []),
       '',
     ].join('\n'))
+    if (options.tls) {
+      // Postgres refuses a key readable by others; both belong to the server's OS user.
+      await writeFile(join(dataDir, 'server.crt'), options.tls.cert)
+      await writeFile(join(dataDir, 'server.key'), options.tls.key, { mode: 0o600 })
+      if (runsAsRoot) await runProcess('chown', [`${osUser}:`, join(dataDir, 'server.crt'), join(dataDir, 'server.key')])
+    }
 
     const server: TestPostgresServer = {
       url: `postgres://postgres@127.0.0.1:${port}/${database}`,
