@@ -4,6 +4,8 @@
 // PGlite in a temporary folder.
 // Besides the rates, two counts per new order: the commits in the bench database (from
 // pg_stat_database) and the Postgres round trips (through bench/pg-turns-proxy.mjs).
+// Two rows run on production topologies the bench starts itself: PgBouncer (Debian's `pgbouncer`) in
+// transaction mode, and a three-master Redis Cluster.
 // Prints a table and ratios and writes docs/benchmarks.md (drain.mjs adds its section). Bounded:
 // each scenario runs BENCH_SECONDS (default 8) seconds after a warm-up of BENCH_WARMUP_SECONDS
 // (default 3, at most BENCH_SECONDS); the round-trip count runs 3 s after 1 s. Exits non-zero when
@@ -17,6 +19,8 @@ import net from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import autocannon from 'autocannon'
 import postgres from 'postgres'
+import { startPgbouncer } from '../tests/support/pgbouncer.mjs'
+import { startRedisCluster } from '../tests/support/redis-topology-servers.mjs'
 import { samplePeakRss } from './memory.mjs'
 import { startTurnsProxy } from './pg-turns-proxy.mjs'
 import { describeEnvironment, writeBenchmarks } from './report.mjs'
@@ -247,8 +251,14 @@ const pgliteDir = mkdtempSync(join(tmpdir(), 'ic-bench-'))
 const databaseUrl = new URL(adminUrl)
 databaseUrl.pathname = `/${database}`
 const sql = postgres(databaseUrl.toString(), { max: 2, onnotice: () => {} })
+// The production topologies of their rows: PgBouncer in transaction mode (its usual settings) in
+// front of the bench's Postgres, and a Redis Cluster of three masters.
+const pooler = await startPgbouncer({ serverUrl: adminUrl })
+const redisCluster = await startRedisCluster()
 try {
   const production = { DATABASE_URL: databaseUrl.toString(), REDIS_URL: redisUrl }
+  const pooledUrl = new URL(databaseUrl)
+  pooledUrl.port = String(pooler.port)
   const embedded = { PGLITE_DIR: pgliteDir }
   // As deployed: the in-app worker runs the jobs the orders queue, and every request logs at info.
   // The log goes nowhere (stdout is discarded anyway), nor does stderr, so the terminal is not flooded.
@@ -259,6 +269,9 @@ try {
     newKeyWorker: await scenario('order, new key · worker on (as deployed)', deployed, 'order', 'new', { stderr: 'ignore' }),
     replay: await scenario('order, replay · Postgres + Redis', production, 'order', 'replay'),
     storm: await stormScenario(`order storm · ${stormInstances} instances, ${stormCopies} copies per key`, production, sql),
+    newKeyTransactionMode: await scenario('order, new key · transaction mode, no pooler', { ...production, DATABASE_POOL_MODE: 'transaction' }, 'order', 'new'),
+    newKeyPooled: await scenario('order, new key · through PgBouncer (transaction mode)', { ...production, DATABASE_URL: pooledUrl.toString(), DATABASE_POOL_MODE: 'transaction' }, 'order', 'new'),
+    newKeyCluster: await scenario('order, new key · Redis Cluster', { DATABASE_URL: production.DATABASE_URL, REDIS_CLUSTER_NODES: redisCluster.nodesSetting }, 'order', 'new'),
     newKeyNoLog: await scenario('order, new key · request log off', { ...production, REQUEST_LOG_ENABLED: 'false' }, 'order', 'new'),
     webhookNew: await scenario('webhook, new event · Postgres + Redis', production, 'webhook', 'new'),
     webhookReplay: await scenario('webhook, redelivery · Postgres + Redis', production, 'webhook', 'replay'),
@@ -288,6 +301,7 @@ try {
   const targets = [
     ['new-key order ≥ 0.5× floor (goal 0.9×)', `${toFloor('newKey').toFixed(2)}×`, toFloor('newKey') >= 0.5],
     ['webhook new event ≥ 0.5× floor', `${toFloor('webhookNew').toFixed(2)}×`, toFloor('webhookNew') >= 0.5],
+    ['new-key order through PgBouncer (transaction mode) ≥ 0.7× direct', `${(rps.newKeyPooled / rps.newKey).toFixed(2)}×`, rps.newKeyPooled / rps.newKey >= 0.7],
     ['replays ≥ 2× floor (goal 3×)', `${toFloor('replay').toFixed(2)}×`, toFloor('replay') >= 2],
     ['commits per new order = 1', perNewOrder(commits, 'commits'), commits.perOrder <= 1.05],
     ['Postgres round trips per new order ≤ 2', perNewOrder(roundTrips, 'round trips'), roundTrips.perOrder <= 2],
@@ -308,6 +322,9 @@ try {
     `replay / new key: Postgres ${ratio('replay', 'newKey')}, embedded ${ratio('replayEmbedded', 'newKeyEmbedded')}`,
     `embedded / Postgres (new key): ${ratio('newKeyEmbedded', 'newKey')}`,
     `request log on / off (new key): ${ratio('newKey', 'newKeyNoLog')}`,
+    `transaction mode / session mode, both direct (new key: unnamed statements, SET LOCAL timeouts): ${ratio('newKeyTransactionMode', 'newKey')}`,
+    `through PgBouncer (transaction mode) / direct (new key): ${ratio('newKeyPooled', 'newKey')}`,
+    `Redis Cluster / one Redis (new key): ${ratio('newKeyCluster', 'newKey')}`,
     `worker on / off (new key): ${ratio('newKeyWorker', 'newKey')}`,
     `webhook new event / order new key: ${ratio('webhookNew', 'newKey')}, webhook redelivery / new event: ${ratio('webhookReplay', 'webhookNew')}`,
     `storm (${stormInstances} instances) / new key (1 instance): ${ratio('storm', 'newKey')}`,
@@ -341,6 +358,10 @@ try {
       'the worker is off in the server (`WORKER_ENABLED=false`, `LOG_LEVEL=warn`): jobs only queue up — except in'
       + ' "order, new key · worker on (as deployed)", where the in-app worker runs them (`WORKER_ENABLED=true`, `LOG_LEVEL=info`, the log discarded)',
       'before each Postgres scenario the bench database is vacuumed and checkpointed, so that no scenario pays for the previous one\'s rows',
+      'topologies: "through PgBouncer" reaches the same database through Debian\'s PgBouncer in transaction mode (default_pool_size 20,'
+      + ' ignore_startup_parameters = extra_float_digits) with `DATABASE_POOL_MODE=transaction` and no direct URL; "transaction mode, no pooler"'
+      + ' is that mode on a direct connection (what unnamed statements and per-transaction timeouts cost without the pooler\'s hop);'
+      + ' "Redis Cluster" uses three masters on loopback (`REDIS_CLUSTER_NODES`, no `REDIS_URL`)',
     ]
     const environment = await describeEnvironment(sql, redisUrl, loadAtStart)
     const path = writeBenchmarks({ environment, settings, scenarios: rows, targets, targetNotes, ratios, storm: stormLines })
@@ -349,6 +370,8 @@ try {
 }
 finally {
   await sql.end()
+  await pooler.destroy()
+  await redisCluster.stop()
   await admin.unsafe(`DROP DATABASE IF EXISTS "${database}" WITH (FORCE)`)
   await admin.end()
   rmSync(pgliteDir, { recursive: true, force: true })
