@@ -4,10 +4,11 @@ import { Redis, ReplyError } from 'ioredis'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { createMemoryLocks } from '../../server/locks/memory'
 import { createRedisLocks } from '../../server/locks/redis'
+import { createRedisConnection } from '../../server/redis'
 import { LockBackendError, type Locks } from '../../server/locks/types'
 import { type RedisTopologyLocks, startClusterLocks, startSentinelLocks } from '../support/lock-backends'
 import { pollUntil } from '../support/poll'
-import { command, describeWithRedisServer, keysByNode, type RedisClusterProcesses, type RedisSentinelProcesses } from '../support/redis-topologies'
+import { command, connectRedisTopology, describeWithRedisServer, keysByNode, type RedisClusterProcesses, redisHasTls, type RedisSentinelProcesses, startTlsRedis, type TestRedisConnection, type TlsRedisProcess } from '../support/redis-topologies'
 import { connectTestRedis, describeWithServices, freePort } from '../support/services'
 
 const SHORT_TTL_MS = 150
@@ -450,5 +451,45 @@ describeWithRedisServer('redis locks behind Sentinel (a master and a replica)', 
     expect(slowest).toBeLessThan(1_500)
     expect(calls.filter(call => call.ok).length).toBeGreaterThan(0)
     await locks.close()
+  })
+})
+
+describeWithRedisServer('redis locks over TLS (rediss://, REDIS_CA_FILE)', async () => {
+  let server: TlsRedisProcess
+  let connection: TestRedisConnection
+
+  // Debian's redis-server is built with TLS; a build without it skips this suite.
+  describe.skipIf(!(await redisHasTls()))('a Redis that listens only for TLS', () => {
+    beforeAll(async () => {
+      server = await startTlsRedis()
+      connection = await connectRedisTopology({ REDIS_URL: server.url, REDIS_CA_FILE: server.caFile }, 'locks tls')
+    })
+
+    afterAll(async () => {
+      await connection?.close()
+      await server?.stop()
+    })
+
+    lockContract(() => createRedisLocks(connection.client))
+
+    /** The error the connection reports when it cannot be made (connect() itself only says it closed). */
+    async function refusal(env: { REDIS_URL: string, REDIS_CA_FILE?: string }): Promise<Error | undefined> {
+      const attempt = createRedisConnection({ ...env, REDIS_TLS: false, REDIS_KEY_PREFIX: 'tls:' }, { lazyConnect: true })!
+      const errors: Error[] = []
+      attempt.client.on('error', (error: Error) => errors.push(error))
+      const connected = await attempt.client.connect().then(() => true, () => false)
+      attempt.client.disconnect()
+      return connected ? undefined : errors[0]
+    }
+
+    it('its certificate is verified: without REDIS_CA_FILE (a CA nobody trusts) the connection is refused', async () => {
+      expect((await refusal({ REDIS_URL: server.url }))?.message).toMatch(/self[- ]signed certificate/i)
+    })
+
+    it('the host in the URL must be one the certificate names', async () => {
+      const otherName = server.url.replace('127.0.0.1', '127.0.0.2')
+      expect((await refusal({ REDIS_URL: otherName, REDIS_CA_FILE: server.caFile }))?.message).toMatch(/IP: 127\.0\.0\.2 is not in the cert's list/)
+      expect(await refusal({ REDIS_URL: server.url.replace('127.0.0.1', 'localhost'), REDIS_CA_FILE: server.caFile })).toBeUndefined()
+    })
   })
 })

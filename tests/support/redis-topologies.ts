@@ -43,7 +43,11 @@ export async function connectRedisTopology(env: Partial<Record<keyof RedisSettin
   const settings: RedisSettings = { ...env, REDIS_TLS: env.REDIS_TLS === 'true', REDIS_KEY_PREFIX: prefix }
   const connection = createRedisConnection(settings, { lazyConnect: true })
   if (!connection) throw new Error('no Redis topology in the settings')
-  await connection.client.connect()
+  await connection.client.connect().catch((error: unknown) => {
+    // It would otherwise keep reconnecting in the background.
+    connection.client.disconnect()
+    throw error
+  })
   return {
     ...connection,
     prefix,

@@ -336,7 +336,8 @@ export async function startRedisSentinel(options = {}) {
 /**
  * A Redis that listens only for TLS (`--port 0 --tls-port`), its certificate (for 127.0.0.1 and
  * localhost) signed by a CA generated with openssl into a temporary folder; `caFile` is that CA's
- * PEM. Clients are not asked for certificates.
+ * PEM. Clients are not asked for certificates. It listens on 127.0.0.2 too, a name the certificate
+ * does not carry.
  */
 export async function startTlsRedis() {
   const folder = temporaryFolder('tls')
@@ -359,8 +360,9 @@ export async function startTlsRedis() {
       '-out', file('server.crt'), '-days', '2', '-extfile', file('server.ext')])
     const port = await freePort()
     const ca = readFileSync(file('ca.crt'))
+    // Also on 127.0.0.2, an address the certificate does not name, to show that the name is checked.
     server = await launch('TLS redis', port, [
-      '--port', '0', '--tls-port', String(port), ...ephemeral, '--dir', folder,
+      '--port', '0', '--tls-port', String(port), ...ephemeral, '--bind', `${host} 127.0.0.2`, '--dir', folder,
       '--tls-cert-file', file('server.crt'), '--tls-key-file', file('server.key'), '--tls-ca-cert-file', file('ca.crt'),
       '--tls-auth-clients', 'no',
     ], { ca })
