@@ -11,11 +11,13 @@ import { createConfiguredWorker } from '../server/jobs'
 import { deleteExpiredRecords, rescueStaleJobs } from '../server/jobs/maintenance'
 import { closeLocks, useLocks } from '../server/locks'
 import { log, setLogLevel } from '../server/observability/logger'
-import { closeRedis } from '../server/redis'
+import { closeRedis, redisTopology } from '../server/redis'
 
 let config
 try {
   config = initConfig({ secretsOptional: true })
+  // The Redis settings that must fit together, before anything connects.
+  redisTopology(config)
 }
 catch (error) {
   console.error(error instanceof ConfigError ? error.message : error)

@@ -80,6 +80,13 @@ describeWithServices('start-up', ['postgres', 'redis'], () => {
     expect(exit.stderr).toContain('`npm run secrets`')
   })
 
+  it('refuses Redis settings that do not fit together with a plain message, no stack trace, and exits 1', async () => {
+    const start = startApp({ databaseUrl: database.url, redisUrl: null, label: 'startup-redis-settings', env: { REDIS_SENTINELS: '127.0.0.1:26379' } })
+    const failed = await start.then(() => '', (error: Error) => error.message)
+    expect(failed).toMatch(/exited with code 1 before it was ready[\s\S]*Redis: REDIS_SENTINELS needs REDIS_SENTINEL_NAME/)
+    expect(failed).not.toMatch(/at redisTopology|ConfigError:/)
+  })
+
   it('runs a Stripe-only deployment without a Midtrans key or a Standard Webhooks secret: /api/ready lists only stripe, the other webhooks answer 404', async () => {
     const fresh = await createTestDatabase('startup-stripe-only')
     try {
