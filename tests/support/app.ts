@@ -38,6 +38,11 @@ export interface StartAppOptions {
   databaseUrl?: string
   /** Omitted or null: no Redis. */
   redisUrl?: string | null
+  /**
+   * Redis settings besides REDIS_URL (REDIS_CLUSTER_NODES, REDIS_SENTINELS and REDIS_SENTINEL_NAME,
+   * REDIS_CA_FILE, …), applied before `env`.
+   */
+  redisEnv?: Record<string, string>
   /** Applied last, so it overrides every default above (e.g. a shared REDIS_KEY_PREFIX). */
   env?: Record<string, string>
   /** Names the instance in its Redis prefix and in error messages. */
@@ -62,11 +67,10 @@ const readyPollMs = 100
  * payment provider orders ask for intents, with its own signing secret), its own Redis prefix, no
  * worker unless asked (suites that count jobs start workers explicitly).
  */
-export function appEnv(options: Pick<StartAppOptions, 'databaseUrl' | 'redisUrl' | 'env' | 'label'>): Record<string, string | undefined> {
-  const env: Record<string, string | undefined> = { ...process.env }
-  // The test process's own service URLs must not leak into an instance that was given none.
-  delete env.DATABASE_URL
-  delete env.REDIS_URL
+export function appEnv(options: Pick<StartAppOptions, 'databaseUrl' | 'redisUrl' | 'redisEnv' | 'env' | 'label'>): Record<string, string | undefined> {
+  // The test process's own service URLs (and Redis settings) must not leak into an instance that was given none.
+  const env: Record<string, string | undefined> = Object.fromEntries(Object.entries(process.env)
+    .filter(([name]) => name !== 'DATABASE_URL' && !(redisTopologySettings as readonly string[]).includes(name)))
   Object.assign(env, {
     HOST: '127.0.0.1',
     NODE_ENV: 'production',
@@ -85,16 +89,20 @@ export function appEnv(options: Pick<StartAppOptions, 'databaseUrl' | 'redisUrl'
   })
   if (options.databaseUrl) Object.assign(env, appDatabaseEnv(options.databaseUrl))
   if (options.redisUrl) env.REDIS_URL = options.redisUrl
-  Object.assign(env, options.env)
+  Object.assign(env, options.redisEnv, options.env)
   return env
 }
+
+/** The settings that connect an instance to Redis (one of the first three names its topology). */
+const redisTopologySettings = ['REDIS_URL', 'REDIS_CLUSTER_NODES', 'REDIS_SENTINELS', 'REDIS_SENTINEL_NAME', 'REDIS_USERNAME', 'REDIS_PASSWORD', 'REDIS_TLS', 'REDIS_CA_FILE'] as const
+const usesRedis = (env: Record<string, string | undefined>) => Boolean(env.REDIS_URL || env.REDIS_CLUSTER_NODES || env.REDIS_SENTINELS)
 
 export async function startApp(options: StartAppOptions = {}): Promise<AppProcess> {
   const label = options.label ?? 'app'
   const port = await freePort()
   const env = appEnv(options)
   const child = spawnManaged({ label, args: [serverEntry], env: { ...env, PORT: String(port) } })
-  const app: AppProcess = { ...child, url: `http://127.0.0.1:${port}`, port, redisKeyPrefix: env.REDIS_URL ? env.REDIS_KEY_PREFIX : undefined }
+  const app: AppProcess = { ...child, url: `http://127.0.0.1:${port}`, port, redisKeyPrefix: usesRedis(env) ? env.REDIS_KEY_PREFIX : undefined }
 
   const deadline = Date.now() + readyTimeoutMs
   while (Date.now() < deadline) {

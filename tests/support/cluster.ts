@@ -13,6 +13,8 @@ import { createTestDatabase, uniqueRedisPrefix } from './services'
 export interface ClusterOptions {
   databaseUrl: string
   redisUrl: string | null
+  /** Redis settings besides REDIS_URL for every instance, e.g. REDIS_CLUSTER_NODES (with `redisUrl: null`). */
+  redisEnv?: Record<string, string>
   /** Names the cluster's Redis prefix and its instances (`<label>-<name>`). */
   label: string
   /** Extra environment for every instance, e.g. a short IDEMPOTENCY_LOCK_TTL_MS. */
@@ -39,6 +41,7 @@ export function createCluster(options: ClusterOptions): Cluster {
     const instance = await startApp({
       databaseUrl: options.databaseUrl,
       redisUrl: options.redisUrl,
+      redisEnv: options.redisEnv,
       label: `${options.label}-${name}`,
       env: { ...options.env, ...env, REDIS_KEY_PREFIX: redisKeyPrefix },
     })
