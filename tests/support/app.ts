@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { serverEntry } from './build-once'
 import { type ManagedProcess, spawnManaged, stopAll } from './processes'
 import { appDatabaseEnv } from './postgres-topology'
+import { appRedisEnv } from './redis-topologies'
 import { freePort, uniqueRedisPrefix } from './services'
 
 /**
@@ -36,7 +37,7 @@ export const fastJobsEnv = {
 export interface StartAppOptions {
   /** Omitted: the app runs embedded on PGlite. */
   databaseUrl?: string
-  /** Omitted or null: no Redis. */
+  /** Omitted or null: no Redis. The shared test Redis's URL stands for its topology in this run (see appRedisEnv). */
   redisUrl?: string | null
   /**
    * Redis settings besides REDIS_URL (REDIS_CLUSTER_NODES, REDIS_SENTINELS and REDIS_SENTINEL_NAME,
@@ -88,7 +89,7 @@ export function appEnv(options: Pick<StartAppOptions, 'databaseUrl' | 'redisUrl'
     WORKER_ENABLED: 'false',
   })
   if (options.databaseUrl) Object.assign(env, appDatabaseEnv(options.databaseUrl))
-  if (options.redisUrl) env.REDIS_URL = options.redisUrl
+  if (options.redisUrl) Object.assign(env, appRedisEnv(options.redisUrl))
   Object.assign(env, options.redisEnv, options.env)
   return env
 }

@@ -3,7 +3,7 @@ import { createMemoryLocks } from '../../server/locks/memory'
 import { createRedisLocks, type RedisLocksOptions } from '../../server/locks/redis'
 import type { Locks } from '../../server/locks/types'
 import type { DatabaseDriver } from './databases'
-import { clusterEnv, connectRedisTopology, type RedisClusterProcesses, type RedisSentinelProcesses, sentinelEnv, startRedisCluster, startRedisSentinel, type TestRedisConnection } from './redis-topologies'
+import { clusterEnv, connectRedisTopology, connectSharedTestRedis, type RedisClusterProcesses, type RedisSentinelProcesses, sentinelEnv, startRedisCluster, startRedisSentinel, type TestRedisConnection, testRedisTopology } from './redis-topologies'
 import { connectTestRedis, describeWithServices } from './services'
 
 /** The locks of one contract suite, on one of the backends the app runs with. */
@@ -14,8 +14,23 @@ export interface LockBackend {
   close(): Promise<void>
 }
 
-/** Redis locks on the test server, under a key prefix of their own. */
+/**
+ * Redis locks on the test server, under a key prefix of their own; on the shared test Redis's
+ * Cluster or Sentinel when the run names one (TEST_REDIS_CLUSTER_NODES, TEST_REDIS_SENTINELS).
+ */
 export async function openRedisLockBackend(label: string): Promise<LockBackend> {
+  if (testRedisTopology !== 'standalone') {
+    const connection = await connectSharedTestRedis(label)
+    const locks = createRedisLocks(connection.client)
+    return {
+      locks,
+      loseLock: async (key) => { await connection.client.del(key) },
+      close: async () => {
+        await locks.close()
+        await connection.close()
+      },
+    }
+  }
   const redis = await connectTestRedis(label)
   const locks = createRedisLocks(redis)
   return {

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs'
 import { describe } from 'vitest'
 import { createRedisConnection, type RedisConnection, type RedisSettings } from '../../server/redis'
 import { command, type RedisClusterProcesses, type RedisSentinelProcesses } from './redis-topology-servers.mjs'
-import { requireServices, uniqueRedisPrefix } from './services'
+import { redisUrl, requireServices, uniqueRedisPrefix } from './services'
 
 /**
  * The Redis topologies of the suites: the servers come from redis-topology-servers.mjs (child processes,
@@ -20,6 +20,32 @@ export function describeWithRedisServer(name: string, body: () => void): void {
   const missing = redisBinaries.filter(path => !existsSync(path))
   if (missing.length && requireServices) throw new Error(`REQUIRE_SERVICES=1 but ${missing.join(' and ')} is missing`)
   describe.skipIf(missing.length > 0)(name, body)
+}
+
+/**
+ * The Redis the suites share ("the test Redis"): by default the one node at TEST_REDIS_URL. With
+ * TEST_REDIS_CLUSTER_NODES (host:port,…) it is that Redis Cluster, with TEST_REDIS_SENTINELS and
+ * TEST_REDIS_SENTINEL_NAME the master behind those sentinels (tests/run-topologies.mjs starts them):
+ * instances started with the shared redisUrl then get these settings instead, and so do the lock
+ * backends of the contract suites. Suites that start a Redis of their own are not affected.
+ */
+const sharedTopologyEnv: Record<string, string> | undefined = process.env.TEST_REDIS_CLUSTER_NODES
+  ? { REDIS_CLUSTER_NODES: process.env.TEST_REDIS_CLUSTER_NODES }
+  : process.env.TEST_REDIS_SENTINELS
+    ? { REDIS_SENTINELS: process.env.TEST_REDIS_SENTINELS, REDIS_SENTINEL_NAME: process.env.TEST_REDIS_SENTINEL_NAME ?? 'mymaster' }
+    : undefined
+
+/** The shared test Redis's topology, for the run's reports: `standalone`, `cluster` or `sentinel`. */
+export const testRedisTopology = sharedTopologyEnv?.REDIS_CLUSTER_NODES ? 'cluster' : sharedTopologyEnv ? 'sentinel' : 'standalone'
+
+/** The Redis settings of an instance asked to use `url`: the shared test Redis's topology when `url` is the shared one. */
+export function appRedisEnv(url: string): Record<string, string> {
+  return url === redisUrl && sharedTopologyEnv ? { ...sharedTopologyEnv } : { REDIS_URL: url }
+}
+
+/** A connection to the shared test Redis, whatever its topology, under its own key prefix (see connectRedisTopology). */
+export function connectSharedTestRedis(label: string): Promise<TestRedisConnection> {
+  return connectRedisTopology(appRedisEnv(redisUrl), label)
 }
 
 /** The app's environment for a Redis Cluster: REDIS_CLUSTER_NODES alone, no REDIS_URL. */
