@@ -8,7 +8,7 @@ import { createRedisConnection } from '../../server/redis'
 import { LockBackendError, type Locks } from '../../server/locks/types'
 import { type RedisTopologyLocks, startClusterLocks, startSentinelLocks } from '../support/lock-backends'
 import { pollUntil } from '../support/poll'
-import { command, connectRedisTopology, describeWithRedisServer, keysByNode, type RedisClusterProcesses, redisHasTls, type RedisSentinelProcesses, startTlsRedis, type TestRedisConnection, type TlsRedisProcess } from '../support/redis-topologies'
+import { clusterEnv, command, connectRedisTopology, describeWithRedisServer, keysByNode, type RedisClusterProcesses, redisHasTls, type RedisSentinelProcesses, startRedisCluster, startTlsRedis, type TestRedisConnection, type TlsRedisProcess } from '../support/redis-topologies'
 import { connectTestRedis, describeWithServices, freePort } from '../support/services'
 
 const SHORT_TTL_MS = 150
@@ -395,6 +395,58 @@ describeWithRedisServer('redis locks on a Redis Cluster of 3 masters', () => {
     expect(await locks.extend(key, taken.token, LONG_TTL_MS)).toBe(true)
     expect(await locks.release(key, taken.token)).toBe(true)
     expect(await command(to, ['EXISTS', `${connection.prefix}${key}`])).toBe(0)
+    await locks.close()
+  })
+})
+
+describeWithRedisServer('redis locks on a Redis Cluster of 3 masters with a replica each, when a master dies', () => {
+  let cluster: RedisClusterProcesses
+  let connection: TestRedisConnection
+
+  beforeAll(async () => {
+    cluster = await startRedisCluster({ replicas: 1 })
+    connection = await connectRedisTopology(clusterEnv(cluster), 'locks cluster failover')
+  })
+
+  afterAll(async () => {
+    await connection?.close()
+    await cluster?.stop()
+  })
+
+  it('every lock call answers or fails fast with LockBackendError while its replica takes over; then locks of its slots live on the promoted replica', async () => {
+    const locks = createRedisLocks(connection.client)
+    const key = `cluster-failover-${randomUUID()}`
+    const slot = await cluster.keySlot(`${connection.prefix}${key}`)
+    const victim = await cluster.ownerOfSlot(slot)
+    const calls: Array<{ ms: number, ok: boolean }> = []
+    let running = true
+    const load = (async () => {
+      for (let index = 0; running; index++) {
+        const started = performance.now()
+        const ok = await locks.acquireTagged(`${key}-${index}`, LONG_TTL_MS, 'fingerprint').then(() => true, (error: unknown) => {
+          expect(error).toBeInstanceOf(LockBackendError)
+          return false
+        })
+        calls.push({ ms: performance.now() - started, ok })
+        await delay(5)
+      }
+    })()
+    await delay(200)
+    await cluster.kill(victim)
+    await cluster.untilHealthy()
+    const promoted = await cluster.ownerOfSlot(slot)
+    await pollUntil(`a lock of slot ${slot} is taken on its promoted replica (127.0.0.1:${promoted})`, async () => {
+      const taken = await locks.acquireTagged(key, LONG_TTL_MS, 'fingerprint').catch(() => undefined)
+      return taken?.acquired === true && await command(promoted, ['EXISTS', `${connection.prefix}${key}`]) === 1
+    }, { timeoutMs: 10_000, intervalMs: 100 })
+    running = false
+    await load
+
+    const slowest = Math.max(...calls.map(call => call.ms))
+    console.log(`Cluster failover 127.0.0.1:${victim} → ${promoted}: ${calls.length} tagged acquires, ${calls.filter(call => !call.ok).length} failed, slowest ${slowest.toFixed(0)} ms`)
+    expect(promoted).not.toBe(victim)
+    expect(slowest).toBeLessThan(1_500)
+    expect(calls.filter(call => call.ok).length).toBeGreaterThan(0)
     await locks.close()
   })
 })

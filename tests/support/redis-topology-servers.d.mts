@@ -19,7 +19,14 @@ export interface RedisClusterProcesses {
   nodes: HostPort[]
   /** `127.0.0.1:p1,127.0.0.1:p2,…`: the value of REDIS_CLUSTER_NODES. */
   nodesSetting: string
+  /** Every node's port (replicas included), as started. */
   ports: number[]
+  /** The ports of the masters that serve slots now. */
+  masterPorts: () => Promise<number[]>
+  /** Kills a node (SIGKILL, as a crash); the cluster's own failover promotes its replica, if it has one. */
+  kill: (port: number) => Promise<void>
+  /** Resolves once every living node says cluster_state:ok and only living masters serve slots. */
+  untilHealthy: (timeoutMs?: number) => Promise<void>
   /** The hash slot of a key (CLUSTER KEYSLOT). */
   keySlot: (key: string) => Promise<number>
   /** The port of the master that serves a slot. */
@@ -33,8 +40,11 @@ export interface RedisClusterProcesses {
   stop: () => Promise<void>
 }
 
-/** A Redis Cluster of `masters` (default 3) masters without replicas, resolved once every node says cluster_state:ok. */
-export function startRedisCluster(options?: { masters?: number }): Promise<RedisClusterProcesses>
+/**
+ * A Redis Cluster of `masters` (default 3) masters with `replicas` replicas each (default 0),
+ * resolved once every node says cluster_state:ok and every replica is in sync.
+ */
+export function startRedisCluster(options?: { masters?: number, replicas?: number }): Promise<RedisClusterProcesses>
 
 export interface RedisSentinelProcesses {
   /** The monitored master's name (REDIS_SENTINEL_NAME). */

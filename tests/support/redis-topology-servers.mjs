@@ -171,51 +171,67 @@ async function launch(label, port, args, tlsOptions) {
 const ephemeral = ['--save', '', '--appendonly', 'no', '--daemonize', 'no', '--bind', host]
 
 /**
- * A Redis Cluster of `masters` masters (3 at least) and no replicas, its 16384 slots spread by
- * `redis-cli --cluster create`; resolves once every node reports `cluster_state:ok`.
+ * A Redis Cluster of `masters` masters (3 at least), each with `replicas` replicas (default none),
+ * its 16384 slots spread by `redis-cli --cluster create`; resolves once every node reports
+ * `cluster_state:ok` and every replica is in sync.
  */
 export async function startRedisCluster(options = {}) {
-  const { masters = 3 } = options
+  const { masters = 3, replicas = 0 } = options
   const folder = temporaryFolder('cluster')
   const servers = []
   const stop = async () => {
     await Promise.all(servers.map(server => server.kill()))
     removeFolder(folder)
   }
+  const dead = new Set()
+  const living = () => servers.map(server => server.port).filter(port => !dead.has(port))
+  /** Every living node says cluster_state:ok, and every replica's link to its master is up. */
+  const healthy = async () => {
+    const infos = await Promise.all(living().map(async port => [await command(port, ['CLUSTER', 'INFO']), await command(port, ['INFO', 'replication'])]))
+    return infos.every(([cluster, replication]) => String(cluster).includes('cluster_state:ok')
+      && (String(replication).includes('role:master') || String(replication).includes('master_link_status:up')))
+  }
   try {
-    for (let index = 0; index < masters; index++) {
+    for (let index = 0; index < masters * (1 + replicas); index++) {
       // The bus port is chosen too: the default (port + 10000) may be taken or past 65535.
       const [port, busPort] = [await freePort(), await freePort()]
       servers.push(await launch(`cluster node ${index + 1}`, port, [
         '--port', String(port), '--cluster-port', String(busPort), ...ephemeral,
         '--cluster-enabled', 'yes', '--cluster-config-file', join(folder, `nodes-${port}.conf`),
-        '--cluster-node-timeout', '2000', '--dir', folder,
+        '--cluster-node-timeout', '2000', '--repl-diskless-sync-delay', '0', '--dir', folder,
       ]))
     }
     const addresses = servers.map(server => `${host}:${server.port}`)
-    const created = await run(redisCliBinary, ['--cluster', 'create', ...addresses, '--cluster-replicas', '0', '--cluster-yes'])
+    const created = await run(redisCliBinary, ['--cluster', 'create', ...addresses, '--cluster-replicas', String(replicas), '--cluster-yes'])
     if (created.code !== 0) throw new Error(`redis-cli --cluster create failed (exit code ${created.code}):\n${created.output}`)
-    await until('every cluster node reports cluster_state:ok', async () => {
-      const infos = await Promise.all(servers.map(server => command(server.port, ['CLUSTER', 'INFO'])))
-      return infos.every(info => typeof info === 'string' && info.includes('cluster_state:ok'))
-    })
+    await until('every cluster node reports cluster_state:ok and every replica is in sync', healthy)
   }
   catch (error) {
     await stop()
     throw error
   }
   const ports = servers.map(server => server.port)
+  const slotRanges = async () => /** @type {any[]} */ (await command(living()[0], ['CLUSTER', 'SLOTS']))
   const ownerOfSlot = async (slot) => {
-    const ranges = await command(ports[0], ['CLUSTER', 'SLOTS'])
-    const range = /** @type {any[]} */ (ranges).find(([first, last]) => first <= slot && slot <= last)
+    const range = (await slotRanges()).find(([first, last]) => first <= slot && slot <= last)
     return Number(range[2][1])
   }
   return {
     nodes: ports.map(port => ({ host, port })),
     nodesSetting: ports.map(port => `${host}:${port}`).join(','),
     ports,
-    keySlot: async key => Number(await command(ports[0], ['CLUSTER', 'KEYSLOT', key])),
+    masterPorts: async () => [...new Set((await slotRanges()).map(range => Number(range[2][1])))].sort((a, b) => a - b),
+    keySlot: async key => Number(await command(living()[0], ['CLUSTER', 'KEYSLOT', key])),
     ownerOfSlot,
+    async kill(port) {
+      dead.add(port)
+      await servers.find(server => server.port === port)?.kill()
+    },
+    untilHealthy: (timeoutMs = 20_000) => until('the cluster is whole again (cluster_state:ok on every living node)', async () => {
+      if (!(await healthy())) return false
+      const owners = (await slotRanges()).map(range => Number(range[2][1]))
+      return owners.every(port => !dead.has(port))
+    }, timeoutMs, 100),
     async moveSlot(slot, toPort) {
       const fromPort = await ownerOfSlot(slot)
       if (fromPort === toPort) return
@@ -231,11 +247,11 @@ export async function startRedisCluster(options = {}) {
         if (!Array.isArray(keys) || keys.length === 0) break
         expectOk(await command(fromPort, ['MIGRATE', host, toPort, '', 0, 5000, 'KEYS', ...keys]), 'MIGRATE')
       }
-      for (const port of [toPort, fromPort, ...ports.filter(port => port !== toPort && port !== fromPort)]) {
+      for (const port of [toPort, fromPort, ...living().filter(port => port !== toPort && port !== fromPort)]) {
         expectOk(await command(port, ['CLUSTER', 'SETSLOT', slot, 'NODE', toId]), 'SETSLOT NODE')
       }
       await until(`every node names 127.0.0.1:${toPort} as the owner of slot ${slot}`, async () => {
-        const owners = await Promise.all(ports.map(async (port) => {
+        const owners = await Promise.all(living().map(async (port) => {
           const ranges = /** @type {any[]} */ (await command(port, ['CLUSTER', 'SLOTS']))
           return Number(ranges.find(([first, last]) => first <= slot && slot <= last)?.[2][1])
         }))
