@@ -43,9 +43,12 @@ export function appRedisEnv(url: string): Record<string, string> {
   return url === redisUrl && sharedTopologyEnv ? { ...sharedTopologyEnv } : { REDIS_URL: url }
 }
 
-/** A connection to the shared test Redis, whatever its topology, under its own key prefix (see connectRedisTopology). */
-export function connectSharedTestRedis(label: string): Promise<TestRedisConnection> {
-  return connectRedisTopology(appRedisEnv(redisUrl), label)
+/**
+ * A connection to the shared test Redis, whatever its topology, under a key prefix of its own (see
+ * connectRedisTopology), or `prefix` ('' to read an instance's keys by their full names).
+ */
+export function connectSharedTestRedis(label: string, options: { prefix?: string } = {}): Promise<TestRedisConnection> {
+  return connectRedisTopology(appRedisEnv(redisUrl), label, options)
 }
 
 /** The app's environment for a Redis Cluster: REDIS_CLUSTER_NODES alone, no REDIS_URL. */
@@ -62,10 +65,10 @@ export interface TestRedisConnection extends RedisConnection {
 
 /**
  * A connection made by the app's factory (server/redis) from `env`'s Redis settings, under a key
- * prefix of its own, connected (ready) before it is returned.
+ * prefix of its own (or `prefix`), connected (ready) before it is returned.
  */
-export async function connectRedisTopology(env: Partial<Record<keyof RedisSettings, string>>, label: string): Promise<TestRedisConnection> {
-  const prefix = uniqueRedisPrefix(label)
+export async function connectRedisTopology(env: Partial<Record<keyof RedisSettings, string>>, label: string, options: { prefix?: string } = {}): Promise<TestRedisConnection> {
+  const prefix = options.prefix ?? uniqueRedisPrefix(label)
   const settings: RedisSettings = { ...env, REDIS_TLS: env.REDIS_TLS === 'true', REDIS_KEY_PREFIX: prefix }
   const connection = createRedisConnection(settings, { lazyConnect: true })
   if (!connection) throw new Error('no Redis topology in the settings')
