@@ -4,6 +4,7 @@ import type { AppProcess } from '../support/app'
 import { type Stack, startStack } from '../support/cluster'
 import { createTenant, request } from '../support/http'
 import { openOrderRows, type OrderRows } from '../support/order-rows'
+import { appDatabase } from '../support/postgres-topology'
 import { postOrder, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import { startRedisServer, type TestRedisServer } from '../support/redis-server'
@@ -89,11 +90,13 @@ describeWithServices('Redis lost and back', ['postgres'], () => {
         expect(ready.json).toEqual({
           status: 'unavailable',
           checks: {
-            database: { driver: 'postgres', ok: true, latencyMs: expect.any(Number) },
+            database: { driver: 'postgres', poolMode: appDatabase(stack!.databaseUrl).poolMode, ok: true, latencyMs: expect.any(Number) },
             locks: { backend: 'redis', ok: false, latencyMs: expect.any(Number) },
           },
           // The test environment (DATABASE_URL, FAULTS_ENABLED and MOCKPAY_ENABLED on) is one to warn about.
           warnings: [{ setting: 'FAULTS_ENABLED', detail: expect.any(String) }, { setting: 'MOCKPAY_ENABLED', detail: expect.any(String) }],
+          // Every provider's secret is set for test instances.
+          webhooks: { providers: ['standard', 'stripe', 'midtrans', 'mockpay'] },
         })
       }
     })
@@ -111,10 +114,12 @@ describeWithServices('Redis lost and back', ['postgres'], () => {
         expect(ready.json).toEqual({
           status: 'ready',
           checks: {
-            database: { driver: 'postgres', ok: true, latencyMs: expect.any(Number) },
+            database: { driver: 'postgres', poolMode: appDatabase(stack!.databaseUrl).poolMode, ok: true, latencyMs: expect.any(Number) },
             locks: { backend: 'redis', ok: true, latencyMs: expect.any(Number) },
           },
           warnings: [{ setting: 'FAULTS_ENABLED', detail: expect.any(String) }, { setting: 'MOCKPAY_ENABLED', detail: expect.any(String) }],
+          // Every provider's secret is set for test instances.
+          webhooks: { providers: ['standard', 'stripe', 'midtrans', 'mockpay'] },
         })
       }
       await createAndReplayOrder(instances[1]!.url, 'redis-back')
