@@ -2,6 +2,7 @@ import { fileURLToPath } from 'node:url'
 import postgres from 'postgres'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { type DatabaseHandle, IDLE_IN_TRANSACTION_TIMEOUT_MS, LOCK_TIMEOUT_MS, openDatabase, queryAllPrepared, queryPrepared } from '../../server/db/client'
+import { startPostgresServer, type TestPostgresServer } from '../support/chaos/postgres-server'
 import { type Pgbouncer, startPgbouncer } from '../support/pgbouncer.mjs'
 import { throughPooler } from '../support/postgres-topology'
 import { createTestDatabase, describeWithServices, postgresAdminUrl } from '../support/services'
@@ -100,5 +101,80 @@ describeWithServices('Postgres behind a transaction pooler', ['postgres'], () =>
     finally {
       await unlisten()
     }
+  })
+})
+
+describeWithServices('the driver behind a transaction pooler when Postgres or the pooler goes away', ['postgres'], () => {
+  let server: TestPostgresServer
+  let pooler: Pgbouncer
+  let handle: DatabaseHandle
+
+  beforeAll(async () => {
+    server = await startPostgresServer('pooled_outage')
+    pooler = await startPgbouncer({ serverUrl: server.url })
+    handle = await openDatabase({ url: pooler.urlFor(server.url), poolMode: 'transaction', pgliteDir: '', migrationsDir, poolSize: 6 })
+  }, 60_000)
+
+  afterAll(async () => {
+    await handle?.close()
+    await pooler?.destroy()
+    await server?.destroy()
+  })
+
+  /**
+   * Twelve callers loop over every kind of call (a statement, a pipelined transaction, drizzle's
+   * transaction) while `outage` runs; each call must settle (fail or succeed), and the pool must
+   * work again afterwards. PgBouncer answers a login itself and asks Postgres only at the first
+   * query: a connection made during the outage fails there, which once went unhandled (the run
+   * fails on an unhandled rejection), and queries queued on a reserved connection that closed once
+   * waited for ever.
+   */
+  async function callersThrough(outage: () => Promise<void>): Promise<{ failed: number, succeeded: number }> {
+    let stopping = false
+    const counts = { failed: 0, succeeded: 0 }
+    const caller = async (index: number) => {
+      while (!stopping) {
+        try {
+          if (index % 3 === 0) await queryPrepared(handle.db, { text: 'select pg_sleep(0.005), $1::int', params: [index] })
+          else if (index % 3 === 1) await queryAllPrepared(handle.db, [{ text: 'select $1::int', params: [index] }, { text: 'select pg_sleep(0.005)', params: [] }])
+          else await handle.db.transaction(async (tx) => { await tx.execute('select pg_sleep(0.005)') })
+          counts.succeeded++
+        }
+        catch {
+          counts.failed++
+          await new Promise(resolve => setTimeout(resolve, 20))
+        }
+      }
+    }
+    const callers = Array.from({ length: 12 }, (_, index) => caller(index))
+    await new Promise(resolve => setTimeout(resolve, 500))
+    await outage()
+    await new Promise(resolve => setTimeout(resolve, 2_000))
+    stopping = true
+    // Settled, or hung: a caller stuck in a call that never settles keeps this from resolving.
+    const settled = await Promise.race([Promise.all(callers).then(() => true), new Promise<boolean>(resolve => setTimeout(resolve, 15_000, false))])
+    expect(settled).toBe(true)
+    const [row] = await queryPrepared(handle.db, { text: 'select 1 as one', params: [] })
+    expect(row!.one).toBe(1)
+    return counts
+  }
+
+  it('Postgres crashes for 3 s behind the pooler: every call settles, nothing goes unhandled, the pool recovers', async () => {
+    const counts = await callersThrough(async () => {
+      await server.crash()
+      await new Promise(resolve => setTimeout(resolve, 3_000))
+      await server.start()
+    })
+    expect(counts.failed).toBeGreaterThan(0)
+    expect(counts.succeeded).toBeGreaterThan(0)
+  })
+
+  it('the pooler is killed for 3 s: every call settles, the pool recovers', async () => {
+    const counts = await callersThrough(async () => {
+      await pooler.kill()
+      await new Promise(resolve => setTimeout(resolve, 3_000))
+      await pooler.start()
+    })
+    expect(counts.failed).toBeGreaterThan(0)
   })
 })
