@@ -3,10 +3,10 @@
 // started again on the same port. Plain JavaScript so that bench/*.mjs can start one too.
 import { spawn } from 'node:child_process'
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import net from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { acceptsConnections, freePort } from './ports.mjs'
 
 export const pgbouncerBinary = process.env.PGBOUNCER_BIN ?? '/usr/sbin/pgbouncer'
 /** PgBouncer refuses to run as root: then it runs as the `postgres` OS user. */
@@ -17,29 +17,6 @@ const running = new Set()
 process.on('exit', () => {
   for (const child of running) child.kill('SIGKILL')
 })
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address()
-      server.close(() => resolve(port))
-    })
-  })
-}
-
-function accepts(port) {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host: '127.0.0.1', port })
-    const done = (ok) => {
-      socket.destroy()
-      resolve(ok)
-    }
-    socket.once('connect', () => done(true))
-    socket.once('error', () => done(false))
-  })
-}
 
 /**
  * Starts PgBouncer in front of `serverUrl` (a postgres:// URL; its host, port and user are used,
@@ -95,7 +72,7 @@ export async function startPgbouncer(options) {
       child.exited = exited
       for (const stream of [child.stdout, child.stderr]) stream.setEncoding('utf8').on('data', (chunk) => { output = (output + chunk).slice(-20_000) })
       const deadline = Date.now() + acceptTimeoutMs
-      while (!(await accepts(port))) {
+      while (!(await acceptsConnections(port))) {
         if (child.exitCode !== null || Date.now() > deadline) throw new Error(`pgbouncer did not start on port ${port}:\n${output}`)
         await sleep(50)
       }
@@ -110,7 +87,7 @@ export async function startPgbouncer(options) {
       // runuser forwards no SIGKILL: kill the pooler itself too.
       spawn('pkill', ['-KILL', '-f', join(dir, 'pgbouncer.ini')]).once('error', () => {})
       await stopping.exited
-      while (await accepts(port)) await sleep(50)
+      while (await acceptsConnections(port)) await sleep(50)
     },
     async destroy() {
       await pooler.kill()

@@ -4,12 +4,16 @@
 // time. Every server runs on free ports with its files in a temporary folder; all are killed, and
 // their folders removed, when stopped or when the process exits.
 import { spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import tls from 'node:tls'
+import { freePort } from './ports.mjs'
+import { makeTestCertificates } from './test-certificates.mjs'
+
+export { freePort }
 
 const redisServerBinary = process.env.REDIS_SERVER_BINARY ?? '/usr/bin/redis-server'
 const redisCliBinary = process.env.REDIS_CLI_BINARY ?? '/usr/bin/redis-cli'
@@ -25,18 +29,6 @@ process.on('exit', () => {
   for (const server of running) server.child.kill('SIGKILL')
   for (const folder of folders) rmSync(folder, { recursive: true, force: true })
 })
-
-/** A free TCP port on the loopback interface. */
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer()
-    server.once('error', reject)
-    server.listen(0, host, () => {
-      const { port } = /** @type {net.AddressInfo} */ (server.address())
-      server.close(() => resolve(port))
-    })
-  })
-}
 
 function temporaryFolder(label) {
   const folder = mkdtempSync(join(tmpdir(), `ic-redis-${label}-`))
@@ -363,26 +355,16 @@ export async function startTlsRedis() {
     removeFolder(folder)
   }
   try {
-    const file = name => join(folder, name)
-    const openssl = async (args) => {
-      const result = await run('openssl', args, folder)
-      if (result.code !== 0) throw new Error(`openssl ${args[0]} failed (exit code ${result.code}):\n${result.output}`)
-    }
-    const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
-    await openssl(['req', '-x509', ...ec, '-keyout', file('ca.key'), '-out', file('ca.crt'), '-days', '2', '-subj', '/CN=Idempotent Checkout test CA'])
-    await openssl(['req', ...ec, '-keyout', file('server.key'), '-out', file('server.csr'), '-subj', '/CN=localhost'])
-    writeFileSync(file('server.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n')
-    await openssl(['x509', '-req', '-in', file('server.csr'), '-CA', file('ca.crt'), '-CAkey', file('ca.key'), '-CAcreateserial',
-      '-out', file('server.crt'), '-days', '2', '-extfile', file('server.ext')])
+    const certificates = await makeTestCertificates(folder)
     const port = await freePort()
-    const ca = readFileSync(file('ca.crt'))
+    const ca = certificates.ca
     // Also on 127.0.0.2, an address the certificate does not name, to show that the name is checked.
     server = await launch('TLS redis', port, [
       '--port', '0', '--tls-port', String(port), ...ephemeral, '--bind', `${host} 127.0.0.2`, '--dir', folder,
-      '--tls-cert-file', file('server.crt'), '--tls-key-file', file('server.key'), '--tls-ca-cert-file', file('ca.crt'),
+      '--tls-cert-file', certificates.certFile, '--tls-key-file', certificates.keyFile, '--tls-ca-cert-file', certificates.caFile,
       '--tls-auth-clients', 'no',
     ], { ca })
-    return { port, url: `rediss://${host}:${port}`, caFile: file('ca.crt'), stop }
+    return { port, url: `rediss://${host}:${port}`, caFile: certificates.caFile, stop }
   }
   catch (error) {
     await stop()
