@@ -11,6 +11,7 @@ import { loadClientHeader, runLoad } from '../support/chaos/load'
 import { startPostgresServer, type TestPostgresServer } from '../support/chaos/postgres-server'
 import { printEvidence, printFigures, printInvariants } from '../support/chaos/report'
 import { createTenant } from '../support/http'
+import { type Pgbouncer, startPgbouncer } from '../support/pgbouncer.mjs'
 import { startRedisServer, type TestRedisServer } from '../support/redis-server'
 import { uniqueRedisPrefix } from '../support/services'
 
@@ -18,7 +19,9 @@ import { uniqueRedisPrefix } from '../support/services'
 // a Postgres and a Redis this file owns, behind a round-robin balancer, under a fixed-length load
 // of retrying clients, while instances and a worker are SIGKILLed, Redis is flushed and lost, and
 // Postgres crashes. Once everything has settled the rows are checked against what the clients were
-// told; each invariant is one test below.
+// told; each invariant is one test below. The run is made twice: the instances and workers reaching
+// Postgres directly, then through PgBouncer in transaction mode (no direct URL), which is also
+// SIGKILLed for 5 s.
 
 const durationMs = Number(process.env.CHAOS_SECONDS ?? 90) * 1000
 const virtualClients = 12
@@ -39,8 +42,14 @@ const timingEnv = {
   MOCKPAY_ENABLED: 'true',
 }
 
-describe('chaos: never twice, never lost', () => {
+const topologies = [
+  { name: 'chaos: never twice, never lost', pooled: false },
+  { name: 'chaos through PgBouncer (transaction mode): never twice, never lost', pooled: true },
+]
+
+for (const topology of topologies) describe(topology.name, () => {
   let postgresServer: TestPostgresServer | undefined
+  let pooler: Pgbouncer | undefined
   let redisServer: TestRedisServer | undefined
   let balancer: Balancer | undefined
   let fleet: Fleet | undefined
@@ -53,6 +62,7 @@ describe('chaos: never twice, never lost', () => {
     const note = (line: string) => console.log(`[chaos +${(clock() / 1000).toFixed(1)} s] ${line}`)
 
     postgresServer = await startPostgresServer('chaos')
+    if (topology.pooled) pooler = await startPgbouncer({ serverUrl: postgresServer.url })
     redisServer = await startRedisServer()
     const answers = new AnswerLog(clock)
     // The load generator records its own answers; the webhooks that reach the balancer otherwise are the workers' mockpay deliveries.
@@ -63,9 +73,10 @@ describe('chaos: never twice, never lost', () => {
         answers.record('mockpay delivery (worker)', 'balancer', answer.balancerReason ? 'balancer 502' : answer.status, answer.retryAfter)
       },
     })
-    const env = { ...timingEnv, MOCKPAY_WEBHOOK_URL: `${balancer.url}/api/webhooks/mockpay`, MOCKPAY_WEBHOOK_SECRET: testSecrets.mockpayWebhookSecret }
+    const poolEnv: Record<string, string> = pooler ? { DATABASE_POOL_MODE: 'transaction' } : {}
+    const env = { ...timingEnv, ...poolEnv, MOCKPAY_WEBHOOK_URL: `${balancer.url}/api/webhooks/mockpay`, MOCKPAY_WEBHOOK_SECRET: testSecrets.mockpayWebhookSecret }
     fleet = await startFleet({
-      databaseUrl: postgresServer.url,
+      databaseUrl: pooler ? pooler.urlFor(postgresServer.url) : postgresServer.url,
       redisUrl: redisServer.url,
       redisKeyPrefix: uniqueRedisPrefix('chaos'),
       appCount,
@@ -77,7 +88,7 @@ describe('chaos: never twice, never lost', () => {
     })
     sql = postgres(postgresServer.url, { max: 2, onnotice: () => {} })
     const tenant = await createTenant(balancer.url, 'chaos')
-    note(`setup done: ${appCount} app instances, ${workerCount} workers, Postgres on ${postgresServer.port}, Redis on ${redisServer.port}, balancer ${balancer.url}`)
+    note(`setup done: ${appCount} app instances, ${workerCount} workers, Postgres on ${postgresServer.port}${pooler ? ` through PgBouncer on ${pooler.port}` : ''}, Redis on ${redisServer.port}, balancer ${balancer.url}`)
 
     origin = Date.now()
     const [load, faults] = await Promise.all([
@@ -94,7 +105,7 @@ describe('chaos: never twice, never lost', () => {
         clock,
         note,
       }),
-      runFaultSchedule({ durationMs, fleet, redis: redisServer, postgres: postgresServer, clock, note }),
+      runFaultSchedule({ durationMs, fleet, redis: redisServer, postgres: postgresServer, pooler, clock, note }),
     ])
     note(`load finished: ${load.figures.intents} intents`)
 
@@ -115,6 +126,7 @@ describe('chaos: never twice, never lost', () => {
     await balancer?.close()
     await sql?.end()
     await redisServer?.stop()
+    await pooler?.destroy()
     await postgresServer?.destroy()
   })
 

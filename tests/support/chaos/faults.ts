@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
+import type { Pgbouncer } from '../pgbouncer.mjs'
 import type { TestRedisServer } from '../redis-server'
 import type { Fleet } from './fleet'
 import type { TestPostgresServer } from './postgres-server'
@@ -7,7 +8,8 @@ import type { TestPostgresServer } from './postgres-server'
 /**
  * The faults the chaos run injects while its load runs, on a schedule scaled to the run's length:
  * a random app instance SIGKILLed about every 10 s (never the last one up), one worker SIGKILLed
- * once, Redis flushed and then gone for 5 s, Postgres crashed (immediate stop) for 5 s. The
+ * once, Redis flushed and then gone for 5 s, Postgres crashed (immediate stop) for 5 s, and the
+ * pooler in front of Postgres, when there is one, SIGKILLed and gone for 5 s. The
  * supervisor brings killed processes back. Each fault is printed and kept with its time.
  */
 
@@ -22,6 +24,8 @@ export interface FaultScheduleOptions {
   fleet: Fleet
   redis: TestRedisServer
   postgres: TestPostgresServer
+  /** The pooler the fleet reaches Postgres through, if any: it is killed too, later in the run. */
+  pooler?: Pgbouncer
   clock: () => number
   note: (line: string) => void
 }
@@ -69,6 +73,20 @@ export async function runFaultSchedule(options: FaultScheduleOptions): Promise<I
       return `down ${outageMs / 1000} s, recovered and back on port ${postgres.port}`
     },
   })
+  const pooler = options.pooler
+  if (pooler) {
+    plan.push({
+      atMs: durationMs * 0.85,
+      fault: 'PgBouncer SIGKILL, down 5 s',
+      run: async () => {
+        await pooler.kill()
+        options.note('PgBouncer killed')
+        await sleep(outageMs)
+        await pooler.start()
+        return `down ${outageMs / 1000} s, back on port ${pooler.port}`
+      },
+    })
+  }
   plan.sort((a, b) => a.atMs - b.atMs)
 
   const injected: InjectedFault[] = []
