@@ -1,4 +1,5 @@
 import { describeDatabaseError } from '../db/errors'
+import { escapeText } from '../observability/logger'
 
 /**
  * How a job handler says what went wrong. Anything else thrown counts as retryable: an unknown
@@ -60,7 +61,11 @@ export function classify(error: unknown): JobErrorClass {
   return error instanceof PermanentJobError ? 'permanent' : 'retryable'
 }
 
-/** What jobs.last_error and the error history keep: a database failure by its SQLSTATE, never the query's values. */
+/**
+ * What jobs.last_error and the error history keep: a database failure by its SQLSTATE, never the
+ * query's values. Escaped like any outside text (a provider's message may carry a NUL, which
+ * Postgres refuses in text: the job's failure could not be recorded).
+ */
 export function describeError(error: unknown): string {
-  return describeDatabaseError(error) ?? (error instanceof Error ? `${error.name}: ${error.message}` : String(error))
+  return escapeText(describeDatabaseError(error) ?? (error instanceof Error ? `${error.name}: ${error.message}` : String(error)))
 }

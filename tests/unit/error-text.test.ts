@@ -93,6 +93,8 @@ describe('what is stored and logged', () => {
     expect(describeError(cartViolation())).toBe('database error 23505 unique_violation on orders_tenant_cart_unique')
     expect(describeError(new RetryableJobError('webhook endpoint answered 500'))).toBe('RetryableJobError: webhook endpoint answered 500')
     expect(describeError('thrown string')).toBe('thrown string')
+    // A provider's message with a NUL or another control character: stored escaped, never refused by Postgres.
+    expect(describeError(new RetryableJobError('bad\u0000gateway\u007f'))).toBe('RetryableJobError: bad%00gateway%7F')
   })
 
   it('the logger\'s error serializer: the message and the stack\'s first line replaced, the frames kept', () => {
