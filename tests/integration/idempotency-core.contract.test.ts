@@ -18,13 +18,15 @@ import { CACHE_EXPIRY_MARGIN_MS, createReplayCache } from '../../server/idempote
 import { createIdempotencyStore, type IdempotencyStore, type RecordView } from '../../server/idempotency/store'
 import { createMemoryLocks } from '../../server/locks/memory'
 import { createRedisLocks } from '../../server/locks/redis'
+import type { RedisClient } from '../../server/redis'
 import type { Locks } from '../../server/locks/types'
 import { problem } from '../../server/problems'
 import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../support/databases'
 import { startTcpProxy } from '../support/tcp-proxy'
 import { pollUntil } from '../support/poll'
 import { startRedisServer } from '../support/redis-server'
-import { connectTestRedis, describeWithServices, freePort, postgresAdminUrl, redisUrl, uniqueRedisPrefix } from '../support/services'
+import { connectSharedTestRedis, type TestRedisConnection } from '../support/redis-topologies'
+import { describeWithServices, freePort, postgresAdminUrl, uniqueRedisPrefix } from '../support/services'
 
 // The transport-free idempotency core (server/idempotency/core.ts) on every pair of backends the app
 // runs on, with real parts only: Postgres or PGlite, Redis or in-process locks, and the Redis replay
@@ -139,8 +141,12 @@ function idempotencyCoreContract(pair: Pair) {
   let scope: string
   let instanceCount = 0
   let requestCount = 0
-  /** Redis pair: the two processes' connections and replay tiers, under one key prefix. */
-  let redisClients: Redis[] = []
+  /**
+   * Redis pair: the two processes' connections and replay tiers, under one key prefix, on the shared
+   * test Redis (a Cluster or behind Sentinel when the run names one), made by the app's own factory.
+   */
+  const redisConnections: TestRedisConnection[] = []
+  let redisClients: RedisClient[] = []
   let sharedTiers: Storage[] = []
   /** Redis pair: locks and a replay tier on a port where nothing listens. */
   let unreachable: { client: Redis, locks: Locks, shared: Storage }
@@ -154,11 +160,11 @@ function idempotencyCoreContract(pair: Pair) {
     db = database.handle.db
     store = createIdempotencyStore(db)
     if (!redisPair) return
-    const first = await connectTestRedis('idempotency core')
-    const second = first.duplicate()
-    await second.connect()
-    redisClients = [first, second]
-    sharedTiers = redisClients.map(() => redisReplayTier(redisUrl, `${first.options.keyPrefix}replay`))
+    const prefix = uniqueRedisPrefix('idempotency core')
+    while (redisConnections.length < 2) redisConnections.push(await connectSharedTestRedis('idempotency core', { prefix }))
+    redisClients = redisConnections.map(connection => connection.client)
+    // Each process's replay tier rides on its connection (keys under `<prefix>replay:`), as the app mounts it.
+    sharedTiers = redisConnections.map(connection => createStorage({ driver: connection.storageDriver }))
     const port = await freePort()
     const client = new Redis({ ...failFast, host: '127.0.0.1', port, lazyConnect: true, retryStrategy: () => null })
     client.on('error', () => {})
@@ -170,7 +176,7 @@ function idempotencyCoreContract(pair: Pair) {
     unreachable?.client.disconnect()
     await unreachable?.shared.dispose()
     for (const tier of sharedTiers) await tier.dispose()
-    for (const client of redisClients) client.disconnect()
+    for (const connection of redisConnections.splice(0)) await connection.close()
     await database?.close()
   })
 

@@ -1,9 +1,8 @@
-import { Redis } from 'ioredis'
 import type postgres from 'postgres'
 import type { AppProcess } from './app'
 import { processingLockKey as lockName } from '../../server/idempotency/core'
 import { pollUntil } from './poll'
-import { redisUrl } from './services'
+import { connectSharedTestRedis } from './redis-topologies'
 
 /**
  * "The request with this key is in flight", for the atomic routes (POST /api/orders, webhooks).
@@ -50,12 +49,13 @@ export async function openIdempotentTransactions(sql: postgres.Sql): Promise<num
  * request in flight at a time, so that request's must be the one open transaction there.
  */
 export async function untilRequestInFlight(sql: postgres.Sql, request: InFlightRequest): Promise<void> {
-  const redis = request.app.redisKeyPrefix === undefined ? undefined : new Redis(redisUrl, { maxRetriesPerRequest: 1 })
+  // The instance's Redis is the shared test Redis, on this run's topology; its keys are read by their full names.
+  const redis = request.app.redisKeyPrefix === undefined ? undefined : await connectSharedTestRedis('in-flight', { prefix: '' })
   try {
     await pollUntil(`the request with key ${request.key} holds its processing lock and its uncommitted statement`, async () =>
-      (!redis || await redis.exists(processingLockKey(request)) === 1) && await openIdempotentTransactions(sql) === 1, { intervalMs: 20 })
+      (!redis || await redis.client.exists(processingLockKey(request)) === 1) && await openIdempotentTransactions(sql) === 1, { intervalMs: 20 })
   }
   finally {
-    redis?.disconnect()
+    await redis?.close()
   }
 }

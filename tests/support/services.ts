@@ -64,10 +64,12 @@ export async function createTestDatabase(label: string): Promise<{ url: string, 
   }
 }
 
-/** A Redis key prefix no other test run shares. */
 /**
- * A Redis client on the test server under its own key prefix, configured like the app's (fail fast:
- * no offline queue, one retry, 2 s commands), connected before it is returned.
+ * A Redis client on the one node at TEST_REDIS_URL under its own key prefix, configured like the
+ * app's (fail fast: no offline queue, one retry, 2 s commands), connected before it is returned.
+ * That node whatever the run's topology: for tests of a single node's behaviour. A suite that must
+ * follow the shared test Redis onto a Cluster or Sentinel (TEST_REDIS_CLUSTER_NODES,
+ * TEST_REDIS_SENTINELS) uses connectSharedTestRedis (redis-topologies.ts) instead.
  */
 export async function connectTestRedis(label: string): Promise<Redis> {
   const redis = new Redis(redisUrl, {
@@ -82,6 +84,7 @@ export async function connectTestRedis(label: string): Promise<Redis> {
   return redis
 }
 
+/** A Redis key prefix no other test run shares. */
 export function uniqueRedisPrefix(label: string): string {
   return `test:${uniqueName(label)}:`
 }
