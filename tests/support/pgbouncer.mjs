@@ -1,7 +1,7 @@
 // A PgBouncer the tests and benchmarks own: Debian's `pgbouncer` in transaction mode with its usual
 // settings, on its own port, in front of a Postgres server. It can be killed (as a crash would) and
 // started again on the same port. Plain JavaScript so that bench/*.mjs can start one too.
-import { spawn } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -9,8 +9,13 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { acceptsConnections, freePort } from './ports.mjs'
 
 export const pgbouncerBinary = process.env.PGBOUNCER_BIN ?? '/usr/sbin/pgbouncer'
-/** PgBouncer refuses to run as root: then it runs as the `postgres` OS user. */
-const runsAsRoot = process.getuid?.() === 0
+/**
+ * PgBouncer refuses to run as root: then it runs as the `postgres` OS user (spawned with its uid, so
+ * that a kill reaches PgBouncer itself).
+ */
+const runAs = process.getuid?.() === 0
+  ? { uid: Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' })), gid: Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' })) }
+  : {}
 const acceptTimeoutMs = 10_000
 
 const running = new Set()
@@ -64,9 +69,7 @@ export async function startPgbouncer(options) {
     async start() {
       if (child) return
       const args = [join(dir, 'pgbouncer.ini')]
-      child = runsAsRoot
-        ? spawn('runuser', ['-u', 'postgres', '--', pgbouncerBinary, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
-        : spawn(pgbouncerBinary, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+      child = spawn(pgbouncerBinary, args, { ...runAs, stdio: ['ignore', 'pipe', 'pipe'] })
       running.add(child)
       const exited = new Promise(resolve => child.once('close', resolve))
       child.exited = exited
@@ -84,8 +87,6 @@ export async function startPgbouncer(options) {
       child = undefined
       running.delete(stopping)
       stopping.kill('SIGKILL')
-      // runuser forwards no SIGKILL: kill the pooler itself too.
-      spawn('pkill', ['-KILL', '-f', join(dir, 'pgbouncer.ini')]).once('error', () => {})
       await stopping.exited
       while (await acceptsConnections(port)) await sleep(50)
     },
