@@ -62,31 +62,20 @@ export async function runFaultSchedule(options: FaultScheduleOptions): Promise<I
       return `flushed, down ${outageMs / 1000} s, back on port ${redis.port}`
     },
   })
-  plan.push({
-    atMs: durationMs * 0.65,
-    fault: 'Postgres crash (immediate stop), down 5 s',
+  /** A server taken away for outageMs, then started again on its port. */
+  const outage = (atMs: number, fault: string, server: { port: number, start: () => Promise<void> }, takeDown: () => Promise<void>, downNote: string, backDetail: string): Planned => ({
+    atMs,
+    fault,
     run: async () => {
-      await postgres.crash()
-      options.note('Postgres stopped (immediate)')
+      await takeDown()
+      options.note(downNote)
       await sleep(outageMs)
-      await postgres.start()
-      return `down ${outageMs / 1000} s, recovered and back on port ${postgres.port}`
+      await server.start()
+      return `down ${outageMs / 1000} s, ${backDetail} on port ${server.port}`
     },
   })
-  const pooler = options.pooler
-  if (pooler) {
-    plan.push({
-      atMs: durationMs * 0.85,
-      fault: 'PgBouncer SIGKILL, down 5 s',
-      run: async () => {
-        await pooler.kill()
-        options.note('PgBouncer killed')
-        await sleep(outageMs)
-        await pooler.start()
-        return `down ${outageMs / 1000} s, back on port ${pooler.port}`
-      },
-    })
-  }
+  plan.push(outage(durationMs * 0.65, 'Postgres crash (immediate stop), down 5 s', postgres, () => postgres.crash(), 'Postgres stopped (immediate)', 'recovered and back'))
+  if (options.pooler) plan.push(outage(durationMs * 0.85, 'PgBouncer SIGKILL, down 5 s', options.pooler, () => options.pooler!.kill(), 'PgBouncer killed', 'back'))
   plan.sort((a, b) => a.atMs - b.atMs)
 
   const injected: InjectedFault[] = []
