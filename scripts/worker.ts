@@ -11,13 +11,11 @@ import { createConfiguredWorker } from '../server/jobs'
 import { deleteExpiredRecords, rescueStaleJobs } from '../server/jobs/maintenance'
 import { closeLocks, useLocks } from '../server/locks'
 import { log, setLogLevel } from '../server/observability/logger'
-import { closeRedis, redisTopology } from '../server/redis'
+import { closeRedis } from '../server/redis'
 
 let config
 try {
   config = initConfig({ secretsOptional: true })
-  // The Redis settings that must fit together, before anything connects.
-  redisTopology(config)
 }
 catch (error) {
   console.error(error instanceof ConfigError ? error.message : error)

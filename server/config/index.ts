@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { accessSync, constants } from 'node:fs'
 import { resolve } from 'node:path'
 import { z } from 'zod'
 import { keptSecrets } from './dev-secrets'
@@ -348,6 +349,51 @@ function warningsOf(config: Pick<AppConfig, 'FAULTS_ENABLED' | 'MOCKPAY_ENABLED'
   return warnings
 }
 
+/** The Redis settings that decide how the app reaches Redis. */
+export type RedisSettingValues = Pick<Env, 'REDIS_URL' | 'REDIS_CLUSTER_NODES' | 'REDIS_SENTINELS' | 'REDIS_SENTINEL_NAME'
+  | 'REDIS_USERNAME' | 'REDIS_PASSWORD' | 'REDIS_TLS' | 'REDIS_CA_FILE'>
+
+/**
+ * The Redis settings that must fit together: at most one of REDIS_URL, REDIS_CLUSTER_NODES and
+ * REDIS_SENTINELS; REDIS_SENTINELS with REDIS_SENTINEL_NAME; the other Redis settings only with one
+ * of them (or the app would silently run on in-process locks); REDIS_CA_FILE only with TLS.
+ */
+export function redisSettingProblems(settings: RedisSettingValues): ConfigProblem[] {
+  const problems: ConfigProblem[] = []
+  const named = (['REDIS_URL', 'REDIS_CLUSTER_NODES', 'REDIS_SENTINELS'] as const).filter(name => settings[name])
+  if (named.length > 1) {
+    problems.push({ name: named[1]!, message: `set only one of REDIS_URL (one node), REDIS_CLUSTER_NODES (a Redis Cluster) and REDIS_SENTINELS (Sentinel); ${named.join(' and ')} are all set.` })
+  }
+  if (settings.REDIS_SENTINELS && !settings.REDIS_SENTINEL_NAME) {
+    problems.push({ name: 'REDIS_SENTINEL_NAME', message: 'missing — REDIS_SENTINELS needs REDIS_SENTINEL_NAME, the master\'s name the sentinels monitor (`sentinel monitor <name> …`, often "mymaster").' })
+  }
+  if (settings.REDIS_SENTINEL_NAME && !settings.REDIS_SENTINELS) {
+    problems.push({ name: 'REDIS_SENTINEL_NAME', message: 'is set without REDIS_SENTINELS (host:port,… of the sentinels).' })
+  }
+  if (!named.length) {
+    const orphans = (['REDIS_USERNAME', 'REDIS_PASSWORD', 'REDIS_TLS', 'REDIS_CA_FILE'] as const).filter(name => settings[name])
+    for (const name of orphans) {
+      problems.push({ name, message: 'is set without REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS: the app would run on in-process locks. Set one of them, or unset it.' })
+    }
+  }
+  else if (settings.REDIS_CA_FILE && !settings.REDIS_TLS && !settings.REDIS_URL?.startsWith('rediss://')) {
+    problems.push({ name: 'REDIS_CA_FILE', message: 'is set but TLS is off: use a rediss:// REDIS_URL, or set REDIS_TLS=true.' })
+  }
+  return problems
+}
+
+/** A CA file setting that names no readable file. */
+function unreadableFileProblem(name: 'DATABASE_CA_FILE' | 'REDIS_CA_FILE', file: string | undefined): ConfigProblem[] {
+  if (file === undefined) return []
+  try {
+    accessSync(file, constants.R_OK)
+    return []
+  }
+  catch (error) {
+    return [{ name, message: `cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)}): ${file} — should be ${settingHelp[name].expected}. Example: ${name}=${settingHelp[name].example}` }]
+  }
+}
+
 /**
  * Reads and checks the whole environment, then either returns the configuration or throws one
  * ConfigError that lists every setting to fix: each invalid value, each missing setting that what
@@ -417,6 +463,7 @@ export function parseConfig(env: Record<string, string | undefined>, options: Pa
   if (checkoutDemoEnabled && deployment && serving && !isSet('SESSION_PASSWORD')) {
     missing('SESSION_PASSWORD', 'because CHECKOUT_DEMO_ENABLED=true with DATABASE_URL: every instance seals and opens the same cookies with it')
   }
+  problems.push(...redisSettingProblems(values), ...unreadableFileProblem('DATABASE_CA_FILE', values.DATABASE_CA_FILE), ...unreadableFileProblem('REDIS_CA_FILE', values.REDIS_CA_FILE))
   if (problems.length) throw configErrorOf(problems)
 
   // Generated: every missing secret when local; a standalone worker's OPS_TOKEN, which nothing asks for.

@@ -8,7 +8,7 @@ import type { Worker } from '../jobs/runner'
 import { closeLocks, useLocks } from '../locks'
 import { log, setLogLevel } from '../observability/logger'
 import { flushRequestLog, recordRequest } from '../observability/request-log'
-import { closeRedis, redisTopology } from '../redis'
+import { closeRedis } from '../redis'
 
 /** How long the request log waits for the handler of a request whose client disconnected. */
 const ABANDONED_HANDLER_WAIT_MS = 60_000
@@ -22,8 +22,6 @@ export default defineNitroPlugin((nitroApp) => {
   let config
   try {
     config = useConfig()
-    // The Redis settings that must fit together (one topology, sentinels with their name…), before anything connects.
-    redisTopology(config)
   }
   catch (error) {
     console.error(error instanceof ConfigError ? error.message : error)

@@ -3,7 +3,7 @@ import type { ConnectionOptions } from 'node:tls'
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis'
 import type { Driver } from 'unstorage'
 import redisDriver from 'unstorage/drivers/redis'
-import { type AppConfig, ConfigError, useConfig } from '../config'
+import { type AppConfig, ConfigError, redisSettingProblems, useConfig } from '../config'
 
 /** One node (REDIS_URL), a Redis Cluster (REDIS_CLUSTER_NODES) or a master found through Sentinels (REDIS_SENTINELS). */
 export type RedisTopology = 'standalone' | 'cluster' | 'sentinel'
@@ -43,32 +43,13 @@ const failFast = {
 } satisfies RedisOptions
 
 /**
- * The topology the settings name, or undefined without Redis. At most one of REDIS_URL,
- * REDIS_CLUSTER_NODES and REDIS_SENTINELS; REDIS_SENTINELS with REDIS_SENTINEL_NAME; the other
- * Redis settings only with one of them; REDIS_CA_FILE only with TLS. Anything else is a ConfigError.
+ * The topology the settings name, or undefined without Redis. Settings that do not fit together
+ * (redisSettingProblems, which the configuration reports at start-up) are a ConfigError here too.
  */
 export function redisTopology(settings: RedisSettings): RedisTopology | undefined {
-  const named = (['REDIS_URL', 'REDIS_CLUSTER_NODES', 'REDIS_SENTINELS'] as const).filter(name => settings[name])
-  if (named.length > 1) {
-    throw new ConfigError(`Redis: set only one of REDIS_URL (one node), REDIS_CLUSTER_NODES (a Redis Cluster) and REDIS_SENTINELS (Sentinel); ${named.join(' and ')} are all set.`)
-  }
-  if (settings.REDIS_SENTINELS && !settings.REDIS_SENTINEL_NAME) {
-    throw new ConfigError('Redis: REDIS_SENTINELS needs REDIS_SENTINEL_NAME, the master\'s name the sentinels monitor (`sentinel monitor <name> …`, often "mymaster").')
-  }
-  if (settings.REDIS_SENTINEL_NAME && !settings.REDIS_SENTINELS) {
-    throw new ConfigError('Redis: REDIS_SENTINEL_NAME is set without REDIS_SENTINELS (host:port,… of the sentinels).')
-  }
-  if (!named.length) {
-    const orphans = (['REDIS_USERNAME', 'REDIS_PASSWORD', 'REDIS_CA_FILE'] as const).filter(name => settings[name])
-    if (settings.REDIS_TLS) orphans.push('REDIS_TLS' as never)
-    if (orphans.length) {
-      throw new ConfigError(`Redis: ${orphans.join(', ')} ${orphans.length > 1 ? 'are' : 'is'} set without REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS: the app would run on in-process locks. Set one of them, or unset ${orphans.join(', ')}.`)
-    }
-    return undefined
-  }
-  if (settings.REDIS_CA_FILE && !usesTls(settings)) {
-    throw new ConfigError('Redis: REDIS_CA_FILE is set but TLS is off: use a rediss:// REDIS_URL, or set REDIS_TLS=true.')
-  }
+  const problems = redisSettingProblems(settings)
+  if (problems.length) throw new ConfigError(`Redis settings to fix:\n${problems.map(problem => `  ${problem.name}: ${problem.message}`).join('\n')}`)
+  if (!settings.REDIS_URL && !settings.REDIS_CLUSTER_NODES && !settings.REDIS_SENTINELS) return undefined
   return settings.REDIS_CLUSTER_NODES ? 'cluster' : settings.REDIS_SENTINELS ? 'sentinel' : 'standalone'
 }
 

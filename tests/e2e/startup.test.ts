@@ -80,10 +80,10 @@ describeWithServices('start-up', ['postgres', 'redis'], () => {
     expect(exit.stderr).toContain('`npm run secrets`')
   })
 
-  it('refuses Redis settings that do not fit together with a plain message, no stack trace, and exits 1', async () => {
-    const start = startApp({ databaseUrl: database.url, redisUrl: null, label: 'startup-redis-settings', env: { REDIS_SENTINELS: '127.0.0.1:26379' } })
+  it('refuses Redis settings that do not fit together in the same list as every other setting to fix, no stack trace, and exits 1', async () => {
+    const start = startApp({ databaseUrl: database.url, redisUrl: null, label: 'startup-redis-settings', env: { REDIS_SENTINELS: '127.0.0.1:26379', WORKER_CONCURRENCY: 'many' } })
     const failed = await start.then(() => '', (error: Error) => error.message)
-    expect(failed).toMatch(/exited with code 1 before it was ready[\s\S]*Redis: REDIS_SENTINELS needs REDIS_SENTINEL_NAME/)
+    expect(failed).toMatch(/exited with code 1 before it was ready[\s\S]*Invalid configuration \(2 settings to fix\):\n {2}REDIS_SENTINEL_NAME: missing — REDIS_SENTINELS needs REDIS_SENTINEL_NAME[^\n]*\n {2}WORKER_CONCURRENCY: must be a whole number/)
     expect(failed).not.toMatch(/at redisTopology|ConfigError:/)
   })
 

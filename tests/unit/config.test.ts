@@ -625,3 +625,11 @@ describe('settingHelp: the ranges it states are the schema\'s', () => {
     expect(ranged.length).toBe(configVariableNames.filter(name => settingProblem(name, 'abc') === 'must be a whole number').length)
   })
 })
+
+describe('CA files', () => {
+  it('a DATABASE_CA_FILE that cannot be read is reported with the rest at start-up, not at the first connection', () => {
+    const error = configErrorFor({ ...deploymentEnv(), DATABASE_CA_FILE: '/nonexistent/postgres-ca.pem', WEBHOOK_STRIPE_SECRET: undefined })
+    expect(error.problems.map(problem => problem.name)).toEqual(['DATABASE_CA_FILE', 'WEBHOOK_STRIPE_SECRET'])
+    expect(error.message).toMatch(/DATABASE_CA_FILE: cannot be read \(ENOENT\): \/nonexistent\/postgres-ca\.pem/)
+  })
+})

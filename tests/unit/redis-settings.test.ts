@@ -42,10 +42,10 @@ describe('redisTopology', () => {
     [{ REDIS_URL: 'redis://cache:6379', REDIS_CLUSTER_NODES: 'a:7000' }, /only one of REDIS_URL.*REDIS_URL and REDIS_CLUSTER_NODES are all set/],
     [{ REDIS_CLUSTER_NODES: 'a:7000', REDIS_SENTINELS: 's:26379', REDIS_SENTINEL_NAME: 'mymaster' }, /REDIS_CLUSTER_NODES and REDIS_SENTINELS/],
     [{ REDIS_SENTINELS: 's:26379' }, /REDIS_SENTINELS needs REDIS_SENTINEL_NAME/],
-    [{ REDIS_SENTINEL_NAME: 'mymaster' }, /REDIS_SENTINEL_NAME is set without REDIS_SENTINELS/],
-    [{ REDIS_PASSWORD: 'secret' }, /REDIS_PASSWORD is set without REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS/],
-    [{ REDIS_TLS: true, REDIS_CA_FILE: caFile }, /REDIS_CA_FILE, REDIS_TLS are set without/],
-    [{ REDIS_URL: 'redis://cache:6379', REDIS_CA_FILE: caFile }, /REDIS_CA_FILE is set but TLS is off/],
+    [{ REDIS_SENTINEL_NAME: 'mymaster' }, /REDIS_SENTINEL_NAME: is set without REDIS_SENTINELS/],
+    [{ REDIS_PASSWORD: 'secret' }, /REDIS_PASSWORD: is set without REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS/],
+    [{ REDIS_TLS: true, REDIS_CA_FILE: caFile }, /REDIS_TLS: is set without .*\n {2}REDIS_CA_FILE: is set without/],
+    [{ REDIS_URL: 'redis://cache:6379', REDIS_CA_FILE: caFile }, /REDIS_CA_FILE: is set but TLS is off/],
   ] as Array<[Partial<RedisSettings>, RegExp]>)('refuses %o', (settings, message) => {
     expect(() => redisTopology({ ...none, ...settings })).toThrow(ConfigError)
     expect(() => redisTopology({ ...none, ...settings })).toThrow(message)
@@ -54,7 +54,20 @@ describe('redisTopology', () => {
   it('takes the settings as the configuration parses them from the environment', () => {
     const config = parseConfig({ REDIS_SENTINELS: '10.0.0.1:26379,10.0.0.2:26379', REDIS_SENTINEL_NAME: 'checkout', REDIS_TLS: 'true', REDIS_PASSWORD: 'pw' })
     expect(redisTopology(config)).toBe('sentinel')
-    expect(() => redisTopology(parseConfig({ REDIS_URL: 'redis://cache:6379', REDIS_SENTINELS: '10.0.0.1:26379' }))).toThrow(ConfigError)
+  })
+
+  it('is checked by the configuration itself: one start lists every Redis problem with the rest', () => {
+    let error: unknown
+    try {
+      parseConfig({ REDIS_URL: 'redis://cache:6379', REDIS_SENTINELS: '10.0.0.1:26379', REDIS_CA_FILE: '/nonexistent/ca.pem', PORT: 'x' })
+    }
+    catch (caught) {
+      error = caught
+    }
+    expect(error).toBeInstanceOf(ConfigError)
+    expect((error as ConfigError).problems.map(problem => problem.name)).toEqual(['PORT', 'REDIS_SENTINELS', 'REDIS_SENTINEL_NAME', 'REDIS_CA_FILE', 'REDIS_CA_FILE'])
+    expect((error as ConfigError).message).toMatch(/REDIS_CA_FILE: cannot be read \(ENOENT\): \/nonexistent\/ca\.pem/)
+    expect((error as ConfigError).message).toMatch(/REDIS_CA_FILE: is set but TLS is off/)
   })
 })
 
