@@ -192,7 +192,7 @@ async function openPostgres(options: PostgresOpening): Promise<DatabaseHandle> {
       try {
         await connection.unsafe(opening)
         try {
-          await connection.unsafe(statement.text, statement.params as never[], { prepare: mode.prepare })
+          await connection.unsafe(statement.text, statement.params as never[], sendOptions(mode))
           await options.beforeCommit()
         }
         catch (error) {
@@ -326,7 +326,7 @@ function serialised(): <T>(work: () => Promise<T>) => Promise<T> {
 
 type Rows = Array<Record<string, unknown>>
 interface PostgresJsClient {
-  unsafe: (text: string, params?: never[], options?: { prepare: boolean }) => Promise<Rows>
+  unsafe: (text: string, params?: never[], options?: { prepare: boolean, describe?: boolean }) => Promise<Rows>
   reserve: () => Promise<PostgresJsClient & { release: () => void }>
 }
 interface PgliteClient {
@@ -336,11 +336,17 @@ interface PgliteClient {
 type DriverClient = PostgresJsClient | PgliteClient
 const driverClient = (db: Database) => (db as unknown as { $client: DriverClient }).$client
 
-/** How a postgres.js pool sends: prepared or not, and what opens a transaction (BEGIN, and the timeouts behind a pooler). */
+/**
+ * How a postgres.js pool sends: prepared or not, and what opens a transaction (BEGIN, and the
+ * timeouts behind a pooler). Unprepared statements skip postgres.js' describe-first round trip
+ * (patches/postgres+3.4.9.patch): their values are already text (defineStatement's), so the
+ * server's parameter types are not needed to encode them.
+ */
 interface DriverMode {
   prepare: boolean
   opening: string
 }
+const sendOptions = (mode: DriverMode) => ({ prepare: mode.prepare, describe: mode.prepare })
 const driverModes = new WeakMap<object, DriverMode>()
 const sessionMode: DriverMode = { prepare: true, opening: 'begin' }
 
@@ -382,7 +388,7 @@ async function inTransaction(client: PostgresJsClient, mode: DriverMode, stateme
   try {
     const sent = [
       connection.unsafe(mode.opening),
-      ...statements.map(statement => connection.unsafe(statement.text, statement.params as never[], { prepare: mode.prepare })),
+      ...statements.map(statement => connection.unsafe(statement.text, statement.params as never[], sendOptions(mode))),
       connection.unsafe('commit'),
     ]
     const settled = await Promise.allSettled(sent)

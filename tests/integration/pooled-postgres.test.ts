@@ -2,6 +2,7 @@ import { fileURLToPath } from 'node:url'
 import postgres from 'postgres'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { type DatabaseHandle, IDLE_IN_TRANSACTION_TIMEOUT_MS, LOCK_TIMEOUT_MS, openDatabase, queryAllPrepared, queryPrepared } from '../../server/db/client'
+import { startTurnsProxy } from '../../bench/pg-turns-proxy.mjs'
 import { startPostgresServer, type TestPostgresServer } from '../support/chaos/postgres-server'
 import { type Pgbouncer, startPgbouncer } from '../support/pgbouncer.mjs'
 import { throughPooler } from '../support/postgres-topology'
@@ -87,6 +88,25 @@ describeWithServices('Postgres behind a transaction pooler', ['postgres'], () =>
       : queryPrepared(handle.db, statement)))
     expect(rows.map(([row]) => row!.n)).toEqual(statements.map((_, index) => index))
     await handle.transact([{ text: 'select $1::int', params: [1] }, { text: 'select $1::text', params: ['a'] }])
+  })
+
+  it('a statement, or a transaction of several, in transaction mode is one round trip: opening, timeouts, statements and COMMIT in one write', async () => {
+    // Round trips counted between the driver and Postgres (no pooler: the count is the driver's).
+    const proxy = await startTurnsProxy({ host: '127.0.0.1', port: Number(new URL(database.url).port || 5432) })
+    try {
+      const handle = await openDatabase({ url: throughPooler(database.url, `postgres://127.0.0.1:${proxy.port}`), poolMode: 'transaction', pgliteDir: '', migrationsDir, poolSize: 1 })
+      opened.push(handle)
+      const statement = (index: number) => ({ text: 'select $1::int as n, $2::text as s', params: [index, `s${index}`] })
+      await queryPrepared(handle.db, statement(0))
+      const before = proxy.turns()
+      for (let index = 1; index <= 10; index++) await queryPrepared(handle.db, statement(index))
+      for (let index = 1; index <= 10; index++) await queryAllPrepared(handle.db, [statement(index), statement(-index)])
+      for (let index = 1; index <= 10; index++) await handle.transact([statement(index), statement(-index)])
+      expect(proxy.turns() - before).toBe(30)
+    }
+    finally {
+      await proxy.close()
+    }
   })
 
   it('without a direct URL there is no LISTEN (workers poll); with one, LISTEN on it hears a NOTIFY sent through the pooler', async () => {
