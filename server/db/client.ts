@@ -169,9 +169,13 @@ async function openPostgres(options: PostgresOpening): Promise<DatabaseHandle> {
       ...(pooled ? {} : { idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_TIMEOUT_MS, lock_timeout: lockTimeoutMs }),
     },
   })
-  const opening = pooled ? `begin; set local lock_timeout = ${lockTimeoutMs}; set local idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_TIMEOUT_MS}` : 'begin'
-  if (pooled) setTimeoutsInTransactions(client, opening)
-  const mode: DriverMode = { prepare: !pooled, opening }
+  // A transaction whose statements and COMMIT are sent in one write never waits on the app, so it
+  // needs only lock_timeout; one that stays open across the app's awaits needs both.
+  const lockTimeout = `set local lock_timeout = ${lockTimeoutMs}`
+  const timeouts = `${lockTimeout}; set local idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_TIMEOUT_MS}`
+  const opening = pooled ? `begin; ${timeouts}` : 'begin'
+  if (pooled) setTimeoutsInTransactions(client, timeouts)
+  const mode: DriverMode = { prepare: !pooled, opening: pooled ? `begin; ${lockTimeout}` : 'begin' }
   driverModes.set(client, mode)
   await checkReachable(client, poolMode)
   // LISTEN lasts as long as its session: through a transaction pooler only on a direct connection.
@@ -263,8 +267,7 @@ async function checkReachable(client: postgres.Sql, poolMode: PoolMode): Promise
  * Behind a transaction pooler, drizzle's transactions (postgres.js begin) set the timeouts a
  * session would have had: the first statement in each.
  */
-function setTimeoutsInTransactions(client: postgres.Sql, opening: string): void {
-  const timeouts = opening.slice(opening.indexOf(';') + 1)
+function setTimeoutsInTransactions(client: postgres.Sql, timeouts: string): void {
   const begin = client.begin.bind(client) as (...args: unknown[]) => Promise<unknown>
   ;(client as { begin: unknown }).begin = (...args: unknown[]) => {
     const work = args.pop() as (tx: postgres.TransactionSql) => unknown
@@ -337,8 +340,8 @@ type DriverClient = PostgresJsClient | PgliteClient
 const driverClient = (db: Database) => (db as unknown as { $client: DriverClient }).$client
 
 /**
- * How a postgres.js pool sends: prepared or not, and what opens a transaction (BEGIN, and the
- * timeouts behind a pooler). Unprepared statements skip postgres.js' describe-first round trip
+ * How a postgres.js pool sends: prepared or not, and what opens a pipelined transaction (BEGIN, and
+ * lock_timeout behind a pooler). Unprepared statements skip postgres.js' describe-first round trip
  * (patches/postgres+3.4.9.patch): their values are already text (defineStatement's), so the
  * server's parameter types are not needed to encode them.
  */
