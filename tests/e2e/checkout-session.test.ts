@@ -362,7 +362,7 @@ describeWithServices('checkout session cookie (SPEC §2)', ['postgres', 'redis']
         // Empty means unset: it overrides the test default.
         env: { CHECKOUT_DEMO_ENABLED: 'true', SESSION_PASSWORD: '' },
       })
-      await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*Missing SESSION_PASSWORD/)
+      await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*\n {2}SESSION_PASSWORD: missing — .*required because CHECKOUT_DEMO_ENABLED=true with DATABASE_URL/)
     })
 
     it('exits 1 naming SESSION_PASSWORD when it is shorter than 32 characters', async () => {

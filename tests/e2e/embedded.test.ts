@@ -45,6 +45,8 @@ describe('embedded mode: PGlite and in-process locks', () => {
       },
       // Embedded is a laptop, not a deployment: nothing to warn about.
       warnings: [],
+      // Every missing secret is generated embedded, so every provider is served.
+      webhooks: { providers: ['standard', 'stripe', 'midtrans', 'mockpay'] },
     })
   })
 
