@@ -97,6 +97,19 @@ export function violatedUniqueConstraint(error: unknown): string | undefined {
   return undefined
 }
 
+/**
+ * The SQLSTATE of a refusal for the statement's own data — class 22 (data exception) or 23
+ * (integrity constraint violation), which the same values would meet again — or undefined for any
+ * other failure (the connection, the server), which a retry may cure.
+ */
+export function dataRefusalCode(error: unknown): string | undefined {
+  if (isDatabaseUnavailable(error)) return undefined
+  for (const e of errorChain(error)) {
+    if (isServerError(e) && /^2[23]/.test(e.code)) return e.code
+  }
+  return undefined
+}
+
 /** lock_timeout ran out (55P03): the statement waited on another transaction for too long. */
 export function isLockTimeout(error: unknown): boolean {
   return [...errorChain(error)].some(e => e.code === '55P03')

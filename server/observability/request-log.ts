@@ -2,7 +2,7 @@ import { hostname } from 'node:os'
 import { sql } from 'drizzle-orm'
 import type { H3Event } from 'h3'
 import type { Database } from '../db/client'
-import { describeDatabaseError, isDatabaseUnavailable } from '../db/errors'
+import { dataRefusalCode, describeDatabaseError } from '../db/errors'
 import { requestLog } from '../db/schema'
 import { escapeHeaderValue, escapeText, log } from './logger'
 import { metrics } from './metrics'
@@ -236,26 +236,8 @@ async function tryWrite(db: Database, rows: RequestLogRow[], retried: boolean): 
     return undefined
   }
   catch (error) {
-    return { error, refusal: dataRefusal(error) }
+    return { error, refusal: dataRefusalCode(error) }
   }
-}
-
-/**
- * The SQLSTATE of a refusal for the rows' own data — class 22 (data exception) or 23 (integrity
- * constraint violation), which the same rows would meet again — or undefined for any other failure
- * (the connection, the server), which a retry may cure. The SQLSTATE is the server's (postgres.js'
- * PostgresError, PGlite's DatabaseError: a code and a severity), on the error or, when drizzle
- * wrapped it, on its cause.
- */
-export function dataRefusal(error: unknown): string | undefined {
-  if (isDatabaseUnavailable(error)) return undefined
-  let current: unknown = error
-  for (let depth = 0; current && typeof current === 'object' && depth < 5; depth++) {
-    const code = (current as { code?: unknown }).code
-    if (typeof code === 'string' && /^2[23][0-9A-Z]{3}$/.test(code) && 'severity' in current) return code
-    current = (current as { cause?: unknown }).cause
-  }
-  return undefined
 }
 
 /** A row the database refused for its data: logged (every value escaped) and counted, never retried. */
