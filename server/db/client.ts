@@ -169,13 +169,8 @@ async function openPostgres(options: PostgresOpening): Promise<DatabaseHandle> {
       ...(pooled ? {} : { idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_TIMEOUT_MS, lock_timeout: lockTimeoutMs }),
     },
   })
-  // A transaction whose statements and COMMIT are sent in one write never waits on the app, so it
-  // needs only lock_timeout; one that stays open across the app's awaits needs both.
-  const lockTimeout = `set local lock_timeout = ${lockTimeoutMs}`
-  const timeouts = `${lockTimeout}; set local idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_TIMEOUT_MS}`
-  const opening = pooled ? `begin; ${timeouts}` : 'begin'
-  if (pooled) setTimeoutsInTransactions(client, timeouts)
-  const mode: DriverMode = { prepare: !pooled, opening: pooled ? `begin; ${lockTimeout}` : 'begin' }
+  const mode = pooled ? pooledMode(lockTimeoutMs) : sessionMode
+  if (mode.heldTimeouts) setTimeoutsInTransactions(client, mode.heldTimeouts)
   driverModes.set(client, mode)
   await checkReachable(client, poolMode)
   // LISTEN lasts as long as its session: through a transaction pooler only on a direct connection.
@@ -188,13 +183,12 @@ async function openPostgres(options: PostgresOpening): Promise<DatabaseHandle> {
     transact: async (statements, options = {}) => {
       const statement = asOneStatement(statements)
       if (!options.beforeCommit) {
-        if (pooled) await inTransaction(client as unknown as PostgresJsClient, mode, [statement])
-        else await client.unsafe(statement.text, statement.params as never[], { prepare: true })
+        await sendOne(client as unknown as PostgresJsClient, mode, statement)
         return
       }
       const connection = await client.reserve()
       try {
-        await connection.unsafe(opening)
+        await connection.unsafe(mode.heldTimeouts ? `begin; ${mode.heldTimeouts}` : 'begin')
         try {
           await connection.unsafe(statement.text, statement.params as never[], sendOptions(mode))
           await options.beforeCommit()
@@ -348,10 +342,24 @@ const driverClient = (db: Database) => (db as unknown as { $client: DriverClient
 interface DriverMode {
   prepare: boolean
   opening: string
+  /**
+   * Behind a pooler, what a transaction held open across the app's awaits sets besides
+   * lock_timeout; a pipelined one (statements and COMMIT in one write) never waits on the app.
+   */
+  heldTimeouts?: string
 }
 const sendOptions = (mode: DriverMode) => ({ prepare: mode.prepare, describe: mode.prepare })
 const driverModes = new WeakMap<object, DriverMode>()
 const sessionMode: DriverMode = { prepare: true, opening: 'begin' }
+
+function pooledMode(lockTimeoutMs: number): DriverMode {
+  const lockTimeout = `set local lock_timeout = ${lockTimeoutMs}`
+  return {
+    prepare: false,
+    opening: `begin; ${lockTimeout}`,
+    heldTimeouts: `${lockTimeout}; set local idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_TIMEOUT_MS}`,
+  }
+}
 
 /**
  * One statement (a transaction of its own) on the database's driver, prepared on postgres.js, where
@@ -362,7 +370,11 @@ const sessionMode: DriverMode = { prepare: true, opening: 'begin' }
 export async function queryPrepared(db: Database, statement: BoundStatement): Promise<Rows> {
   const client = driverClient(db)
   if (!('unsafe' in client)) return (await client.query<Record<string, unknown>>(statement.text, statement.params)).rows
-  const mode = driverModes.get(client) ?? sessionMode
+  return sendOne(client, driverModes.get(client) ?? sessionMode, statement)
+}
+
+/** One statement as its own transaction: prepared, or (behind a pooler) pipelined with its opening and COMMIT. */
+async function sendOne(client: PostgresJsClient, mode: DriverMode, statement: BoundStatement): Promise<Rows> {
   if (mode.prepare) return client.unsafe(statement.text, statement.params as never[], { prepare: true })
   const [rows] = await inTransaction(client, mode, [statement])
   return rows!
