@@ -349,6 +349,9 @@ function warningsOf(config: Pick<AppConfig, 'FAULTS_ENABLED' | 'MOCKPAY_ENABLED'
   return warnings
 }
 
+/** TLS to Redis: REDIS_TLS, or a rediss:// REDIS_URL. */
+export const redisUsesTls = (settings: Pick<Env, 'REDIS_TLS' | 'REDIS_URL'>) => settings.REDIS_TLS || settings.REDIS_URL?.startsWith('rediss://') === true
+
 /** The Redis settings that decide how the app reaches Redis. */
 export type RedisSettingValues = Pick<Env, 'REDIS_URL' | 'REDIS_CLUSTER_NODES' | 'REDIS_SENTINELS' | 'REDIS_SENTINEL_NAME'
   | 'REDIS_USERNAME' | 'REDIS_PASSWORD' | 'REDIS_TLS' | 'REDIS_CA_FILE'>
@@ -376,11 +379,15 @@ export function redisSettingProblems(settings: RedisSettingValues): ConfigProble
       problems.push({ name, message: 'is set without REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS: the app would run on in-process locks. Set one of them, or unset it.' })
     }
   }
-  else if (settings.REDIS_CA_FILE && !settings.REDIS_TLS && !settings.REDIS_URL?.startsWith('rediss://')) {
+  else if (settings.REDIS_CA_FILE && !redisUsesTls(settings)) {
     problems.push({ name: 'REDIS_CA_FILE', message: 'is set but TLS is off: use a rediss:// REDIS_URL, or set REDIS_TLS=true.' })
   }
   return problems
 }
+
+const exampleOf = (name: ConfigVariable) => `Example: ${name}=${settingHelp[name].example}`
+/** What follows an invalid value's reason: the shape the setting takes and an example. */
+const shouldBe = (name: ConfigVariable) => ` — should be ${settingHelp[name].expected}. ${exampleOf(name)}`
 
 /** A CA file setting that names no readable file. */
 function unreadableFileProblem(name: 'DATABASE_CA_FILE' | 'REDIS_CA_FILE', file: string | undefined): ConfigProblem[] {
@@ -390,7 +397,7 @@ function unreadableFileProblem(name: 'DATABASE_CA_FILE' | 'REDIS_CA_FILE', file:
     return []
   }
   catch (error) {
-    return [{ name, message: `cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)}): ${file} — should be ${settingHelp[name].expected}. Example: ${name}=${settingHelp[name].example}` }]
+    return [{ name, message: `cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)}): ${file}${shouldBe(name)}` }]
   }
 }
 
@@ -416,14 +423,14 @@ export function parseConfig(env: Record<string, string | undefined>, options: Pa
   for (const name of configVariableNames) {
     const result = (EnvSchema.shape[name] as z.ZodType).safeParse(present[name])
     if (result.success) parsed[name] = result.data
-    else problems.push({ name, message: `${result.error.issues.map(issue => issue.message).join('; ')} — should be ${settingHelp[name].expected}. Example: ${name}=${settingHelp[name].example}` })
+    else problems.push({ name, message: `${result.error.issues.map(issue => issue.message).join('; ')}${shouldBe(name)}` })
   }
   // An invalid variable is undefined here, and listed already: no rule below reports it again as missing.
   const values = parsed as Env
   const invalid = new Set(problems.map(problem => problem.name))
   const missing = (name: ConfigVariable, reason: string) => {
     const lookalike = lookalikeOf(name, present)
-    problems.push({ name, message: `missing — ${settingHelp[name].expected}; required ${reason}. Example: ${name}=${settingHelp[name].example}${lookalike ? ` (${lookalike} is set, but this app reads ${name})` : ''}` })
+    problems.push({ name, message: `missing — ${settingHelp[name].expected}; required ${reason}. ${exampleOf(name)}${lookalike ? ` (${lookalike} is set, but this app reads ${name})` : ''}` })
   }
 
   const embedded = !isSet('DATABASE_URL')

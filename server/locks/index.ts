@@ -1,5 +1,5 @@
 import { log } from '../observability/logger'
-import { isCluster, type RedisClient, type RedisTopology, useRedis } from '../redis'
+import { isCluster, type RedisClient, useRedis } from '../redis'
 import { createMemoryLocks } from './memory'
 import { createRedisLocks } from './redis'
 import type { Locks } from './types'
@@ -18,11 +18,6 @@ export function useLocks(): Locks {
       })
     : createMemoryLocks()
   return locks
-}
-
-/** How the lock backend's Redis is deployed (`standalone`, `cluster`, `sentinel`); undefined for in-process locks. */
-export function lockTopology(): RedisTopology | undefined {
-  return useRedis()?.topology
 }
 
 /**

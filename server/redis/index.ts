@@ -3,7 +3,7 @@ import type { ConnectionOptions } from 'node:tls'
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis'
 import type { Driver } from 'unstorage'
 import redisDriver from 'unstorage/drivers/redis'
-import { type AppConfig, ConfigError, redisSettingProblems, useConfig } from '../config'
+import { type AppConfig, ConfigError, redisSettingProblems, redisUsesTls, useConfig } from '../config'
 
 /** One node (REDIS_URL), a Redis Cluster (REDIS_CLUSTER_NODES) or a master found through Sentinels (REDIS_SENTINELS). */
 export type RedisTopology = 'standalone' | 'cluster' | 'sentinel'
@@ -53,11 +53,9 @@ export function redisTopology(settings: RedisSettings): RedisTopology | undefine
   return settings.REDIS_CLUSTER_NODES ? 'cluster' : settings.REDIS_SENTINELS ? 'sentinel' : 'standalone'
 }
 
-const usesTls = (settings: RedisSettings) => settings.REDIS_TLS || settings.REDIS_URL?.startsWith('rediss://') === true
-
 /** TLS with the server's certificate verified (Node's default), against REDIS_CA_FILE when set. */
 function tlsOptions(settings: RedisSettings): ConnectionOptions | undefined {
-  if (!usesTls(settings)) return undefined
+  if (!redisUsesTls(settings)) return undefined
   if (!settings.REDIS_CA_FILE) return {}
   try {
     return { ca: readFileSync(settings.REDIS_CA_FILE) }
