@@ -4,6 +4,8 @@ import postgres from 'postgres'
 import { describe } from 'vitest'
 import { Redis } from 'ioredis'
 
+export { freePort } from './ports.mjs'
+
 /**
  * Real Postgres and Redis for the integration and e2e suites. With REQUIRE_SERVICES=1 (CI) a
  * missing service fails the run instead of skipping the suites that need it.
@@ -87,15 +89,4 @@ export async function connectTestRedis(label: string): Promise<Redis> {
 /** A Redis key prefix no other test run shares. */
 export function uniqueRedisPrefix(label: string): string {
   return `test:${uniqueName(label)}:`
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo
-      server.close(() => resolve(port))
-    })
-  })
 }
