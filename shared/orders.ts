@@ -39,8 +39,35 @@ export type CreatedOrderView = {
   createdAt: string
 }
 
+export const refundReasons = ['requested_by_customer', 'duplicate', 'fraudulent'] as const
+export type RefundReason = typeof refundReasons[number]
+/** pending: held against the order's balance, not yet settled by the provider. failed: the provider refused; its amount is free again. */
+export const refundStatuses = ['pending', 'succeeded', 'failed'] as const
+export type RefundStatus = typeof refundStatuses[number]
+/** api: POST /api/orders/:id/refunds (or the ops console). provider: made at the provider (its dashboard). automatic: a payment that arrived for a canceled order. */
+export const refundSources = ['api', 'provider', 'automatic'] as const
+export type RefundSource = typeof refundSources[number]
+
+/** A refund of (part of) an order's payment, in the order's currency and units. */
+export type RefundView = {
+  id: string
+  object: 'refund'
+  orderId: string
+  amount: number
+  currency: string
+  status: RefundStatus
+  /** One of refundReasons, `order_canceled` for an automatic refund, or null. */
+  reason: string | null
+  source: RefundSource
+  createdAt: string
+}
+
 /** GET /api/orders/:id. */
 export type OrderView = CreatedOrderView & {
   paymentIntentId: string | null
   payment: OrderPaymentView | null
+  /** Σ of the succeeded refunds, in the order's units. */
+  amountRefunded: number
+  /** Oldest first. */
+  refunds: RefundView[]
 }

@@ -32,7 +32,32 @@ export interface PaymentState {
   type: PaymentEventType
   amount?: number
   currency?: string
+  /** The total refunded so far at the provider, in the order's units (0 or absent: none). */
+  refundedAmount?: number
   /** The provider's answer as received, kept as evidence. */
+  answer: Record<string, unknown>
+}
+
+export interface RefundRequest {
+  orderId: string
+  /** The provider's payment (orders.payment_intent_id). */
+  paymentId: string
+  /** Ours (`re_…`): Midtrans' refund_key, Stripe's metadata.refund_id. */
+  refundId: string
+  /** In the order's units: each adapter converts to the provider's. */
+  amount: number
+  currency: string
+  reason: string | null
+  /** `refund:<refund id>`: the same for every run of the refund's job. */
+  idempotencyKey: string
+}
+
+/** The provider's answer to a refund request. */
+export interface ProviderRefund {
+  /** The provider's id for the refund (Stripe `re_…`, Midtrans refund_chargeback_id or the refund_key). */
+  id: string
+  /** succeeded: the money is on its way back. pending: the provider settles later (a webhook or reconciliation says). failed: refused after acceptance. */
+  status: 'pending' | 'succeeded' | 'failed'
   answer: Record<string, unknown>
 }
 
@@ -43,6 +68,16 @@ export interface PaymentProvider {
   createPayment(request: PaymentRequest, signal: AbortSignal): Promise<CreatedPayment>
   /** The payment's state at the provider; undefined when the provider has no such payment. */
   readPayment(payment: { orderId: string, paymentId: string }, signal: AbortSignal): Promise<PaymentState | undefined>
+  /**
+   * Refunds (part of) a payment, once per idempotency key however often it is asked. A refusal that
+   * asking again cannot change (more than remains, a payment that cannot be refunded) is PaymentRefused.
+   */
+  refundPayment(request: RefundRequest, signal: AbortSignal): Promise<ProviderRefund>
+  /**
+   * Cancels a payment not yet made, so the shopper can no longer pay it. Resolves when it is canceled
+   * or was already; 'succeeded' when the payment was made first (the caller refunds it instead).
+   */
+  cancelPayment(payment: { orderId: string, paymentId: string }, signal: AbortSignal): Promise<'canceled' | 'succeeded'>
 }
 
 /**
