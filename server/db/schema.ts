@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm'
-import { bigint, bigserial, check, index, integer, json, jsonb, pgSequence, pgTable, text, timestamp, unique, uuid } from 'drizzle-orm/pg-core'
-import type { PaymentNextAction } from '../../shared/orders'
+import { bigint, bigserial, check, index, integer, json, jsonb, pgSequence, pgTable, text, timestamp, unique, uniqueIndex, uuid } from 'drizzle-orm/pg-core'
+import { type PaymentNextAction, type RefundSource, refundSources, type RefundStatus, refundStatuses } from '../../shared/orders'
 import { type IdempotencyStatus, idempotencyStatuses, type JobStatus, jobStatuses, type WebhookEventSource, webhookEventSources, type WebhookEventStatus, webhookEventStatuses } from '../../shared/statuses'
 import type { OpsJobError } from '../../shared/ops-api'
 
@@ -130,6 +130,8 @@ export const orders = pgTable('orders', {
   paymentError: jsonb('payment_error').$type<PaymentError>(),
   /** When reconciliation last asked the provider about this order: each run asks about the longest unchecked first. */
   paymentCheckedAt: timestamp('payment_checked_at', { withTimezone: true }),
+  /** The checkout page's session that placed the order (null for a tenant key): only it may cancel the order from the page. */
+  checkoutSessionId: text('checkout_session_id'),
   createdAt: createdAt(),
   updatedAt: updatedAt(),
 }, t => [
@@ -138,6 +140,41 @@ export const orders = pgTable('orders', {
   index('orders_created_at_idx').on(t.createdAt),
   // Reconciliation reads the orders left awaiting payment, oldest change first.
   index('orders_awaiting_payment_idx').on(t.updatedAt).where(sql`${t.status} = 'pending_payment' and ${t.paymentIntentId} is not null`),
+])
+
+/**
+ * A refund of (part of) an order's payment, in the order's units. Every refund that has not failed
+ * holds its amount against the order's: a new one is admitted under the order's row lock only if the
+ * holds, with it, stay within the amount paid. The provider is asked once per refund, under the key
+ * `refund:<id>`; its answer, webhook or reconciliation settles the row (pending → succeeded | failed).
+ */
+export const refunds = pgTable('refunds', {
+  id: text('id').primaryKey(),
+  orderId: text('order_id').notNull().references(() => orders.id),
+  tenantId: text('tenant_id').notNull(),
+  amount: bigint('amount', { mode: 'number' }).notNull(),
+  currency: text('currency').notNull(),
+  status: text('status').$type<RefundStatus>().notNull(),
+  /** requested_by_customer | duplicate | fraudulent | order_canceled (automatic), or null. */
+  reason: text('reason'),
+  source: text('source').$type<RefundSource>().notNull(),
+  /** The provider's id for it (Stripe re_…, Midtrans refund id), once known. */
+  providerRefundId: text('provider_refund_id'),
+  /** Why the provider refused it (status failed), in the provider's words. */
+  failure: text('failure'),
+  idempotencyKey: text('idempotency_key'),
+  requestId: text('request_id'),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+  settledAt: timestamp('settled_at', { withTimezone: true }),
+}, t => [
+  index('refunds_order_idx').on(t.orderId, t.createdAt),
+  unique('refunds_provider_refund_unique').on(t.orderId, t.providerRefundId),
+  // A payment that arrives for a canceled order is given back once, however often it is applied.
+  uniqueIndex('refunds_automatic_unique').on(t.orderId).where(sql`${t.source} = 'automatic'`),
+  check('refunds_amount_positive', sql`${t.amount} > 0`),
+  check('refunds_status_check', sql`${t.status} in (${sql.raw(refundStatuses.map(status => `'${status}'`).join(', '))})`),
+  check('refunds_source_check', sql`${t.source} in (${sql.raw(refundSources.map(source => `'${source}'`).join(', '))})`),
 ])
 
 /** One row per API request: what the evidence locker reads to tell a duplicate's story. */
@@ -238,8 +275,23 @@ export const paymentIntents = pgTable('payment_intents', {
   events: jsonb('events').$type<Array<{ id: string, type: string, timestamp: string }>>().notNull().default([]),
   /** How many times the provider was asked for this token: > 1 means a retried call, replayed. */
   requests: integer('requests').notNull().default(1),
+  /** Σ of the intent's refunds: never more than amount. */
+  amountRefunded: bigint('amount_refunded', { mode: 'number' }).notNull().default(0),
   createdAt: createdAt(),
-}, t => [unique('payment_intents_provider_token_unique').on(t.provider, t.idempotencyToken)])
+}, t => [
+  unique('payment_intents_provider_token_unique').on(t.provider, t.idempotencyToken),
+  check('payment_intents_refund_within_amount', sql`${t.amountRefunded} <= ${t.amount}`),
+])
+
+/** The simulated provider's refunds: one per idempotency token, as a real provider keeps them. */
+export const paymentIntentRefunds = pgTable('payment_intent_refunds', {
+  id: text('id').primaryKey(),
+  intentId: text('intent_id').notNull().references(() => paymentIntents.id),
+  idempotencyToken: text('idempotency_token'),
+  amount: bigint('amount', { mode: 'number' }).notNull(),
+  requests: integer('requests').notNull().default(1),
+  createdAt: createdAt(),
+}, t => [unique('payment_intent_refunds_token_unique').on(t.idempotencyToken)])
 
 /** The exactly-once marker: a side effect happens only in the transaction that inserts its marker. */
 export const sideEffects = pgTable('side_effects', {
@@ -280,12 +332,14 @@ export const webhookEvents = pgTable('webhook_events', {
   provider: text('provider').notNull(),
   /** The provider's event id (Standard Webhooks `webhook-id`, Stripe `event.id`, derived for Midtrans). */
   eventId: text('event_id').notNull(),
-  /** Normalised: payment.succeeded | payment.failed | payment.refunded | payment.updated */
+  /** Normalised: payment.succeeded | payment.failed | payment.refunded | payment.updated | refund.updated */
   type: text('type').notNull(),
   orderId: text('order_id').notNull(),
   paymentId: text('payment_id'),
   amount: bigint('amount', { mode: 'number' }),
   currency: text('currency'),
+  /** refund.updated: the one refund the event is about (its provider id, ours when the provider echoes it, amount, state). */
+  refund: jsonb('refund').$type<{ providerRefundId: string, refundId?: string, amount: number, status: RefundStatus }>(),
   rawBody: text('raw_body').notNull(),
   signatureHeaders: jsonb('signature_headers').$type<Record<string, string>>().notNull(),
   status: text('status').$type<WebhookEventStatus>().notNull().default('received'),
@@ -321,6 +375,8 @@ export const orderStatusHistory = pgTable('order_status_history', {
   /** Why an event was ignored: lower_precedence | same_status | amount_mismatch | informational. */
   reason: text('reason'),
   webhookEventId: text('webhook_event_id'),
+  /** The refund this row is about (created, settled, failed), when it is about one. */
+  refundId: text('refund_id'),
   jobId: text('job_id'),
   requestId: text('request_id'),
   createdAt: createdAt(),
