@@ -14,6 +14,8 @@ declare module 'h3' {
     /** From a valid W3C `traceparent` header: the caller's trace, logged with the request. */
     trace?: { traceId: string, parentId: string, sampled: boolean }
     tenant?: Tenant
+    /** The checkout page's session id, when the request authenticated with it. */
+    checkoutSessionId?: string
     /**
      * The idempotent operation: scope and key; route and the fingerprint's first characters once
      * the idempotency layer ran (a webhook rejected before it has only the key it claimed).

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import { clearSession, getCookie, getSession, type H3Event, unsealSession, updateSession } from 'h3'
 import { useConfig } from '../config'
 import { problem } from '../problems'
@@ -14,7 +15,8 @@ import { DEMO_TENANT } from './demo-store'
 const SESSION_COOKIE = 'ic_checkout'
 const SESSION_MAX_AGE_SECONDS = 60 * 60 * 24
 
-interface CheckoutSession { tenantId?: string }
+/** `id` tells one page's session from another's: an order placed with it may be canceled only with it. */
+interface CheckoutSession { tenantId?: string, id?: string }
 
 function sessionConfig() {
   return {
@@ -45,21 +47,22 @@ export function requireCheckoutDemo(): void {
 export async function startCheckoutSession(event: H3Event): Promise<void> {
   const config = sessionConfig()
   const current = await getSession<CheckoutSession>(event, config)
-  if (current.data.tenantId === DEMO_TENANT.id && Date.now() - current.createdAt < SESSION_MAX_AGE_SECONDS * 500) return
+  if (current.data.tenantId === DEMO_TENANT.id && current.data.id && Date.now() - current.createdAt < SESSION_MAX_AGE_SECONDS * 500) return
   await clearSession(event, config)
-  await updateSession<CheckoutSession>(event, config, { tenantId: DEMO_TENANT.id })
+  // A renewed session keeps its id: the orders it placed stay its own.
+  await updateSession<CheckoutSession>(event, config, { tenantId: DEMO_TENANT.id, id: current.data.id ?? randomUUID() })
 }
 
 /**
- * The demo tenant when the request carries a valid, unexpired checkout session cookie, else
- * undefined. Only reads: a request with a bad cookie gets no new one.
+ * The demo tenant and the session's id when the request carries a valid, unexpired checkout session
+ * cookie, else undefined. Only reads: a request with a bad cookie gets no new one.
  */
-export async function tenantOfCheckoutSession(event: H3Event): Promise<Tenant | undefined> {
+export async function checkoutSessionOf(event: H3Event): Promise<{ tenant: Tenant, sessionId: string } | undefined> {
   const sealed = getCookie(event, SESSION_COOKIE)
   if (!useConfig().CHECKOUT_DEMO_ENABLED || !sealed) return undefined
   try {
-    const session = await unsealSession(event, sessionConfig(), sealed)
-    return (session.data as CheckoutSession | undefined)?.tenantId === DEMO_TENANT.id ? DEMO_TENANT : undefined
+    const session = (await unsealSession(event, sessionConfig(), sealed)).data as CheckoutSession | undefined
+    return session?.tenantId === DEMO_TENANT.id && session.id ? { tenant: DEMO_TENANT, sessionId: session.id } : undefined
   }
   catch {
     // Tampered, sealed with another password, or expired.

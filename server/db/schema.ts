@@ -54,7 +54,7 @@ export const apiKeys = pgTable('api_keys', {
  */
 export const operatorActions = pgTable('operator_actions', {
   id: bigserial('id', { mode: 'number' }).primaryKey(),
-  /** tenant.created | api_key.created | api_key.revoked | job.dismissed */
+  /** tenant.created | api_key.created | api_key.revoked | job.dismissed | refund.created */
   action: text('action').notNull(),
   /** Null for an action on no tenant's row: a dismissed job of no order. */
   tenantId: text('tenant_id'),
@@ -272,7 +272,7 @@ export const paymentIntents = pgTable('payment_intents', {
   /** requires_payment → succeeded | failed (a failed intent may be confirmed again) → refunded. */
   status: text('status').notNull().default('requires_payment'),
   /** The simulated provider's event history for this intent: what it delivers (and re-delivers, out of order). */
-  events: jsonb('events').$type<Array<{ id: string, type: string, timestamp: string }>>().notNull().default([]),
+  events: jsonb('events').$type<Array<{ id: string, type: string, timestamp: string, amount?: number }>>().notNull().default([]),
   /** How many times the provider was asked for this token: > 1 means a retried call, replayed. */
   requests: integer('requests').notNull().default(1),
   /** Σ of the intent's refunds: never more than amount. */
@@ -297,7 +297,7 @@ export const paymentIntentRefunds = pgTable('payment_intent_refunds', {
 export const sideEffects = pgTable('side_effects', {
   id: bigserial('id', { mode: 'number' }).primaryKey(),
   orderId: text('order_id').notNull(),
-  /** confirmation_email | invoice | refund_notice */
+  /** confirmation_email | invoice | refund_notice:<refund id> */
   effect: text('effect').notNull(),
   jobId: text('job_id'),
   createdAt: createdAt(),

@@ -28,7 +28,17 @@ const orderJobType = (kind: string) => defineJobType({ kind, payload: OrderJobPa
 export const paymentCreateIntentJob = orderJobType('payment.create_intent')
 export const orderSendConfirmationJob = orderJobType('order.send_confirmation')
 export const orderIssueInvoiceJob = orderJobType('order.issue_invoice')
-export const orderSendRefundNoticeJob = orderJobType('order.send_refund_notice')
+export const paymentCancelJob = orderJobType('payment.cancel')
+
+export const RefundJobPayload = z.object({ orderId: z.string().min(1).max(64), refundId: z.string().min(1).max(64) }).strict()
+export type RefundJobPayload = z.infer<typeof RefundJobPayload>
+
+const refundJobType = (kind: string) => defineJobType({ kind, payload: RefundJobPayload, resource: (payload: RefundJobPayload) => orderResource(payload.orderId) })
+
+/** Asks the provider for one refund, under the refund's own key: once per refund however often it runs. */
+export const paymentRefundJob = refundJobType('payment.refund')
+/** The shopper's email about one succeeded refund of a paid order. */
+export const refundSendNoticeJob = refundJobType('order.send_refund_notice')
 
 export const webhookApplyJob = defineJobType({
   kind: 'webhook.apply',

@@ -1,8 +1,10 @@
 import { eq, sql } from 'drizzle-orm'
 import type { Database } from '../db/client'
 import { newId } from '../db/ids'
-import { paymentIntents } from '../db/schema'
-import type { PaymentProvider } from '../payments/types'
+import { paymentIntentRefunds, paymentIntents } from '../db/schema'
+import { PaymentRefused, type PaymentProvider } from '../payments/types'
+import { problemOf } from '../problems'
+import { actOnIntent } from './service'
 import type { PaymentEventType } from '../webhooks/types'
 
 export const MOCKPAY = 'mockpay'
@@ -45,8 +47,43 @@ export function createMockpayProvider(db: Database): PaymentProvider {
         type: typeOfStatus[intent.status] ?? 'payment.updated',
         amount: intent.amount,
         currency: intent.currency,
-        answer: { id: intent.id, status: intent.status, amount: intent.amount, currency: intent.currency },
+        refundedAmount: intent.amountRefunded,
+        answer: { id: intent.id, status: intent.status, amount: intent.amount, amountRefunded: intent.amountRefunded, currency: intent.currency },
       }
     },
+    async refundPayment(request, signal) {
+      signal.throwIfAborted()
+      const answer = await refused(() => actOnIntent(db, request.paymentId, 'refund', {}, { amount: request.amount, idempotencyToken: request.idempotencyKey }))
+      return { id: answer.refund!.id, status: 'succeeded', answer: { id: answer.refund!.id, amount: answer.refund!.amount, intent: answer.id, status: 'succeeded' } }
+    },
+    async readRefund({ providerRefundId }, signal) {
+      signal.throwIfAborted()
+      const [refund] = await db.select().from(paymentIntentRefunds).where(eq(paymentIntentRefunds.id, providerRefundId))
+      return refund && { id: refund.id, status: 'succeeded', answer: { id: refund.id, amount: refund.amount, intent: refund.intentId, status: 'succeeded' } }
+    },
+    async cancelPayment({ paymentId }, signal) {
+      signal.throwIfAborted()
+      try {
+        await actOnIntent(db, paymentId, 'cancel')
+        return 'canceled'
+      }
+      catch (error) {
+        const conflict = problemOf(error)?.body.intentStatus
+        if (conflict === 'succeeded' || conflict === 'refunded') return 'succeeded'
+        throw error
+      }
+    },
+  }
+}
+
+/** The simulated provider's 409 (a state that cannot be refunded, more than remains) is a refusal for good. */
+async function refused<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call()
+  }
+  catch (error) {
+    const failure = problemOf(error)
+    if (failure?.body.status === 409) throw new PaymentRefused({ code: 'refund_refused', message: 'The refund was refused.', providerMessage: failure.body.detail ?? failure.body.title })
+    throw error
   }
 }

@@ -1,10 +1,10 @@
-import { eq } from 'drizzle-orm'
+import { eq, sql } from 'drizzle-orm'
 import { z } from 'zod'
 import { useConfig } from '../config'
 import type { Database } from '../db/client'
 import { newId } from '../db/ids'
 import { transaction } from '../db/transaction'
-import { paymentIntents } from '../db/schema'
+import { paymentIntentRefunds, paymentIntents } from '../db/schema'
 import { enqueueJob } from '../jobs/enqueue'
 import { type MockpayDelivery, mockpayDeliverJob } from '../jobs/types'
 import { problem } from '../problems'
@@ -23,16 +23,21 @@ const Chaos = z.object({
   reorder: z.boolean().optional(),
 })
 export const ConfirmIntentSchema = z.object({ outcome: z.enum(['succeed', 'fail']), chaos: Chaos.optional() })
-export const RefundIntentSchema = z.object({ chaos: Chaos.optional() })
+/** `amount`: part of what remains (default: all of it), in the intent's units. */
+export const RefundIntentSchema = z.object({ amount: z.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(), chaos: Chaos.optional() })
 
-export type MockpayAction = 'succeed' | 'fail' | 'refund'
+export type MockpayAction = 'succeed' | 'fail' | 'refund' | 'cancel'
 type ChaosOptions = z.infer<typeof Chaos>
 
 const transitions: Record<MockpayAction, { from: string[], to: string, type: MockpayDelivery['type'] }> = {
   succeed: { from: ['requires_payment', 'failed'], to: 'succeeded', type: 'payment.succeeded' },
   fail: { from: ['requires_payment'], to: 'failed', type: 'payment.failed' },
   refund: { from: ['succeeded'], to: 'refunded', type: 'payment.refunded' },
+  cancel: { from: ['requires_payment', 'failed'], to: 'canceled', type: 'payment.failed' },
 }
+
+/** One event of an intent, as delivered (again) later: a refund's amount is the total refunded when it happened. */
+type IntentEvent = { id: string, type: string, timestamp: string, amount?: number }
 
 /** 404 unless the simulated provider is enabled (MOCKPAY_ENABLED). */
 export function requireMockpay(): void {
@@ -47,6 +52,7 @@ export async function findIntent(db: Database, intentId: string, options: { forU
     orderId: paymentIntents.orderId,
     status: paymentIntents.status,
     amount: paymentIntents.amount,
+    amountRefunded: paymentIntents.amountRefunded,
     currency: paymentIntents.currency,
     events: paymentIntents.events,
   }).from(paymentIntents).where(eq(paymentIntents.id, intentId))
@@ -55,36 +61,74 @@ export async function findIntent(db: Database, intentId: string, options: { forU
   return intent
 }
 
-export async function actOnIntent(db: Database, intentId: string, action: MockpayAction, chaos: ChaosOptions = {}): Promise<IntentView> {
-  const config = useConfig()
-  const duplicates = chaos.duplicates ?? config.MOCKPAY_DUPLICATES
-  const maxDelayMs = chaos.maxDelayMs ?? config.MOCKPAY_MAX_DELAY_MS
-  const reorder = chaos.reorder ?? config.MOCKPAY_REORDER
+export interface RefundOptions {
+  amount?: number
+  /** The merchant's idempotency token: a second refund under it answers the first. */
+  idempotencyToken?: string
+}
+
+/**
+ * Confirms, fails, cancels or refunds an intent, as the provider's page or API would, and schedules
+ * the event's deliveries. A refund takes part or all of what remains (a partially refunded intent
+ * stays succeeded until nothing remains); under a token already used it answers the first refund.
+ */
+export async function actOnIntent(db: Database, intentId: string, action: MockpayAction, chaos: ChaosOptions = {}, refund: RefundOptions = {}): Promise<IntentView & { refund?: { id: string, amount: number } }> {
   const transition = transitions[action]
   return transaction(db, async (tx) => {
     // Row-locked: two presses of the button serialise, and the second finds the state the first left.
     const intent = await findIntent(tx, intentId, { forUpdate: true })
-    if (intent.status === transition.to) return { ...intent, deliveriesScheduled: 0 }
+    if (action === 'refund' && refund.idempotencyToken) {
+      const [earlier] = await tx.update(paymentIntentRefunds).set({ requests: sql`${paymentIntentRefunds.requests} + 1` })
+        .where(eq(paymentIntentRefunds.idempotencyToken, refund.idempotencyToken)).returning({ id: paymentIntentRefunds.id, amount: paymentIntentRefunds.amount })
+      if (earlier) return { ...intent, deliveriesScheduled: 0, refund: earlier }
+    }
+    if (action !== 'refund' && intent.status === transition.to) return { ...intent, deliveriesScheduled: 0 }
     if (!transition.from.includes(intent.status)) {
       throw problem('payment-state-conflict', `This intent is ${intent.status}; "${action}" needs it to be ${transition.from.join(' or ')}. Read it with GET /api/mockpay/intents/${intentId}.`, { extensions: { intentStatus: intent.status } })
     }
-    const event = { id: newId('msg'), type: transition.type, timestamp: new Date().toISOString() }
-    const events = [...intent.events, event]
-    await tx.update(paymentIntents).set({ status: transition.to, events }).where(eq(paymentIntents.id, intentId))
-    const deliveries: Array<[{ id: string, type: string, timestamp: string }, string]> = Array.from({ length: duplicates + 1 }, (_, copy) => [event, String(copy)])
-    if (reorder) for (const earlier of intent.events) deliveries.push([earlier, `again-${events.length}`])
-    for (const [delivered, copy] of deliveries) {
-      const payload: MockpayDelivery = {
-        webhookId: delivered.id,
-        type: delivered.type as MockpayDelivery['type'],
-        timestamp: delivered.timestamp,
-        orderId: intent.orderId,
-        paymentId: intent.id,
-        amount: intent.amount,
-        currency: intent.currency,
+    let status = transition.to
+    let amountRefunded = intent.amountRefunded
+    let made: { id: string, amount: number } | undefined
+    if (action === 'refund') {
+      const remaining = intent.amount - intent.amountRefunded
+      const amount = refund.amount ?? remaining
+      if (amount > remaining) {
+        throw problem('payment-state-conflict', `Only ${remaining} of this intent remains to refund; ask for at most that.`, { extensions: { intentStatus: intent.status, remaining } })
       }
-      await enqueueJob(tx, mockpayDeliverJob, payload, { dedupeKey: `${delivered.id}:${copy}`, delayMs: Math.floor(Math.random() * (maxDelayMs + 1)) })
+      amountRefunded += amount
+      status = amountRefunded === intent.amount ? 'refunded' : intent.status
+      made = { id: newId('mre'), amount }
+      await tx.insert(paymentIntentRefunds).values({ id: made.id, intentId, idempotencyToken: refund.idempotencyToken ?? null, amount })
     }
-    return { ...intent, status: transition.to, events, deliveriesScheduled: deliveries.length }
+    const event: IntentEvent = { id: newId('msg'), type: transition.type, timestamp: new Date().toISOString(), ...(action === 'refund' && { amount: amountRefunded }) }
+    const events = [...intent.events, event]
+    await tx.update(paymentIntents).set({ status, events, amountRefunded }).where(eq(paymentIntents.id, intentId))
+    // A cancel is the merchant's own act: there is nothing to tell it.
+    const deliveriesScheduled = action === 'cancel' ? 0 : await scheduleDeliveries(tx, { ...intent, events: intent.events as IntentEvent[] }, event, chaos)
+    return { ...intent, status, amountRefunded, events, deliveriesScheduled, ...(made && { refund: made }) }
   })
+}
+
+/** The event's copies, with the chaos a real provider shows: extra copies, random delays, and the earlier events again. */
+async function scheduleDeliveries(tx: Database, intent: { id: string, orderId: string, amount: number, currency: string, events: IntentEvent[] }, event: IntentEvent, chaos: ChaosOptions): Promise<number> {
+  const config = useConfig()
+  const duplicates = chaos.duplicates ?? config.MOCKPAY_DUPLICATES
+  const maxDelayMs = chaos.maxDelayMs ?? config.MOCKPAY_MAX_DELAY_MS
+  const reorder = chaos.reorder ?? config.MOCKPAY_REORDER
+  const deliveries: Array<[IntentEvent, string]> = Array.from({ length: duplicates + 1 }, (_, copy) => [event, String(copy)])
+  if (reorder) for (const earlier of intent.events) deliveries.push([earlier, `again-${intent.events.length + 1}`])
+  for (const [delivered, copy] of deliveries) {
+    const payload: MockpayDelivery = {
+      webhookId: delivered.id,
+      type: delivered.type as MockpayDelivery['type'],
+      timestamp: delivered.timestamp,
+      orderId: intent.orderId,
+      paymentId: intent.id,
+      // A refund event says the total refunded so far (an event from before partial refunds: all of it).
+      amount: delivered.type === 'payment.refunded' ? delivered.amount ?? intent.amount : intent.amount,
+      currency: intent.currency,
+    }
+    await enqueueJob(tx, mockpayDeliverJob, payload, { dedupeKey: `${delivered.id}:${copy}`, delayMs: Math.floor(Math.random() * (maxDelayMs + 1)) })
+  }
+  return deliveries.length
 }

@@ -1,7 +1,8 @@
 import { shiftParams } from '../db/statements'
 import type { JobEffect } from '../jobs/store'
 
-export type SideEffect = 'confirmation_email' | 'invoice' | 'refund_notice'
+/** A refund's notice is one per refund: `refund_notice:<refund id>`. */
+export type SideEffect = 'confirmation_email' | 'invoice' | `refund_notice:${string}`
 
 /**
  * A side effect of an order, performed once per (order, effect) however often its job runs: the

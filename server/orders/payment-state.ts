@@ -1,24 +1,31 @@
-import { and, eq, sql } from 'drizzle-orm'
+import { and, asc, eq, sql } from 'drizzle-orm'
 import type { Database } from '../db/client'
-import { orders, orderStatusHistory } from '../db/schema'
+import { newId } from '../db/ids'
+import { orders, orderStatusHistory, refunds } from '../db/schema'
 import { enqueueJob } from '../jobs/enqueue'
-import { orderIssueInvoiceJob, orderSendConfirmationJob, orderSendRefundNoticeJob } from '../jobs/types'
+import { orderIssueInvoiceJob, orderSendConfirmationJob, paymentRefundJob, refundSendNoticeJob } from '../jobs/types'
+import type { RefundStatus } from '../../shared/orders'
 
 /**
  * An order's payment state moves only up this ladder, so events that arrive late, twice or out of
- * order cannot undo a later state: a payment_failed after paid changes nothing.
+ * order cannot undo a later state: a payment_failed after paid changes nothing. Above paid the
+ * state follows the refunds that succeeded: partially_refunded below the amount, refunded at it.
  */
-export const paymentStatusPrecedence = ['pending_payment', 'payment_failed', 'paid', 'refunded'] as const
+export const paymentStatusPrecedence = ['pending_payment', 'payment_failed', 'canceled', 'paid', 'partially_refunded', 'refunded'] as const
 export type PaymentStatus = typeof paymentStatusPrecedence[number]
 
 const rank = (status: string) => paymentStatusPrecedence.indexOf(status as PaymentStatus)
+const isPaid = (status: string) => rank(status) >= rank('paid')
 
 /**
- * Why an event changed nothing. `partial_refund`: less than the order's amount was refunded, so the
- * order stays as it is. `awaiting_payment`: a full refund of an order whose payment has not been
- * applied yet; it is kept in the history and completed by that payment.
+ * Why an event changed nothing. `awaiting_payment`: a refund of an order whose payment has not been
+ * applied yet; the refund is kept and the payment, when it is applied, takes the order past paid.
+ * `no_refund`: a refund event that tells nothing new (already settled, or less than already known).
  */
-export type IgnoredBecause = 'unconfirmed' | 'informational' | 'same_status' | 'lower_precedence' | 'amount_mismatch' | 'partial_refund' | 'awaiting_payment'
+export type IgnoredBecause = 'unconfirmed' | 'informational' | 'same_status' | 'lower_precedence' | 'amount_mismatch' | 'awaiting_payment' | 'no_refund'
+
+/** Why a row of the order's history is about a refund. */
+export type RefundNote = 'refund_requested' | 'refund_succeeded' | 'refund_failed' | 'refund_at_provider' | 'refund_for_canceled_order' | 'canceled'
 
 export interface PaymentStatusChange {
   from: string
@@ -27,29 +34,56 @@ export interface PaymentStatusChange {
   reason?: IgnoredBecause
 }
 
+/** One refund as a provider event states it (Stripe refund.updated). */
+export interface RefundEventDetail {
+  providerRefundId: string
+  /** Ours, when the provider echoes it (the metadata this app sets). */
+  refundId?: string
+  amount: number
+  status: RefundStatus
+}
+
 export interface PaymentStatusContext {
   requestId?: string
   jobId?: string
   webhookEventId?: string
   /**
-   * What the provider says was paid (for a refund: was refunded). A success for another amount or
-   * currency does not pay the order; a refund of less than its amount does not refund it.
+   * What the provider says was paid; for a refund, the total refunded so far for the payment. A
+   * success for another amount or currency does not pay the order.
    */
   amount?: number
   currency?: string
+  /** An event about one refund (requested status null): settles that refund. */
+  refund?: RefundEventDetail
   /** A notification asked for a state the provider's status API does not confirm: history only. */
   unconfirmed?: boolean
 }
 
+type LockedOrder = { id: string, tenantId: string, status: string, amount: number, currency: string }
+
+/** The order, row-locked: every change of an order's state and refunds serialises on it. */
+export async function lockOrder(tx: Database, orderId: string, tenantId?: string): Promise<LockedOrder | undefined> {
+  const [order] = await tx.select({ id: orders.id, tenantId: orders.tenantId, status: orders.status, amount: orders.amount, currency: orders.currency })
+    .from(orders).where(tenantId === undefined ? eq(orders.id, orderId) : and(eq(orders.id, orderId), eq(orders.tenantId, tenantId))).for('update')
+  return order
+}
+
+/** Σ of the order's refunds by state; read under the order's lock, after every earlier holder committed. */
+export async function refundTotals(tx: Database, orderId: string): Promise<{ succeeded: number, held: number }> {
+  const [row] = await tx.select({
+    succeeded: sql<string>`coalesce(sum(${refunds.amount}) filter (where ${refunds.status} = 'succeeded'), 0)`,
+    held: sql<string>`coalesce(sum(${refunds.amount}) filter (where ${refunds.status} <> 'failed'), 0)`,
+  }).from(refunds).where(eq(refunds.orderId, orderId))
+  return { succeeded: Number(row?.succeeded ?? 0), held: Number(row?.held ?? 0) }
+}
+
 /**
- * Applies `requested` if it ranks above the order's current status (row-locked, so two events for
- * one order serialise) and records the event in the order's history either way. Effects follow the
- * state reached, never the path: reaching paid or above enqueues the confirmation and the invoice,
- * reaching refunded enqueues the refund notice — each once per order, whatever the arrival order.
- * Only a matching payment reaches paid: a full refund that arrives first waits in the history as
- * `awaiting_payment`, and the payment, when it is applied, takes the order straight to refunded with
- * all three effects. An underpaid order that is refunded therefore stays pending_payment, effect-free.
- * `null` is an informational event (pending, fraud review): history only.
+ * Applies a payment event to an order, row-locked, and records it in the order's history either
+ * way. Payment states (paid, payment_failed, null for an informational event) apply by precedence;
+ * refund events (requested `refunded`, or `context.refund`) settle refunds, and the order's state
+ * above paid follows from them. Effects follow the state reached, never the path: reaching paid
+ * enqueues the confirmation and the invoice (not for a canceled order, which is given its money
+ * back instead, once, automatically), and each succeeded refund of a paid order its own notice.
  */
 export async function applyPaymentStatus(
   tx: Database,
@@ -57,56 +91,194 @@ export async function applyPaymentStatus(
   requested: PaymentStatus | null,
   context: PaymentStatusContext = {},
 ): Promise<PaymentStatusChange | undefined> {
-  const [order] = await tx.select({ status: orders.status, amount: orders.amount, currency: orders.currency })
-    .from(orders).where(eq(orders.id, orderId)).for('update')
+  const order = await lockOrder(tx, orderId)
   if (!order) return undefined
+  if (!context.unconfirmed && (requested === 'refunded' || context.refund)) return applyRefundEvent(tx, order, requested, context)
   const reason = ignoredBecause(order, requested, context)
-  let to = reason || !requested ? order.status : requested
-  if (!reason) {
-    if (to === 'paid' && await hasRefundAwaitingPayment(tx, orderId)) to = 'refunded'
-    await tx.update(orders).set({ status: to, updatedAt: sql`now()` }).where(eq(orders.id, orderId))
-    const reached = (status: PaymentStatus) => rank(order.status) < rank(status) && rank(to) >= rank(status)
-    const effects = [
-      ...(reached('paid') ? [orderSendConfirmationJob, orderIssueInvoiceJob] : []),
-      ...(reached('refunded') ? [orderSendRefundNoticeJob] : []),
-    ]
-    for (const type of effects) await enqueueJob(tx, type, { orderId }, { dedupeKey: orderId, requestId: context.requestId })
+  let to = order.status
+  let note: RefundNote | undefined
+  if (!reason && requested) {
+    if (requested === 'paid' && order.status === 'canceled') note = await refundCanceledOrder(tx, order, context)
+    to = requested === 'paid' ? statusAfterRefunds(order, (await refundTotals(tx, orderId)).succeeded) : requested
+    await moveTo(tx, order, to, context)
   }
-  await tx.insert(orderStatusHistory).values({
-    orderId,
-    fromStatus: order.status,
-    requestedStatus: requested,
-    toStatus: to,
-    outcome: reason ? 'ignored' : 'applied',
-    reason,
-    webhookEventId: context.webhookEventId,
-    jobId: context.jobId,
-    requestId: context.requestId,
-  })
+  await recordHistory(tx, { orderId, fromStatus: order.status, requestedStatus: requested, toStatus: to, outcome: reason ? 'ignored' : 'applied', reason: reason ?? note }, context)
   return { from: order.status, to, changed: !reason, ...(reason && { reason }) }
 }
 
-/** Read under the order's row lock, which every history insert for the order is made under too. */
-async function hasRefundAwaitingPayment(tx: Database, orderId: string): Promise<boolean> {
-  const [row] = await tx.select({ id: orderStatusHistory.id }).from(orderStatusHistory)
-    .where(and(eq(orderStatusHistory.orderId, orderId), eq(orderStatusHistory.reason, 'awaiting_payment' satisfies IgnoredBecause)))
-    .limit(1)
-  return row !== undefined
-}
-
-function ignoredBecause(order: { status: string, amount: number, currency: string }, requested: PaymentStatus | null, context: PaymentStatusContext): IgnoredBecause | undefined {
+function ignoredBecause(order: LockedOrder, requested: PaymentStatus | null, context: PaymentStatusContext): IgnoredBecause | undefined {
   if (context.unconfirmed) return 'unconfirmed'
   if (requested === null) return 'informational'
   if (requested === order.status) return 'same_status'
   if (rank(requested) < rank(order.status)) return 'lower_precedence'
   const otherCurrency = context.currency !== undefined && context.currency !== order.currency
-  // An unknown amount is taken as the order's (a provider that does not say refunds or pays in full).
-  const amount = context.amount ?? order.amount
-  if (requested === 'paid' && (otherCurrency || amount !== order.amount)) return 'amount_mismatch'
-  if (requested === 'refunded') {
-    if (otherCurrency || amount > order.amount) return 'amount_mismatch'
-    if (amount < order.amount) return 'partial_refund'
-    if (rank(order.status) < rank('paid')) return 'awaiting_payment'
-  }
+  // An unknown amount is taken as the order's (a provider that does not say pays in full).
+  if (requested === 'paid' && (otherCurrency || (context.amount ?? order.amount) !== order.amount)) return 'amount_mismatch'
   return undefined
+}
+
+/** paid, partially_refunded or refunded, by the Σ of the refunds that succeeded. */
+const statusAfterRefunds = (order: LockedOrder, succeeded: number): PaymentStatus =>
+  succeeded >= order.amount ? 'refunded' : succeeded > 0 ? 'partially_refunded' : 'paid'
+
+/**
+ * A refund event: one refund's new state (`context.refund`), or the payment's total refunded so far
+ * (`context.amount`; unknown is taken as all of it). What the total says beyond the refunds we hold
+ * was refunded at the provider (its dashboard): it appears as a succeeded refund of source
+ * `provider`. Pending refunds of ours are settled only by events that name them, by their job's
+ * answer or by reconciliation, never by a total (which cannot say which refund it counts).
+ */
+async function applyRefundEvent(tx: Database, order: LockedOrder, requested: PaymentStatus | null, context: PaymentStatusContext): Promise<PaymentStatusChange> {
+  const totals = await refundTotals(tx, order.id)
+  const settled = context.currency !== undefined && context.currency !== order.currency
+    ? { reason: 'amount_mismatch' as const }
+    : context.refund
+      ? await settleNamedRefund(tx, order, totals, context.refund, context)
+      : await recordProviderTotal(tx, order, totals, context.amount ?? order.amount, context)
+  let to = order.status
+  let reason: IgnoredBecause | undefined = 'reason' in settled ? settled.reason : undefined
+  if (!reason) {
+    if (isPaid(order.status)) {
+      to = statusAfterRefunds(order, (await refundTotals(tx, order.id)).succeeded)
+      await moveTo(tx, order, to, context)
+    }
+    else {
+      // Kept: the payment, when it is applied, finds the refund and moves the order past paid.
+      reason = 'awaiting_payment'
+    }
+  }
+  const refundId = 'refundId' in settled ? settled.refundId : undefined
+  const note = 'note' in settled ? settled.note : undefined
+  await recordHistory(tx, {
+    orderId: order.id, fromStatus: order.status, requestedStatus: requested, toStatus: to,
+    outcome: reason ? 'ignored' : 'applied', reason: reason ?? note, refundId,
+  }, context)
+  return { from: order.status, to, changed: !reason, ...(reason && { reason }) }
+}
+
+type Settled = { reason: IgnoredBecause } | { refundId: string, note: RefundNote }
+
+async function settleNamedRefund(tx: Database, order: LockedOrder, totals: { held: number }, event: RefundEventDetail, context: PaymentStatusContext): Promise<Settled> {
+  const [known] = await tx.select({ id: refunds.id, status: refunds.status, providerRefundId: refunds.providerRefundId }).from(refunds)
+    .where(and(eq(refunds.orderId, order.id), event.refundId
+      ? sql`(${refunds.id} = ${event.refundId} or ${refunds.providerRefundId} = ${event.providerRefundId})`
+      : eq(refunds.providerRefundId, event.providerRefundId)))
+    .orderBy(asc(refunds.createdAt)).limit(1)
+  if (known) {
+    if (known.status !== 'pending') return { reason: 'no_refund' }
+    const changed = await settleRefund(tx, known.id, { status: event.status, providerRefundId: event.providerRefundId })
+    return changed && event.status !== 'pending' ? { refundId: known.id, note: event.status === 'succeeded' ? 'refund_succeeded' : 'refund_failed' } : { reason: 'no_refund' }
+  }
+  if (event.status === 'failed') return { reason: 'no_refund' }
+  if (totals.held + event.amount > order.amount) return { reason: 'amount_mismatch' }
+  const refundId = await insertRefund(tx, order, { amount: event.amount, status: event.status, source: 'provider', reason: null, providerRefundId: event.providerRefundId, requestId: context.requestId })
+  return { refundId, note: 'refund_at_provider' }
+}
+
+async function recordProviderTotal(tx: Database, order: LockedOrder, totals: { held: number }, total: number, context: PaymentStatusContext): Promise<Settled> {
+  if (total > order.amount) return { reason: 'amount_mismatch' }
+  const unknown = total - totals.held
+  if (unknown <= 0) return { reason: 'no_refund' }
+  const refundId = await insertRefund(tx, order, { amount: unknown, status: 'succeeded', source: 'provider', reason: null, providerRefundId: null, requestId: context.requestId })
+  return { refundId, note: 'refund_at_provider' }
+}
+
+interface NewRefund {
+  amount: number
+  status: RefundStatus
+  source: 'api' | 'provider' | 'automatic'
+  reason: string | null
+  providerRefundId: string | null
+  idempotencyKey?: string
+  requestId?: string
+}
+
+/** Inserts a refund of the locked order (the caller checked it fits); a pending one gets its payment.refund job. */
+export async function insertRefund(tx: Database, order: LockedOrder, refund: NewRefund): Promise<string> {
+  const id = newId('re')
+  const settledAt = refund.status === 'pending' ? null : sql`now()`
+  await tx.insert(refunds).values({ id, orderId: order.id, tenantId: order.tenantId, currency: order.currency, ...refund, settledAt })
+  if (refund.status === 'pending') {
+    await enqueueJob(tx, paymentRefundJob, { orderId: order.id, refundId: id }, { dedupeKey: id, idempotencyKey: refund.idempotencyKey, requestId: refund.requestId })
+  }
+  return id
+}
+
+/** pending → succeeded | failed (or the provider's id noted while pending); true when the row changed. */
+export async function settleRefund(tx: Database, refundId: string, outcome: { status: RefundStatus, providerRefundId?: string | null, failure?: string }): Promise<boolean> {
+  const rows = await tx.update(refunds).set({
+    status: outcome.status,
+    ...(outcome.providerRefundId && { providerRefundId: sql`coalesce(${refunds.providerRefundId}, ${outcome.providerRefundId})` }),
+    ...(outcome.failure && { failure: outcome.failure }),
+    ...(outcome.status !== 'pending' && { settledAt: sql`now()` }),
+    updatedAt: sql`now()`,
+  }).where(and(eq(refunds.id, refundId), eq(refunds.status, 'pending'))).returning({ id: refunds.id })
+  return rows.length > 0
+}
+
+/**
+ * Settles one of our refunds with what the provider answered (its job, or reconciliation), under the
+ * order's lock, and moves the order with it: the same path a webhook naming the refund takes.
+ */
+export async function applyRefundOutcome(
+  tx: Database,
+  orderId: string,
+  refundId: string,
+  outcome: { status: RefundStatus, providerRefundId?: string | null, failure?: string },
+  context: PaymentStatusContext,
+): Promise<void> {
+  const order = await lockOrder(tx, orderId)
+  if (!order) return
+  const changed = await settleRefund(tx, refundId, outcome)
+  if (!changed || outcome.status === 'pending') return
+  const to = isPaid(order.status) ? statusAfterRefunds(order, (await refundTotals(tx, orderId)).succeeded) : order.status
+  await moveTo(tx, order, to, context)
+  await recordHistory(tx, {
+    orderId, fromStatus: order.status, requestedStatus: null, toStatus: to, outcome: 'applied',
+    reason: outcome.status === 'succeeded' ? 'refund_succeeded' : 'refund_failed', refundId,
+  }, context)
+}
+
+/**
+ * The shopper paid an order that was canceled meanwhile: the payment is given back, all of what is
+ * not held already, once however often the payment is applied (a unique index on the automatic refund).
+ */
+async function refundCanceledOrder(tx: Database, order: LockedOrder, context: PaymentStatusContext): Promise<RefundNote | undefined> {
+  const [existing] = await tx.select({ id: refunds.id }).from(refunds).where(and(eq(refunds.orderId, order.id), eq(refunds.source, 'automatic')))
+  const remaining = order.amount - (await refundTotals(tx, order.id)).held
+  if (existing || remaining <= 0) return undefined
+  await insertRefund(tx, order, { amount: remaining, status: 'pending', source: 'automatic', reason: 'order_canceled', providerRefundId: null, requestId: context.requestId })
+  return 'refund_for_canceled_order'
+}
+
+/** Sets the status (when it changed) and enqueues the effects of what was reached, each once. */
+async function moveTo(tx: Database, order: LockedOrder, to: string, context: PaymentStatusContext): Promise<void> {
+  if (to !== order.status) await tx.update(orders).set({ status: to, updatedAt: sql`now()` }).where(eq(orders.id, order.id))
+  if (!isPaid(to)) return
+  if (!isPaid(order.status) && order.status !== 'canceled') {
+    for (const type of [orderSendConfirmationJob, orderIssueInvoiceJob]) await enqueueJob(tx, type, { orderId: order.id }, { dedupeKey: order.id, requestId: context.requestId })
+  }
+  const succeeded = await tx.select({ id: refunds.id }).from(refunds).where(and(eq(refunds.orderId, order.id), eq(refunds.status, 'succeeded')))
+  for (const { id } of succeeded) {
+    await enqueueJob(tx, refundSendNoticeJob, { orderId: order.id, refundId: id }, { dedupeKey: id, requestId: context.requestId })
+  }
+}
+
+interface HistoryRow {
+  orderId: string
+  fromStatus: string
+  requestedStatus: string | null
+  toStatus: string
+  outcome: 'applied' | 'ignored'
+  reason?: string
+  refundId?: string
+}
+
+export async function recordHistory(tx: Database, row: HistoryRow, context: PaymentStatusContext): Promise<void> {
+  await tx.insert(orderStatusHistory).values({
+    ...row,
+    webhookEventId: context.webhookEventId,
+    jobId: context.jobId,
+    requestId: context.requestId,
+  })
 }

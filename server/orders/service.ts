@@ -9,7 +9,7 @@ import { paymentCreateIntentJob } from '../jobs/types'
 import { metrics } from '../observability/metrics'
 import { problem } from '../problems'
 import type { CreatedOrderView, OrderPaymentView } from '../../shared/orders'
-import type { CreateOrderInput } from './schema'
+import { type CreateOrderInput, OrderIdSchema } from './schema'
 
 type OrderRow = typeof orders.$inferSelect
 
@@ -57,6 +57,7 @@ const insertOrder = defineStatement(db => db.insert(orders).values({
   customer: sql.placeholder('customer'),
   idempotencyKey: sql.placeholder('idempotencyKey'),
   requestId: sql.placeholder('requestId'),
+  checkoutSessionId: sql.placeholder('checkoutSessionId'),
   createdAt: sql.placeholder('createdAt'),
   updatedAt: sql.placeholder('createdAt'),
 }))
@@ -72,7 +73,7 @@ const insertOrder = defineStatement(db => db.insert(orders).values({
 export function planOrder(
   db: Database,
   now: Date,
-  context: { tenantId: string, idempotencyKey: string, requestId: string },
+  context: { tenantId: string, idempotencyKey: string, requestId: string, checkoutSessionId?: string },
   input: CreateOrderInput,
 ): AtomicPlan {
   const order: OrderRow = {
@@ -87,6 +88,7 @@ export function planOrder(
     paymentNextAction: null,
     paymentError: null,
     paymentCheckedAt: null,
+    checkoutSessionId: context.checkoutSessionId ?? null,
     createdAt: now,
     updatedAt: now,
   }
@@ -112,6 +114,14 @@ export function planOrder(
       throw problem('cart-already-ordered', `Cart "${input.cartId}" already has order ${existing?.id}. Fetch it with GET /api/orders/${existing?.id} instead of ordering again.`, { extensions: { orderId: existing?.id } })
     },
   }
+}
+
+/** An operator's lookup: any tenant's order; undefined for an id that is not an order id. */
+export async function findOrderOfAnyTenant(db: Database, orderId: string | undefined): Promise<OrderRow | undefined> {
+  const id = OrderIdSchema.safeParse(orderId)
+  if (!id.success) return undefined
+  const [order] = await db.select().from(orders).where(eq(orders.id, id.data))
+  return order
 }
 
 export async function findOrder(db: Database, tenantId: string, orderId: string): Promise<OrderRow | undefined> {

@@ -19,7 +19,7 @@ export function createPaymentProvider(config: AppConfig, db: Database): PaymentP
 const resultOf = (error: unknown) => error instanceof ProviderUnavailable ? 'unavailable' : error instanceof PaymentRefused ? 'refused' : 'error'
 
 function measured(provider: PaymentProvider): PaymentProvider {
-  const timed = <T>(operation: 'create' | 'read', call: () => Promise<T>): Promise<T> => {
+  const timed = <T>(operation: 'create' | 'read' | 'refund' | 'cancel', call: () => Promise<T>): Promise<T> => {
     const started = performance.now()
     const observe = (result: string) => metrics.paymentProviderCalls.observe({ provider: provider.name, operation, result }, (performance.now() - started) / 1000)
     return call().then((value) => {
@@ -34,11 +34,17 @@ function measured(provider: PaymentProvider): PaymentProvider {
     name: provider.name,
     createPayment: (request, signal) => timed('create', () => provider.createPayment(request, signal)),
     readPayment: (payment, signal) => timed('read', () => provider.readPayment(payment, signal)),
+    refundPayment: (request, signal) => timed('refund', () => provider.refundPayment(request, signal)),
+    cancelPayment: (payment, signal) => timed('cancel', () => provider.cancelPayment(payment, signal)),
+    readRefund: (refund, signal) => timed('read', () => provider.readRefund(refund, signal)),
   }
 }
 
 /** The key the provider dedupes the payment's creation by: one per order, whichever run asks. */
 export const paymentIdempotencyKey = (orderId: string) => `order:${orderId}:payment`
+
+/** The key the provider dedupes a refund by: one per refund, whichever run asks. */
+export const refundIdempotencyKey = (refundId: string) => `refund:${refundId}`
 
 let provider: PaymentProvider | undefined
 

@@ -6,7 +6,12 @@ declare module 'midtrans-client' {
     apiConfig: { getCoreApiBaseUrl(): string }
     httpClient: { http_client: { defaults: { timeout?: number } } }
     charge(parameter: Record<string, unknown>): Promise<Answer>
-    transaction: { status(orderId: string): Promise<Answer> }
+    transaction: {
+      status(orderId: string): Promise<Answer>
+      cancel(orderId: string): Promise<Answer>
+      refund(orderId: string, parameter: Record<string, unknown>): Promise<Answer>
+      refundDirect(orderId: string, parameter: Record<string, unknown>): Promise<Answer>
+    }
   }
   export class MidtransError extends Error {
     constructor(message: string, httpStatusCode?: number | string | null, ApiResponse?: Answer | null, rawHttpClientData?: MidtransError['rawHttpClientData'])

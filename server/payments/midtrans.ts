@@ -2,7 +2,7 @@ import midtrans from 'midtrans-client'
 import type { AppConfig } from '../config'
 import type { PaymentNextAction } from '../db/schema'
 import type { PaymentEventType } from '../webhooks/types'
-import { type CreatedPayment, PaymentRefused, type PaymentProvider, type PaymentRequest, type PaymentState, ProviderUnavailable, REFUSED_DETAILS_MESSAGE, retryAfterMs } from './types'
+import { type CreatedPayment, PaymentRefused, type PaymentProvider, type PaymentRequest, type PaymentState, type ProviderRefund, ProviderUnavailable, REFUSED_DETAILS_MESSAGE, retryAfterMs } from './types'
 
 /**
  * Midtrans through its official client, Core API. The order id is Midtrans' order_id, which it
@@ -67,7 +67,65 @@ export function createMidtransProvider(config: MidtransConfig): PaymentProvider 
       const answer = await readStatus(orderId)
       return answer && stateOf(orderId, answer)
     },
+    async refundPayment(request, signal) {
+      signal.throwIfAborted()
+      const status = await readStatus(request.orderId)
+      if (!status) throw new ProviderUnavailable(`Midtrans' status API does not know order_id ${request.orderId}`)
+      // Midtrans keeps one refund per refund_key: a refund an earlier run made is read back, never asked twice.
+      const made = refundsOf(status).find(refund => refund.refund_key === request.refundId)
+      if (made) return refundOf(request.refundId, made)
+      const parameter = { refund_key: request.refundId, amount: request.amount, reason: request.reason ?? 'refund' }
+      let answer: Answer
+      try {
+        answer = directRefundTypes.has(String(status.payment_type))
+          ? await core.transaction.refundDirect(request.orderId, parameter)
+          : await core.transaction.refund(request.orderId, parameter)
+      }
+      catch (error) {
+        throw classifyMidtransError(error)
+      }
+      return refundOf(request.refundId, answer)
+    },
+    async readRefund({ orderId, refundId }, signal) {
+      signal.throwIfAborted()
+      const status = await readStatus(orderId)
+      const made = status && refundsOf(status).find(refund => refund.refund_key === refundId)
+      return made ? refundOf(refundId, made) : undefined
+    },
+    async cancelPayment({ orderId }, signal) {
+      signal.throwIfAborted()
+      try {
+        await core.transaction.cancel(orderId)
+        return 'canceled'
+      }
+      catch (error) {
+        const classified = classifyMidtransError(error)
+        if (!(classified instanceof PaymentRefused)) throw classified
+        // Not cancelable: settled first (the shopper paid), or already ended.
+        const status = await readStatus(orderId)
+        if (!status || failedStatuses.has(String(status.transaction_status))) return 'canceled'
+        if (stateOf(orderId, status).type === 'payment.succeeded' || refundsOf(status).length) return 'succeeded'
+        throw classified
+      }
+    },
   }
+}
+
+/**
+ * E-wallets and QRIS are refunded at once through `/refund/online/direct`; other methods through
+ * `/refund`. A bank transfer (virtual account) cannot be refunded through the API: Midtrans refuses,
+ * and the refund fails with its words.
+ */
+const directRefundTypes = new Set(['gopay', 'qris', 'shopeepay'])
+
+type MidtransRefund = { refund_key?: string, refund_chargeback_id?: string | number, refund_amount?: string | number, status_code?: string }
+
+const refundsOf = (answer: Answer): MidtransRefund[] => Array.isArray(answer.refunds) ? answer.refunds as MidtransRefund[] : []
+
+/** An accepted refund request (status_code 200) is done at Midtrans: it reports refund or partial_refund. */
+function refundOf(refundId: string, answer: Answer | MidtransRefund): ProviderRefund {
+  const id = answer.refund_chargeback_id !== undefined ? String(answer.refund_chargeback_id) : refundId
+  return { id, status: 'succeeded', answer: answer as Answer }
 }
 
 function chargeOf(request: PaymentRequest): Record<string, unknown> {
@@ -124,7 +182,8 @@ function stateOf(orderId: string, answer: Answer): PaymentState {
       : status === 'refund' || status === 'partial_refund'
         ? 'payment.refunded'
         : 'payment.updated'
-  return { paymentId: orderId, providerStatus: status, type, amount: type === 'payment.refunded' ? refunded : gross, currency: MIDTRANS_CURRENCY, answer }
+  const refundedAmount = answer.refund_amount === undefined ? undefined : Math.round(Number(answer.refund_amount))
+  return { paymentId: orderId, providerStatus: status, type, amount: type === 'payment.refunded' ? refunded : gross, currency: MIDTRANS_CURRENCY, refundedAmount, answer }
 }
 
 function statusOf(error: unknown): number | undefined {

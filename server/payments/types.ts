@@ -50,6 +50,8 @@ export interface RefundRequest {
   reason: string | null
   /** `refund:<refund id>`: the same for every run of the refund's job. */
   idempotencyKey: string
+  /** When the refund was first asked for: a provider whose keys expire looks for it by its metadata after that. */
+  firstAskedAt: Date
 }
 
 /** The provider's answer to a refund request. */
@@ -78,6 +80,8 @@ export interface PaymentProvider {
    * or was already; 'succeeded' when the payment was made first (the caller refunds it instead).
    */
   cancelPayment(payment: { orderId: string, paymentId: string }, signal: AbortSignal): Promise<'canceled' | 'succeeded'>
+  /** A refund's state now (reconciliation of one whose webhook never came); undefined when the provider has no such refund. */
+  readRefund(refund: { orderId: string, paymentId: string, refundId: string, providerRefundId: string }, signal: AbortSignal): Promise<ProviderRefund | undefined>
 }
 
 /**

@@ -3,7 +3,7 @@ import { getHeader, type H3Event } from 'h3'
 import { useConfig } from '../config'
 import { useDatabaseHandle } from '../db'
 import { problem } from '../problems'
-import { tenantOfCheckoutSession } from '../checkout/session'
+import { checkoutSessionOf } from '../checkout/session'
 import { findTenantBySecretKey, type Tenant } from '../tenants/service'
 
 /** How a request proved who sent it, as the request log records it. */
@@ -20,7 +20,8 @@ function bearerToken(event: H3Event): string | undefined {
  */
 export async function requireTenant(event: H3Event): Promise<Tenant> {
   const token = bearerToken(event)
-  const tenant = token ? await findTenantBySecretKey(useDatabaseHandle().db, token) : await tenantOfCheckoutSession(event)
+  const session = token ? undefined : await checkoutSessionOf(event)
+  const tenant = token ? await findTenantBySecretKey(useDatabaseHandle().db, token) : session?.tenant
   if (!tenant) {
     throw problem('unauthorized', token
       ? 'The secret key is unknown or revoked. Use a current key from your tenant (POST /api/ops/tenants issues one).'
@@ -28,7 +29,14 @@ export async function requireTenant(event: H3Event): Promise<Tenant> {
   }
   event.context.tenant = tenant
   event.context.authenticatedBy = token ? 'tenant_key' : 'checkout_session'
+  event.context.checkoutSessionId = session?.sessionId
   return tenant
+}
+
+/** A merchant's act (a refund): the tenant's secret key only, never the shopper's checkout session. */
+export async function requireTenantKey(event: H3Event): Promise<Tenant> {
+  if (!bearerToken(event)) throw problem('unauthorized', 'This is the shop\'s act: send your secret key as "Authorization: Bearer sk_…" (the checkout page\'s session cannot do it).')
+  return requireTenant(event)
 }
 
 /** Operators only: `Authorization: Bearer <OPS_TOKEN>`, compared in constant time. */

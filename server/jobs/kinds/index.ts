@@ -1,8 +1,10 @@
 import type { PaymentProvider } from '../../payments/types'
 import type { JobKind } from '../kind'
 import { mockpayDeliver } from './mockpay-deliver'
-import { orderIssueInvoice, orderSendConfirmation, orderSendRefundNotice } from './order-effects'
+import { orderIssueInvoice, orderSendConfirmation, refundSendNotice } from './order-effects'
+import { paymentCancel } from './payment-cancel'
 import { paymentCreateIntent } from './payment-create-intent'
+import { paymentRefund } from './payment-refund'
 import { webhookApply } from './webhook-apply'
 
 export interface JobKindDependencies {
@@ -18,7 +20,9 @@ export function createJobKinds(deps: JobKindDependencies): JobKind[] {
     paymentCreateIntent(deps.payments),
     orderSendConfirmation,
     orderIssueInvoice,
-    orderSendRefundNotice,
+    refundSendNotice,
+    paymentRefund(deps.payments),
+    paymentCancel(deps.payments),
     webhookApply(deps.payments),
     ...(deps.mockpay ? [mockpayDeliver(deps.mockpay)] : []),
   ]

@@ -1,8 +1,11 @@
+import { eq } from 'drizzle-orm'
 import { newId } from '../../db/ids'
+import { refunds } from '../../db/schema'
 import { markedEffect, type SideEffect } from '../../orders/effects'
 import { defineJobKind } from '../kind'
 import type { JobEffect } from '../store'
-import { type JobType, orderIssueInvoiceJob, type OrderJobPayload, orderSendConfirmationJob, orderSendRefundNoticeJob } from '../types'
+import { PermanentJobError } from '../errors'
+import { type JobType, orderIssueInvoiceJob, type OrderJobPayload, orderSendConfirmationJob, refundSendNoticeJob } from '../types'
 import { loadOrders, type Order, requireOrder } from './order-payload'
 
 const formatAmount = (amount: number, currency: string) => `${currency} ${amount.toLocaleString('en-US')}`
@@ -21,15 +24,15 @@ function orderEffectKind(type: JobType<OrderJobPayload>, effect: SideEffect, wri
   })
 }
 
-/** An email about the order, into the dev mailbox: written once per order and effect. */
+/** An email to the order's customer, into the dev mailbox, written only with its marker. */
+const mailboxInsert = (order: Order, { subject, body }: { subject: string, body: string }): JobEffect => ({
+  text: 'insert into mailbox (id, tenant_id, order_id, "to", subject, body) select $1::text, $2::text, order_id, $3::text, $4::text, $5::text from marker',
+  params: [newId('msg'), order.tenantId, order.customer.email, subject, body],
+})
+
+/** An email about the order: written once per order and effect. */
 function orderEmailKind(type: JobType<OrderJobPayload>, effect: SideEffect, compose: (order: Order) => { subject: string, body: string }) {
-  return orderEffectKind(type, effect, (order) => {
-    const { subject, body } = compose(order)
-    return {
-      text: 'insert into mailbox (id, tenant_id, order_id, "to", subject, body) select $1::text, $2::text, order_id, $3::text, $4::text, $5::text from marker',
-      params: [newId('msg'), order.tenantId, order.customer.email, subject, body],
-    }
-  })
+  return orderEffectKind(type, effect, order => mailboxInsert(order, compose(order)))
 }
 
 export const orderSendConfirmation = orderEmailKind(orderSendConfirmationJob, 'confirmation_email', order => ({
@@ -42,9 +45,18 @@ export const orderIssueInvoice = orderEffectKind(orderIssueInvoiceJob, 'invoice'
   params: [newId('inv'), order.tenantId, order.amount, order.currency],
 }))
 
-// Only a refund of the order's whole amount makes it refunded (a partial one leaves it as it was),
-// so the notice can name that amount.
-export const orderSendRefundNotice = orderEmailKind(orderSendRefundNoticeJob, 'refund_notice', order => ({
-  subject: `Order ${order.id} refunded`,
-  body: `We refunded the full amount of order ${order.id}, ${formatAmount(order.amount, order.currency)}. It can take a few days to reach your account.`,
-}))
+/** One email per succeeded refund, naming its amount: marked `refund_notice:<refund id>`. */
+export const refundSendNotice = defineJobKind({
+  ...refundSendNoticeJob,
+  load: loadOrders,
+  async run({ db, job, complete }, { orderId, refundId }, loaded) {
+    const order = requireOrder(loaded, orderId)
+    const [refund] = await db.select({ amount: refunds.amount, source: refunds.source }).from(refunds).where(eq(refunds.id, refundId))
+    if (!refund) throw new PermanentJobError(`refund ${refundId} not found`)
+    const whole = refund.amount >= order.amount
+    const subject = whole ? `Order ${order.id} refunded` : `Part of order ${order.id} refunded`
+    const why = refund.source === 'automatic' ? ` The order was canceled before your payment reached us, so we gave it back.` : ''
+    const body = `We refunded ${whole ? 'the full amount of' : 'part of'} order ${order.id}: ${formatAmount(refund.amount, order.currency)}.${why} It can take a few days to reach your account.`
+    await complete(markedEffect(orderId, `refund_notice:${refundId}`, job.id, mailboxInsert(order, { subject, body })))
+  },
+})

@@ -21,7 +21,8 @@ export function paymentCreateIntent(provider: PaymentProvider) {
     load: loadOrders,
     async run({ job, signal, complete, commit }, { orderId }, loaded) {
       const order = requireOrder(loaded, orderId)
-      if (order.paymentIntentId || order.paymentError) return complete()
+      // A canceled order is never offered for payment: its cancel job finds no payment to cancel.
+      if (order.paymentIntentId || order.paymentError || order.status === 'canceled') return complete()
       let created
       try {
         created = await provider.createPayment({

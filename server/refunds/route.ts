@@ -1,0 +1,84 @@
+import { getRouterParam, type H3Event } from 'h3'
+import { useConfig } from '../config'
+import { readOptionalValidatedJson } from '../http/body'
+import { requireIdempotencyKey, runIdempotent } from '../idempotency/handler'
+import { findOrder } from '../orders/service'
+import { OrderIdSchema } from '../orders/schema'
+import { orderView } from '../orders/view'
+import { recordOperatorAction } from '../ops/operator-actions'
+import { problem } from '../problems'
+import { tenantScope } from '../../shared/resources'
+import { CreateRefundSchema } from './schema'
+import { cancelOrder, requestRefund, serializeRefund } from './service'
+
+/**
+ * What the refund and cancel routes share: the order id from the path, the key, the body, and the
+ * shared idempotency layer in leased mode — the decision reads the order under its row lock, and
+ * the refund (or the cancel), its job and the stored response commit in one transaction.
+ */
+
+function orderIdOf(event: H3Event): string {
+  const id = OrderIdSchema.safeParse(getRouterParam(event, 'id'))
+  if (!id.success) throw problem('not-found', `No order "${getRouterParam(event, 'id')}" exists for your tenant. Check the id returned by POST /api/orders.`)
+  return id.data
+}
+
+interface RefundCaller {
+  tenantId: string
+  /** `tenant:<id>` for the shop's key; the operators' own scope for the ops console. */
+  scope: string
+  route: string
+  /** An operator's refund is kept in operator_actions, in the refund's transaction. */
+  operator?: boolean
+}
+
+/** POST /api/orders/:id/refunds and the ops console's refund: one refund per key. */
+export async function refundOrder(event: H3Event, caller: RefundCaller) {
+  const { tenantId } = caller
+  const orderId = orderIdOf(event)
+  const key = requireIdempotencyKey(event)
+  const input = await readOptionalValidatedJson(event, CreateRefundSchema)
+  const reply = await runIdempotent(event, {
+    scope: caller.scope,
+    route: caller.route,
+    key,
+    // The order is part of the request: the same key for another order's refund is another request.
+    payload: { orderId, ...input },
+    ttlSeconds: useConfig().IDEMPOTENCY_TTL_SECONDS,
+    execute: async (tx) => {
+      const refund = await requestRefund(tx, { tenantId, orderId, source: 'api', idempotencyKey: key, requestId: event.context.requestId }, input)
+      if (caller.operator) {
+        await recordOperatorAction(tx, { requestId: event.context.requestId }, {
+          action: 'refund.created', tenantId, subjectId: refund.id, detail: { orderId, amount: refund.amount, currency: refund.currency, reason: refund.reason, idempotencyKey: key },
+        })
+      }
+      return {
+        status: 201,
+        body: serializeRefund(refund),
+        headers: { Location: `/api/orders/${orderId}/refunds/${refund.id}` },
+        resourceType: 'refund',
+        resourceId: refund.id,
+      }
+    },
+  })
+  return reply.body
+}
+
+/** POST /api/orders/:id/cancel: 200 with the order as the cancel left it. */
+export async function cancelOrderRoute(event: H3Event, tenantId: string, checkoutSessionId: string | undefined) {
+  const orderId = orderIdOf(event)
+  const key = requireIdempotencyKey(event)
+  const reply = await runIdempotent(event, {
+    scope: tenantScope(tenantId),
+    route: 'POST /api/orders/:id/cancel',
+    key,
+    payload: { orderId },
+    ttlSeconds: useConfig().IDEMPOTENCY_TTL_SECONDS,
+    execute: async (tx) => {
+      await cancelOrder(tx, { tenantId, orderId, checkoutSessionId, idempotencyKey: key, requestId: event.context.requestId })
+      const order = await findOrder(tx, tenantId, orderId)
+      return { status: 200, body: await orderView(tx, order!), resourceType: 'order', resourceId: orderId }
+    },
+  })
+  return reply.body
+}

@@ -1,0 +1,104 @@
+import { and, asc, eq, sql } from 'drizzle-orm'
+import type { Database } from '../db/client'
+import { orders, refunds } from '../db/schema'
+import { enqueueJob } from '../jobs/enqueue'
+import { paymentCancelJob } from '../jobs/types'
+import { insertRefund, lockOrder, recordHistory, refundTotals } from '../orders/payment-state'
+import { problem } from '../problems'
+import type { RefundSource, RefundStatus, RefundView } from '../../shared/orders'
+import type { CreateRefundInput } from './schema'
+
+type RefundRow = typeof refunds.$inferSelect
+
+export function serializeRefund(refund: RefundRow): RefundView {
+  return {
+    id: refund.id,
+    object: 'refund',
+    orderId: refund.orderId,
+    amount: refund.amount,
+    currency: refund.currency,
+    status: refund.status as RefundStatus,
+    reason: refund.reason,
+    source: refund.source as RefundSource,
+    createdAt: refund.createdAt.toISOString(),
+  }
+}
+
+/** The order's refunds, oldest first. */
+export function listRefunds(db: Database, orderId: string): Promise<RefundRow[]> {
+  return db.select().from(refunds).where(eq(refunds.orderId, orderId)).orderBy(asc(refunds.createdAt), asc(refunds.id))
+}
+
+export async function findRefund(db: Database, tenantId: string, orderId: string, refundId: string): Promise<RefundRow | undefined> {
+  const [refund] = await db.select().from(refunds)
+    .where(and(eq(refunds.id, refundId), eq(refunds.orderId, orderId), eq(refunds.tenantId, tenantId)))
+  return refund
+}
+
+const notFound = (orderId: string) => problem('not-found', `No order "${orderId}" exists for your tenant. Check the id returned by POST /api/orders.`)
+
+export interface RefundRequestContext {
+  tenantId: string
+  orderId: string
+  source: 'api'
+  idempotencyKey: string
+  requestId: string
+}
+
+/**
+ * Admits a refund in the caller's transaction (the idempotency record's): under the order's row
+ * lock, so refunds of one order decide one after another across every instance, and the Σ read
+ * after the lock sees every refund committed before it. The refund, its hold on the balance, its
+ * payment.refund job and the order's history commit together, or not at all.
+ */
+export async function requestRefund(tx: Database, context: RefundRequestContext, input: CreateRefundInput): Promise<RefundRow> {
+  const order = await lockOrder(tx, context.orderId, context.tenantId)
+  if (!order) throw notFound(context.orderId)
+  if (order.status !== 'paid' && order.status !== 'partially_refunded') {
+    const next = order.status === 'refunded' ? 'Nothing remains to refund.' : 'An unpaid order is canceled instead: POST /api/orders/{id}/cancel.'
+    throw problem('order-not-refundable', `Order ${order.id} is ${order.status}; only a paid or partially refunded order can be refunded. ${next}`, { extensions: { orderStatus: order.status } })
+  }
+  const remaining = order.amount - (await refundTotals(tx, order.id)).held
+  const amount = input.amount ?? remaining
+  if (amount > remaining || remaining <= 0) {
+    throw problem('refund-exceeds-remaining', `Order ${order.id} has ${remaining} ${order.currency} left to refund (its other refunds that have not failed hold the rest); ask for at most that, under a new Idempotency-Key.`, { extensions: { remaining } })
+  }
+  const id = await insertRefund(tx, order, {
+    amount, status: 'pending', source: context.source, reason: input.reason ?? null, providerRefundId: null,
+    idempotencyKey: context.idempotencyKey, requestId: context.requestId,
+  })
+  await recordHistory(tx, { orderId: order.id, fromStatus: order.status, requestedStatus: null, toStatus: order.status, outcome: 'applied', reason: 'refund_requested', refundId: id }, { requestId: context.requestId })
+  const [refund] = await tx.select().from(refunds).where(eq(refunds.id, id))
+  return refund!
+}
+
+export interface CancelContext {
+  tenantId: string
+  orderId: string
+  /** Set when the page's checkout session asks: only the session that placed the order may cancel it. */
+  checkoutSessionId?: string
+  idempotencyKey: string
+  requestId: string
+}
+
+const cancelable = new Set(['pending_payment', 'payment_failed'])
+
+/**
+ * Cancels an unpaid order in the caller's transaction, and enqueues the cancel of its payment at
+ * the provider (the outbox). Canceling a canceled order answers it as it is.
+ */
+export async function cancelOrder(tx: Database, context: CancelContext): Promise<void> {
+  const order = await lockOrder(tx, context.orderId, context.tenantId)
+  if (!order) throw notFound(context.orderId)
+  if (context.checkoutSessionId !== undefined) {
+    const [owner] = await tx.select({ sessionId: orders.checkoutSessionId }).from(orders).where(eq(orders.id, order.id))
+    if (owner?.sessionId !== context.checkoutSessionId) throw notFound(context.orderId)
+  }
+  if (order.status === 'canceled') return
+  if (!cancelable.has(order.status)) {
+    throw problem('order-not-cancelable', `Order ${order.id} is ${order.status}; only an unpaid order can be canceled. Refund a paid one instead: POST /api/orders/${order.id}/refunds.`, { extensions: { orderStatus: order.status } })
+  }
+  await tx.update(orders).set({ status: 'canceled', updatedAt: sql`now()` }).where(eq(orders.id, order.id))
+  await recordHistory(tx, { orderId: order.id, fromStatus: order.status, requestedStatus: 'canceled', toStatus: 'canceled', outcome: 'applied', reason: 'canceled' }, { requestId: context.requestId })
+  await enqueueJob(tx, paymentCancelJob, { orderId: order.id }, { dedupeKey: order.id, idempotencyKey: context.idempotencyKey, requestId: context.requestId })
+}
