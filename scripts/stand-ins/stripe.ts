@@ -1,0 +1,850 @@
+import { createHmac, randomBytes } from 'node:crypto'
+import type http from 'node:http'
+import { setTimeout as sleep } from 'node:timers/promises'
+import {
+  type Answer, canonicalJson, CONTROL_PREFIX, control, controlAnswer, controlParameters, drop, type FaultTarget, header, jsonAnswer, type ProviderCall,
+  type ProviderFault, readBody, type ScriptedFault, serve, StandInRefusal, takeFault, type WebhookDelivery, webhookSender, writeAnswer,
+} from './common'
+
+/**
+ * A local stand-in for the part of Stripe's HTTP API the app uses (PaymentIntents: create,
+ * retrieve, search, cancel; Refunds: create, retrieve, list), answering what the official client
+ * sends with the shapes Stripe documents, including its idempotency rules. Tests script faults per
+ * request (a status, a lost response, a dropped connection, a slow answer) and move intents and
+ * refunds as a shopper's payment and the banks would; a control surface under /_stand-in does the
+ * same over HTTP, and with a webhook URL each change is also sent as a signed Stripe event.
+ */
+
+export interface StandInPaymentIntent {
+  id: string
+  object: 'payment_intent'
+  amount: number
+  amount_capturable: number
+  amount_received: number
+  automatic_payment_methods: { enabled: boolean } | null
+  canceled_at: number | null
+  cancellation_reason: string | null
+  capture_method: string
+  client_secret: string
+  confirmation_method: string
+  created: number
+  currency: string
+  customer: string | null
+  description: string | null
+  last_payment_error: { type: string, code: string, decline_code?: string, message: string } | null
+  latest_charge: string | null
+  livemode: false
+  metadata: Record<string, string>
+  payment_method: string | null
+  payment_method_types: string[]
+  receipt_email: string | null
+  status: 'requires_payment_method' | 'requires_confirmation' | 'requires_action' | 'processing' | 'requires_capture' | 'canceled' | 'succeeded'
+}
+
+export interface StandInRefund {
+  id: string
+  object: 'refund'
+  amount: number
+  balance_transaction: null
+  charge: string
+  created: number
+  currency: string
+  /** Set when the refund failed: `declined`, `expired_or_canceled_card`, `lost_or_stolen_card`, … */
+  failure_reason?: string
+  metadata: Record<string, string>
+  payment_intent: string
+  payment_method: string | null
+  reason: 'duplicate' | 'fraudulent' | 'requested_by_customer' | null
+  receipt_number: null
+  source_transfer_reversal: null
+  status: 'pending' | 'succeeded' | 'failed'
+  transfer_reversal: null
+}
+
+/** A PaymentIntent's charge as Stripe shows it (`expand[]=latest_charge`), refunds newest first. */
+export interface StandInCharge {
+  id: string
+  object: 'charge'
+  amount: number
+  amount_captured: number
+  /** What refunds that have not failed take back: pending ones count. */
+  amount_refunded: number
+  balance_transaction: null
+  captured: true
+  created: number
+  currency: string
+  customer: string | null
+  description: string | null
+  failure_code: null
+  failure_message: null
+  livemode: false
+  /** The intent's, as Stripe copies it onto the charge. */
+  metadata: Record<string, string>
+  paid: true
+  payment_intent: string
+  payment_method: string
+  receipt_email: string | null
+  /** All of it refunded (a partial refund leaves it false). */
+  refunded: boolean
+  refunds: { object: 'list', data: StandInRefund[], has_more: false, url: string }
+  status: 'succeeded'
+}
+
+export interface StripeEvent {
+  id: string
+  object: 'event'
+  api_version: string
+  created: number
+  data: { object: StandInPaymentIntent | StandInCharge | StandInRefund }
+  livemode: false
+  pending_webhooks: number
+  /** The API request that caused the event; nulls for what the shopper, a bank or the dashboard did. */
+  request: { id: string | null, idempotency_key: string | null }
+  type: string
+}
+
+/** A refund the stand-in made, and how it was asked for. */
+export interface RefundRecord {
+  refund: StandInRefund
+  /** The Idempotency-Key of the POST /v1/refunds that created it. */
+  idempotencyKey?: string
+  /** Made with `dashboardRefund` (or the control surface), as in Stripe's dashboard: no API call, no metadata. */
+  dashboard: boolean
+}
+
+export interface StripeApi {
+  /** http://127.0.0.1:PORT */
+  url: string
+  port: number
+  calls: ProviderCall[]
+  /** Faults applied FIFO: each request takes the first one whose `match` fits it (create, refund, cancel: those POSTs; read: any GET). */
+  script: ScriptedFault[]
+  /** Every intent created, by id, in creation order. */
+  intents: Map<string, StandInPaymentIntent>
+  /** Every refund made, by id, in creation order. */
+  refunds: Map<string, StandInRefund>
+  /** The shopper paid: succeeded, amount_received = amount, a latest_charge. */
+  succeed(intentId: string): StandInPaymentIntent
+  /** The shopper's payment was declined: back to requires_payment_method with a card_error. */
+  fail(intentId: string, message?: string): StandInPaymentIntent
+  /** Canceled as the cancel endpoint would; refused (StandInRefusal) for a succeeded or canceled intent. */
+  cancel(intentId: string, reason?: string): StandInPaymentIntent
+  /** The intent's latest charge as retrieve with expand[]=latest_charge shows it; undefined before it is paid. */
+  charge(intentId: string): StandInCharge | undefined
+  /**
+   * A refund made in Stripe's dashboard (no API call, no metadata): `amount` defaults to what remains.
+   * Refused (StandInRefusal) as the API would refuse it.
+   */
+  dashboardRefund(intentId: string, amount?: number): StandInRefund
+  /** The next `count` refunds made through the API (all of them by default) are `pending` until settleRefund. */
+  pendRefunds(count?: number): void
+  /** A pending refund settles; a failed one gives its amount back to the charge (failure_reason `declined`). */
+  settleRefund(refundId: string, outcome: 'succeeded' | 'failed'): StandInRefund
+  /** Every refund made, oldest first, with the Idempotency-Key it was created under. */
+  createdRefunds(): RefundRecord[]
+  /** How many requests carried each Idempotency-Key to `target`'s endpoint, replays, faults and refusals included. */
+  idempotencyKeyUses(target: 'create' | 'refund' | 'cancel'): Map<string, number>
+  /** Σ of the intent's refunds that have not failed (the charge's amount_refunded): never more than its amount_received. */
+  refundedTotal(intentId: string): number
+  /** Stripe keeps a key at least 24 hours: forgetting them all is what a request a day later meets. */
+  forgetIdempotencyKeys(): void
+  /** A Stripe Event about an intent (pi_…), charge (ch_…) or refund (re_…) as it is now (a copy), for a test to sign and post as a webhook. */
+  event(objectId: string, type: string): StripeEvent
+  /** Each signed event sent to the webhook URL (none without one). */
+  webhooks: WebhookDelivery[]
+  /** Resolves once every webhook sent so far is delivered or has run out of attempts. */
+  webhooksIdle(): Promise<void>
+  /** Forgets intents, refunds, idempotency keys, calls, webhooks and the script; refunds succeed at once again. */
+  reset(): void
+  close(): Promise<void>
+}
+
+export interface StripeApiOptions {
+  /** The secret key the API accepts (Bearer or Basic). */
+  secretKey: string
+  /** 0 (the default): one the system picks. */
+  port?: number
+  /** Sends payment_intent.succeeded, payment_intent.payment_failed, charge.refunded and refund.updated here, signed with `secret` (Stripe-Signature). */
+  webhook?: { url: string, secret: string }
+}
+
+/** Stripe-Signature for `payload`: `t=…,v1=…`, the HMAC-SHA256 of `${t}.${payload}` keyed with the secret string as is. */
+export function stripeSignature(secret: string, payload: string, timestamp = Math.floor(Date.now() / 1000)): string {
+  return `t=${timestamp},v1=${createHmac('sha256', secret).update(`${timestamp}.${payload}`).digest('hex')}`
+}
+
+/** Used in events when no request has said which API version it speaks (Stripe-Version). */
+const FALLBACK_API_VERSION = '2026-10-28.endive'
+/** Stripe's ceiling for an amount in the smallest currency unit (its "amount_too_large"). */
+const MAX_AMOUNT = 999_999_999
+const MAX_IDEMPOTENCY_KEY_LENGTH = 255
+
+/** What PaymentIntent create accepts; anything else is refused as Stripe refuses an unknown parameter. */
+const CREATE_PARAMETERS = new Set([
+  'amount', 'currency', 'automatic_payment_methods', 'capture_method', 'confirm', 'confirmation_method', 'customer', 'description',
+  'error_on_requires_action', 'expand', 'mandate_data', 'metadata', 'off_session', 'on_behalf_of', 'payment_method',
+  'payment_method_configuration', 'payment_method_data', 'payment_method_options', 'payment_method_types', 'radar_options',
+  'receipt_email', 'return_url', 'setup_future_usage', 'shipping', 'statement_descriptor', 'statement_descriptor_suffix',
+  'transfer_data', 'transfer_group', 'use_stripe_sdk', 'application_fee_amount',
+])
+const REFUND_PARAMETERS = new Set([
+  'amount', 'charge', 'currency', 'customer', 'expand', 'instructions_email', 'metadata', 'origin', 'payment_intent', 'reason',
+  'refund_application_fee', 'reverse_transfer',
+])
+const REFUND_REASONS = new Set(['duplicate', 'fraudulent', 'requested_by_customer'])
+const CANCEL_PARAMETERS = new Set(['cancellation_reason', 'expand'])
+const CANCELLATION_REASONS = new Set(['abandoned', 'duplicate', 'fraudulent', 'requested_by_customer'])
+/** The statuses Stripe cancels from. */
+const CANCELABLE = ['requires_payment_method', 'requires_capture', 'requires_confirmation', 'requires_action', 'processing']
+/** The test PaymentMethod Stripe declines on confirmation. */
+const DECLINED_TEST_PAYMENT_METHOD = 'pm_card_chargeDeclined'
+const STRIPE_USER_AGENT = 'Stripe/1.0 (+https://stripe.com/docs/webhooks)'
+
+interface IdempotencyEntry {
+  /** Method, path and parameters of the first request: a different one under the key is refused. */
+  fingerprint: string
+  /** Unset while the first request is still being handled (a second one then gets 409). */
+  answer?: Answer
+  requestId?: string
+}
+
+interface ChargeRecord { id: string, payment_intent: string, payment_method: string, created: number }
+
+type EventRequest = StripeEvent['request']
+
+type Route
+  = | { kind: 'create' } | { kind: 'retrieve', id: string } | { kind: 'search' } | { kind: 'cancel', id: string }
+    | { kind: 'refund' } | { kind: 'refund-retrieve', id: string } | { kind: 'refund-list' }
+
+export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApiOptions): Promise<StripeApi> {
+  const calls: ProviderCall[] = []
+  const script: ScriptedFault[] = []
+  const intents = new Map<string, StandInPaymentIntent>()
+  const charges = new Map<string, ChargeRecord>()
+  const refunds = new Map<string, StandInRefund>()
+  const refundLog: Array<{ id: string, idempotencyKey?: string, dashboard: boolean }> = []
+  const idempotency = new Map<string, IdempotencyEntry>()
+  let pendingRefundsLeft = 0
+  let lastApiVersion: string | undefined
+  let sender = webhook && webhookSender(webhook.url)
+
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse) {
+    const raw = await readBody(req)
+    const url = new URL(req.url ?? '/', 'http://stand-in')
+    const method = req.method ?? 'GET'
+    if (url.pathname === CONTROL_PREFIX || url.pathname.startsWith(`${CONTROL_PREFIX}/`)) return writeAnswer(res, controlRoute(method, url.pathname, controlParameters(url, raw)))
+    const idempotencyKey = header(req, 'idempotency-key')
+    lastApiVersion = header(req, 'stripe-version') ?? lastApiVersion
+    const call: ProviderCall = {
+      method,
+      path: url.pathname,
+      query: Object.fromEntries(url.searchParams),
+      idempotencyKey,
+      body: parseForm(raw),
+      authorization: header(req, 'authorization'),
+      headers: req.headers,
+      at: Date.now(),
+    }
+    calls.push(call)
+    const route = routeOf(method, url.pathname)
+    const fault = takeFault(script, faultTargetOf(method, route))
+    const requestId = newId('req', 14)
+    const send = (answer: Answer, replayOf?: IdempotencyEntry) => {
+      const headers: Record<string, string> = { ...answer.headers, 'request-id': requestId }
+      if (call.headers['stripe-version']) headers['stripe-version'] = String(call.headers['stripe-version'])
+      if (method === 'POST' && idempotencyKey) headers['idempotency-key'] = idempotencyKey
+      if (replayOf) {
+        headers['idempotent-replayed'] = 'true'
+        if (replayOf.requestId) headers['original-request'] = replayOf.requestId
+      }
+      if (fault?.kind === 'drop-after') return drop(req, call)
+      call.answered = answer.status
+      writeAnswer(res, { ...answer, headers })
+    }
+
+    if (fault?.kind === 'drop-before') return drop(req, call)
+    if (fault?.kind === 'status') return send(scriptedStatus(fault))
+
+    const authFailure = authenticate(header(req, 'authorization'), secretKey)
+    if (authFailure) return send(authFailure)
+    if (!route) {
+      return send(stripeError(404, { type: 'invalid_request_error', message: `Unrecognized request URL (${method}: ${url.pathname}). Please see https://stripe.com/docs or we can help at https://support.stripe.com/.` }))
+    }
+    const request: EventRequest = { id: requestId, idempotency_key: idempotencyKey ?? null }
+    const perform = (): Answer => {
+      const query = parseForm(url.search.slice(1))
+      switch (route.kind) {
+        case 'create': return create(call.body, request)
+        case 'retrieve': return retrieve(route.id, query)
+        case 'search': return search(call.query)
+        case 'cancel': return cancelRequest(route.id, call.body)
+        case 'refund': return refundRequest(call.body, request, idempotencyKey)
+        case 'refund-retrieve': return retrieveRefund(route.id)
+        case 'refund-list': return listRefunds(query)
+      }
+    }
+
+    if (method !== 'POST' || idempotencyKey === undefined) {
+      if (fault?.kind === 'delay') await sleep(fault.ms)
+      return send(perform())
+    }
+    if (idempotencyKey.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
+      return send(stripeError(400, { type: 'invalid_request_error', message: `Invalid idempotency key: the key must be at most ${MAX_IDEMPOTENCY_KEY_LENGTH} characters long (it is ${idempotencyKey.length}).` }))
+    }
+    // Keys are per API key, as at Stripe.
+    const scopedKey = `${secretKey}\u0000${idempotencyKey}`
+    const fingerprint = canonicalJson({ method, path: url.pathname, body: call.body })
+    const earlier = idempotency.get(scopedKey)
+    if (earlier && earlier.fingerprint !== fingerprint) {
+      return send(stripeError(400, {
+        type: 'idempotency_error',
+        message: `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${idempotencyKey}' if you meant to execute a different request.`,
+      }))
+    }
+    if (earlier && !earlier.answer) {
+      return send(stripeError(409, {
+        type: 'idempotency_error',
+        code: 'idempotency_key_in_use',
+        message: 'There is currently another in-progress request using this Idempotent Key (that probably means you submitted twice, and the other request is still going through): '
+          + `${idempotencyKey}. Please try again later.`,
+      }))
+    }
+    if (earlier?.answer) {
+      if (fault?.kind === 'delay') await sleep(fault.ms)
+      return send(earlier.answer, earlier)
+    }
+    // Held as in progress from here: a second request under the key meanwhile gets 409.
+    const entry: IdempotencyEntry = { fingerprint }
+    idempotency.set(scopedKey, entry)
+    let answer: Answer
+    try {
+      if (fault?.kind === 'delay') await sleep(fault.ms)
+      answer = perform()
+    }
+    catch (error) {
+      idempotency.delete(scopedKey)
+      throw error
+    }
+    // Stripe keeps successes and the refusals it decided on; rate limits, conflicts and server errors
+    // are not kept, so a retry under the same key runs again.
+    if (answer.status < 500 && answer.status !== 429 && answer.status !== 409) Object.assign(entry, { answer, requestId })
+    else idempotency.delete(scopedKey)
+    return send(answer)
+  }
+
+  function create(body: Record<string, unknown>, request: EventRequest): Answer {
+    const unknownParameter = Object.keys(body).find(name => !CREATE_PARAMETERS.has(name))
+    if (unknownParameter) return invalidRequest(unknownParameter, `Received unknown parameter: ${unknownParameter}`, 'parameter_unknown')
+    const { amount: amountText, currency: currencyText } = body
+    if (amountText === undefined || amountText === '') return invalidRequest('amount', 'Missing required param: amount.', 'parameter_missing')
+    if (typeof amountText !== 'string' || !/^-?\d+$/.test(amountText)) return invalidRequest('amount', `Invalid integer: ${String(amountText)}`, 'parameter_invalid_integer')
+    const amount = Number(amountText)
+    if (amount < 1) return invalidRequest('amount', 'This value must be greater than or equal to 1.', 'parameter_invalid_integer')
+    if (currencyText === undefined || currencyText === '') return invalidRequest('currency', 'Missing required param: currency.', 'parameter_missing')
+    if (typeof currencyText !== 'string' || !/^[a-z]{3}$/i.test(currencyText)) {
+      return invalidRequest('currency', `Invalid currency: ${String(currencyText)}. Stripe currently supports these currencies: usd, eur, gbp, idr, jpy, sgd, …`)
+    }
+    const currency = currencyText.toLowerCase()
+    if (amount > MAX_AMOUNT) return invalidRequest('amount', `Amount must be no more than ${MAX_AMOUNT.toLocaleString('en-US')} (in the smallest unit of ${currency}).`, 'amount_too_large')
+    const metadata = body.metadata ?? {}
+    if (typeof metadata !== 'object' && metadata !== '') return invalidRequest('metadata', 'Invalid object', 'parameter_invalid_empty')
+    const automatic = body.automatic_payment_methods as Record<string, unknown> | undefined
+    const paymentMethod = typeof body.payment_method === 'string' ? body.payment_method : null
+    const confirm = body.confirm === 'true'
+    if (confirm && !paymentMethod) {
+      return invalidRequest('payment_method', 'You cannot confirm this PaymentIntent because it\'s missing a payment method. To confirm the PaymentIntent with a payment method, pass `payment_method`.', 'payment_intent_unexpected_state')
+    }
+
+    const id = newId('pi', 24)
+    const intent: StandInPaymentIntent = {
+      id,
+      object: 'payment_intent',
+      amount,
+      amount_capturable: 0,
+      amount_received: 0,
+      automatic_payment_methods: automatic ? { enabled: automatic.enabled === 'true' } : null,
+      canceled_at: null,
+      cancellation_reason: null,
+      capture_method: typeof body.capture_method === 'string' ? body.capture_method : 'automatic_async',
+      client_secret: `${id}_secret_${randomAlphanumeric(25)}`,
+      confirmation_method: 'automatic',
+      created: nowSeconds(),
+      currency,
+      customer: typeof body.customer === 'string' ? body.customer : null,
+      description: typeof body.description === 'string' ? body.description : null,
+      last_payment_error: null,
+      latest_charge: null,
+      livemode: false,
+      metadata: typeof metadata === 'object' ? stringValues(metadata as Record<string, unknown>) : {},
+      payment_method: paymentMethod,
+      payment_method_types: Array.isArray(body.payment_method_types) ? body.payment_method_types.map(String) : ['card'],
+      receipt_email: typeof body.receipt_email === 'string' && body.receipt_email !== '' ? body.receipt_email : null,
+      status: paymentMethod ? 'requires_confirmation' : 'requires_payment_method',
+    }
+    intents.set(id, intent)
+    if (confirm && paymentMethod === DECLINED_TEST_PAYMENT_METHOD) {
+      const declined = declineOf(intent, 'Your card was declined.', request)
+      return stripeError(402, { type: 'card_error', code: 'card_declined', decline_code: 'generic_decline', message: declined.message, payment_intent: structuredClone(intent) })
+    }
+    if (confirm) succeedIntent(intent, request)
+    return stripeJson(200, intent)
+  }
+
+  function retrieve(id: string, query: Record<string, unknown>): Answer {
+    const intent = intents.get(id)
+    if (!intent) return stripeError(404, { type: 'invalid_request_error', code: 'resource_missing', param: 'intent', message: `No such payment_intent: '${id}'` })
+    const expand = Array.isArray(query.expand) ? query.expand.map(String) : []
+    const unexpandable = expand.find(field => field !== 'latest_charge')
+    if (unexpandable) return invalidRequest('expand', `This property cannot be expanded (${unexpandable}).`)
+    const charge = expand.includes('latest_charge') && intent.latest_charge ? charges.get(intent.latest_charge) : undefined
+    return stripeJson(200, charge ? { ...intent, latest_charge: chargeView(charge) } : intent)
+  }
+
+  /** Stripe's search query language, only the form `metadata['key']:'value'` (either quote). */
+  function search(query: Record<string, string>): Answer {
+    if (!query.query) return invalidRequest('query', 'Missing required param: query.', 'parameter_missing')
+    const equality = /^\s*metadata\[(['"])(.+?)\1\]\s*:\s*(['"])(.*)\3\s*$/.exec(query.query)
+    if (!equality) return invalidRequest('query', `The stand-in understands only metadata['key']:'value' queries, not: ${query.query}`)
+    const [, , key = '', , value] = equality
+    const data = [...intents.values()].filter(intent => intent.metadata[key] === value).reverse()
+    return stripeJson(200, { object: 'search_result', data, has_more: false, next_page: null, url: '/v1/payment_intents/search' })
+  }
+
+  function cancelRequest(id: string, body: Record<string, unknown>): Answer {
+    const unknownParameter = Object.keys(body).find(name => !CANCEL_PARAMETERS.has(name))
+    if (unknownParameter) return invalidRequest(unknownParameter, `Received unknown parameter: ${unknownParameter}`, 'parameter_unknown')
+    const intent = intents.get(id)
+    if (!intent) return stripeError(404, { type: 'invalid_request_error', code: 'resource_missing', param: 'intent', message: `No such payment_intent: '${id}'` })
+    const reason = body.cancellation_reason
+    if (reason !== undefined && !(typeof reason === 'string' && CANCELLATION_REASONS.has(reason))) {
+      return invalidRequest('cancellation_reason', `Invalid cancellation_reason: must be one of ${[...CANCELLATION_REASONS].join(', ')}`)
+    }
+    const refusal = cancelRefusal(intent)
+    if (refusal) return stripeError(400, { type: 'invalid_request_error', code: 'payment_intent_unexpected_state', message: refusal, payment_intent: structuredClone(intent) })
+    return stripeJson(200, cancelIntent(intent, reason ?? null))
+  }
+
+  function refundRequest(body: Record<string, unknown>, request: EventRequest, idempotencyKey: string | undefined): Answer {
+    const unknownParameter = Object.keys(body).find(name => !REFUND_PARAMETERS.has(name))
+    if (unknownParameter) return invalidRequest(unknownParameter, `Received unknown parameter: ${unknownParameter}`, 'parameter_unknown')
+    let intent: StandInPaymentIntent | undefined
+    if (typeof body.payment_intent === 'string' && body.payment_intent !== '') {
+      intent = intents.get(body.payment_intent)
+      if (!intent) return invalidRequest('payment_intent', `No such payment_intent: '${body.payment_intent}'`, 'resource_missing')
+    }
+    else if (typeof body.charge === 'string' && body.charge !== '') {
+      const charge = charges.get(body.charge)
+      if (!charge) return invalidRequest('charge', `No such charge: '${body.charge}'`, 'resource_missing')
+      intent = intents.get(charge.payment_intent)
+    }
+    if (!intent) return invalidRequest('payment_intent', 'One of `charge` or `payment_intent` is required.', 'parameter_missing')
+    let amount: number | undefined
+    if (body.amount !== undefined) {
+      if (typeof body.amount !== 'string' || !/^\d+$/.test(body.amount) || Number(body.amount) < 1) return invalidRequest('amount', 'Invalid positive integer', 'parameter_invalid_integer')
+      amount = Number(body.amount)
+    }
+    const reason = body.reason === undefined || body.reason === '' ? null : body.reason
+    if (reason !== null && !(typeof reason === 'string' && REFUND_REASONS.has(reason))) {
+      return invalidRequest('reason', `Invalid reason: must be one of ${[...REFUND_REASONS].join(', ')}`)
+    }
+    const metadata = typeof body.metadata === 'object' && body.metadata !== null ? stringValues(body.metadata as Record<string, unknown>) : {}
+    const refusal = refundRefusal(intent, amount)
+    if (refusal) return refusal
+    const status = pendingRefundsLeft > 0 ? 'pending' : 'succeeded'
+    if (status === 'pending') pendingRefundsLeft--
+    const refund = makeRefund(intent, amount, { reason: reason as StandInRefund['reason'], metadata, status, request })
+    refundLog.push({ id: refund.id, idempotencyKey, dashboard: false })
+    return stripeJson(200, refund)
+  }
+
+  /** What Stripe answers a refund the charge cannot take, or undefined. */
+  function refundRefusal(intent: StandInPaymentIntent, amount: number | undefined): Answer | undefined {
+    const charge = intent.latest_charge ? charges.get(intent.latest_charge) : undefined
+    if (intent.status !== 'succeeded' || !charge) {
+      return invalidRequest('payment_intent', `This PaymentIntent (${intent.id}) does not have a successful charge to refund.`, 'charge_not_refundable')
+    }
+    const remaining = intent.amount_received - refundedTotal(intent.id)
+    if (remaining <= 0) return stripeError(400, { type: 'invalid_request_error', code: 'charge_already_refunded', message: `Charge ${charge.id} has already been refunded.` })
+    if (amount !== undefined && amount > remaining) {
+      return invalidRequest('amount', `Refund amount (${money(amount, intent.currency)}) is greater than unrefunded amount on charge (${money(remaining, intent.currency)})`, 'amount_too_large')
+    }
+    return undefined
+  }
+
+  function makeRefund(intent: StandInPaymentIntent, amount: number | undefined, details: Pick<StandInRefund, 'reason' | 'metadata' | 'status'> & { request: EventRequest }): StandInRefund {
+    const charge = charges.get(intent.latest_charge!)!
+    const refund: StandInRefund = {
+      id: newId('re', 24),
+      object: 'refund',
+      amount: amount ?? intent.amount_received - refundedTotal(intent.id),
+      balance_transaction: null,
+      charge: charge.id,
+      created: nowSeconds(),
+      currency: intent.currency,
+      metadata: details.metadata,
+      payment_intent: intent.id,
+      payment_method: intent.payment_method,
+      reason: details.reason,
+      receipt_number: null,
+      source_transfer_reversal: null,
+      status: details.status,
+      transfer_reversal: null,
+    }
+    refunds.set(refund.id, refund)
+    emit('charge.refunded', chargeView(charge), details.request)
+    return refund
+  }
+
+  function retrieveRefund(id: string): Answer {
+    const refund = refunds.get(id)
+    if (!refund) return stripeError(404, { type: 'invalid_request_error', code: 'resource_missing', param: 'id', message: `No such refund: '${id}'` })
+    return stripeJson(200, refund)
+  }
+
+  /** Newest first, filtered by payment_intent or charge, paged by limit and starting_after. */
+  function listRefunds(query: Record<string, unknown>): Answer {
+    const limit = query.limit === undefined ? 10 : Number(query.limit)
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100) return invalidRequest('limit', 'This value must be between 1 and 100.', 'parameter_invalid_integer')
+    let data = [...refunds.values()].reverse()
+      .filter(refund => query.payment_intent === undefined || refund.payment_intent === query.payment_intent)
+      .filter(refund => query.charge === undefined || refund.charge === query.charge)
+    if (typeof query.starting_after === 'string') {
+      const index = data.findIndex(refund => refund.id === query.starting_after)
+      if (index < 0) return invalidRequest('starting_after', `No such refund: '${query.starting_after}'`, 'resource_missing')
+      data = data.slice(index + 1)
+    }
+    return stripeJson(200, { object: 'list', data: data.slice(0, limit), has_more: data.length > limit, url: '/v1/refunds' })
+  }
+
+  function refundedTotal(intentId: string): number {
+    return [...refunds.values()].filter(refund => refund.payment_intent === intentId && refund.status !== 'failed').reduce((total, refund) => total + refund.amount, 0)
+  }
+
+  function chargeView(charge: ChargeRecord): StandInCharge {
+    const intent = intents.get(charge.payment_intent)!
+    const refunded = refundedTotal(intent.id)
+    return {
+      id: charge.id,
+      object: 'charge',
+      amount: intent.amount,
+      amount_captured: intent.amount_received,
+      amount_refunded: refunded,
+      balance_transaction: null,
+      captured: true,
+      created: charge.created,
+      currency: intent.currency,
+      customer: intent.customer,
+      description: intent.description,
+      failure_code: null,
+      failure_message: null,
+      livemode: false,
+      metadata: { ...intent.metadata },
+      paid: true,
+      payment_intent: intent.id,
+      payment_method: charge.payment_method,
+      receipt_email: intent.receipt_email,
+      refunded: refunded > 0 && refunded >= intent.amount_received,
+      refunds: { object: 'list', data: [...refunds.values()].filter(refund => refund.charge === charge.id).reverse(), has_more: false, url: `/v1/charges/${charge.id}/refunds` },
+      status: 'succeeded',
+    }
+  }
+
+  function succeedIntent(intent: StandInPaymentIntent, request: EventRequest = NO_REQUEST): StandInPaymentIntent {
+    if (intent.status === 'canceled' || intent.status === 'succeeded') throw new StandInRefusal(`Stripe cannot charge PaymentIntent ${intent.id}: it is ${intent.status}`)
+    const charge: ChargeRecord = { id: newId('ch', 24), payment_intent: intent.id, payment_method: intent.payment_method ?? newId('pm', 24), created: nowSeconds() }
+    charges.set(charge.id, charge)
+    Object.assign(intent, { status: 'succeeded', amount_received: intent.amount, latest_charge: charge.id, payment_method: charge.payment_method, last_payment_error: null })
+    emit('payment_intent.succeeded', intent, request)
+    return intent
+  }
+
+  function declineOf(intent: StandInPaymentIntent, message: string, request: EventRequest = NO_REQUEST) {
+    if (intent.status === 'canceled' || intent.status === 'succeeded') throw new StandInRefusal(`Stripe cannot decline PaymentIntent ${intent.id}: it is ${intent.status}`)
+    const error = { type: 'card_error', code: 'card_declined', decline_code: 'generic_decline', message }
+    Object.assign(intent, { status: 'requires_payment_method', last_payment_error: error, amount_received: 0 })
+    emit('payment_intent.payment_failed', intent, request)
+    return error
+  }
+
+  function eventOf(type: string, object: StripeEvent['data']['object'], request: EventRequest = NO_REQUEST): StripeEvent {
+    return {
+      id: newId('evt', 24),
+      object: 'event',
+      api_version: lastApiVersion ?? FALLBACK_API_VERSION,
+      created: nowSeconds(),
+      data: { object: structuredClone(object) },
+      livemode: false,
+      pending_webhooks: 1,
+      request,
+      type,
+    }
+  }
+
+  function emit(type: string, object: StripeEvent['data']['object'], request: EventRequest) {
+    if (!sender || !webhook) return
+    const payload = JSON.stringify(eventOf(type, object, request), null, 2)
+    sender.send(payload, body => ({ 'content-type': 'application/json; charset=utf-8', 'user-agent': STRIPE_USER_AGENT, 'stripe-signature': stripeSignature(webhook.secret, body) }))
+  }
+
+  const intentOf = (id: string) => {
+    const intent = intents.get(id)
+    if (!intent) throw new StandInRefusal(`The Stripe stand-in has no PaymentIntent ${id}`, 404)
+    return intent
+  }
+  const refundOf = (id: string) => {
+    const refund = refunds.get(id)
+    if (!refund) throw new StandInRefusal(`The Stripe stand-in has no refund ${id}`, 404)
+    return refund
+  }
+
+  function dashboardRefund(intentId: string, amount?: number): StandInRefund {
+    const intent = intentOf(intentId)
+    if (amount !== undefined && !(Number.isInteger(amount) && amount >= 1)) throw new StandInRefusal(`A refund amount is a positive integer, not ${amount}`)
+    const refusal = refundRefusal(intent, amount)
+    if (refusal) throw new StandInRefusal((JSON.parse(refusal.body) as { error: { message: string } }).error.message)
+    const refund = makeRefund(intent, amount, { reason: null, metadata: {}, status: 'succeeded', request: NO_REQUEST })
+    refundLog.push({ id: refund.id, dashboard: true })
+    return refund
+  }
+
+  function settleRefund(refundId: string, outcome: 'succeeded' | 'failed'): StandInRefund {
+    const refund = refundOf(refundId)
+    if (refund.status !== 'pending') throw new StandInRefusal(`Stripe settles only a pending refund; ${refundId} is ${refund.status}`)
+    refund.status = outcome
+    if (outcome === 'failed') refund.failure_reason = 'declined'
+    emit('refund.updated', refund, NO_REQUEST)
+    return refund
+  }
+
+  function controlRoute(method: string, path: string, parameters: Record<string, string>): Answer {
+    const [, kind, id, action, extra] = path.slice(CONTROL_PREFIX.length).split('/').map(decodeURIComponent)
+    if (method === 'GET' && kind === undefined) return controlAnswer(200, { payment_intents: [...intents.values()], refunds: [...refunds.values()] })
+    if (method === 'POST' && extra === undefined && kind === 'payment_intents' && id) {
+      if (action === 'succeed') return control(() => succeedIntent(intentOf(id)))
+      if (action === 'fail') {
+        return control(() => {
+          declineOf(intentOf(id), parameters.message ?? 'Your card was declined.')
+          return intentOf(id)
+        })
+      }
+      if (action === 'refund') return control(() => dashboardRefund(id, parameters.amount === undefined ? undefined : Number(parameters.amount)))
+    }
+    if (method === 'POST' && kind === 'refunds' && id === 'pend' && action === undefined) {
+      return control(() => {
+        pendRefunds(parameters.count === undefined ? undefined : Number(parameters.count))
+        return { pending: pendingRefundsLeft }
+      })
+    }
+    if (method === 'POST' && extra === undefined && kind === 'refunds' && id && (action === 'succeed' || action === 'fail')) {
+      return control(() => settleRefund(id, action === 'succeed' ? 'succeeded' : 'failed'))
+    }
+    return controlAnswer(404, { error: `No stand-in control ${method} ${path}`, controls: STRIPE_CONTROLS })
+  }
+
+  function pendRefunds(count = Number.POSITIVE_INFINITY) {
+    if (!(count >= 0)) throw new StandInRefusal(`A count of refunds is a number ≥ 0, not ${count}`)
+    pendingRefundsLeft = count
+  }
+
+  const served = await serve(handle, error => stripeError(500, { type: 'api_error', message: `Stand-in failure: ${String(error)}` }), port)
+  return {
+    url: `http://127.0.0.1:${served.port}`,
+    port: served.port,
+    calls,
+    script,
+    intents,
+    refunds,
+    succeed: id => succeedIntent(intentOf(id)),
+    fail(id, message = 'Your card was declined.') {
+      const intent = intentOf(id)
+      declineOf(intent, message)
+      return intent
+    },
+    cancel(id, reason) {
+      const intent = intentOf(id)
+      const refusal = cancelRefusal(intent)
+      if (refusal) throw new StandInRefusal(refusal)
+      return cancelIntent(intent, reason ?? null)
+    },
+    charge(id) {
+      const chargeId = intentOf(id).latest_charge
+      return chargeId ? chargeView(charges.get(chargeId)!) : undefined
+    },
+    dashboardRefund,
+    pendRefunds,
+    settleRefund,
+    createdRefunds: () => refundLog.map(({ id, idempotencyKey, dashboard }) => ({ refund: refunds.get(id)!, ...(idempotencyKey !== undefined && { idempotencyKey }), dashboard })),
+    idempotencyKeyUses(target) {
+      const uses = new Map<string, number>()
+      for (const call of calls) {
+        if (call.method !== 'POST' || call.idempotencyKey === undefined || routeOf('POST', call.path)?.kind !== target) continue
+        uses.set(call.idempotencyKey, (uses.get(call.idempotencyKey) ?? 0) + 1)
+      }
+      return uses
+    },
+    refundedTotal,
+    forgetIdempotencyKeys: () => idempotency.clear(),
+    event(objectId, type) {
+      const charge = charges.get(objectId)
+      const object = intents.get(objectId) ?? (charge && chargeView(charge)) ?? refunds.get(objectId)
+      if (!object) throw new StandInRefusal(`The Stripe stand-in has no PaymentIntent, charge or refund ${objectId}`, 404)
+      return eventOf(type, object)
+    },
+    get webhooks() {
+      return sender?.deliveries ?? []
+    },
+    webhooksIdle: async () => sender?.idle(),
+    reset() {
+      calls.length = 0
+      script.length = 0
+      intents.clear()
+      charges.clear()
+      refunds.clear()
+      refundLog.length = 0
+      idempotency.clear()
+      pendingRefundsLeft = 0
+      sender?.close()
+      sender = webhook && webhookSender(webhook.url)
+    },
+    async close() {
+      sender?.close()
+      await served.close()
+    },
+  }
+}
+
+/** The shopper's and dashboard's side, beside the API: what `npm run stand-in -- stripe` lists. */
+export const STRIPE_CONTROLS = [
+  'GET  /_stand-in                                   every PaymentIntent and refund',
+  'POST /_stand-in/payment_intents/:id/succeed       the shopper pays',
+  'POST /_stand-in/payment_intents/:id/fail          the card is declined (message=…)',
+  'POST /_stand-in/payment_intents/:id/refund        a refund made in the dashboard (amount=…; default all that remains)',
+  'POST /_stand-in/refunds/pend                      the next API refunds stay pending (count=…; default all)',
+  'POST /_stand-in/refunds/:id/succeed | fail        a pending refund settles',
+]
+
+const NO_REQUEST: EventRequest = { id: null, idempotency_key: null }
+
+/** No event: a cancel is the app's own request, and payment_intent.canceled is not one its endpoint subscribes to. */
+function cancelIntent(intent: StandInPaymentIntent, reason: string | null): StandInPaymentIntent {
+  return Object.assign(intent, { status: 'canceled', canceled_at: nowSeconds(), cancellation_reason: reason, amount_capturable: 0 })
+}
+
+function cancelRefusal(intent: StandInPaymentIntent): string | undefined {
+  if (CANCELABLE.includes(intent.status)) return undefined
+  return `You cannot cancel this PaymentIntent because it has a status of ${intent.status}. Only a PaymentIntent with one of the following statuses may be canceled: ${CANCELABLE.join(', ')}.`
+}
+
+function routeOf(method: string, path: string): Route | undefined {
+  if (method === 'POST' && path === '/v1/payment_intents') return { kind: 'create' }
+  if (method === 'POST' && path === '/v1/refunds') return { kind: 'refund' }
+  if (method === 'GET' && path === '/v1/refunds') return { kind: 'refund-list' }
+  if (method === 'GET' && path === '/v1/payment_intents/search') return { kind: 'search' }
+  const canceled = method === 'POST' ? /^\/v1\/payment_intents\/([^/]+)\/cancel$/.exec(path)?.[1] : undefined
+  if (canceled) return { kind: 'cancel', id: decodeURIComponent(canceled) }
+  const retrieved = method === 'GET' ? /^\/v1\/payment_intents\/([^/]+)$/.exec(path)?.[1] : undefined
+  if (retrieved) return { kind: 'retrieve', id: decodeURIComponent(retrieved) }
+  const refund = method === 'GET' ? /^\/v1\/refunds\/([^/]+)$/.exec(path)?.[1] : undefined
+  if (refund) return { kind: 'refund-retrieve', id: decodeURIComponent(refund) }
+  return undefined
+}
+
+function faultTargetOf(method: string, route: Route | undefined): FaultTarget | undefined {
+  if (method === 'GET') return 'read'
+  return route?.kind === 'create' || route?.kind === 'refund' || route?.kind === 'cancel' ? route.kind : undefined
+}
+
+function authenticate(authorization: string | undefined, secretKey: string): Answer | undefined {
+  const [scheme = '', credentials = ''] = (authorization ?? '').trim().split(/\s+/, 2)
+  const key = /^bearer$/i.test(scheme)
+    ? credentials
+    : /^basic$/i.test(scheme)
+      ? Buffer.from(credentials, 'base64').toString('utf8').split(':')[0]
+      : ''
+  if (key === secretKey) return undefined
+  if (!key) {
+    return stripeError(401, {
+      type: 'invalid_request_error',
+      message: 'You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. \'Authorization: Bearer YOUR_SECRET_KEY\'). See https://stripe.com/docs/api#authentication for details, or we can help at https://support.stripe.com/.',
+    })
+  }
+  const redacted = key.length > 12 ? `${key.slice(0, 8)}${'*'.repeat(key.length - 12)}${key.slice(-4)}` : '*'.repeat(key.length)
+  return stripeError(401, { type: 'invalid_request_error', message: `Invalid API Key provided: ${redacted}` })
+}
+
+function scriptedStatus(fault: Extract<ProviderFault, { kind: 'status' }>): Answer {
+  const error = fault.error ?? (
+    fault.status === 429
+      ? { type: 'rate_limit_error', code: 'rate_limit', message: 'Request rate limit exceeded. You can learn more about rate limits here https://stripe.com/docs/rate-limits.' }
+      : fault.status === 409
+        ? { type: 'idempotency_error', code: 'idempotency_key_in_use', message: 'There is currently another in-progress request using this Idempotent Key. Please try again later.' }
+        : fault.status >= 500
+          ? { type: 'api_error', message: 'Sorry, something went wrong. We\'ve already been notified of the problem.' }
+          : { type: 'invalid_request_error', message: `Scripted HTTP ${fault.status}.` })
+  const answer = stripeError(fault.status, error)
+  if (fault.retryAfter !== undefined) answer.headers['retry-after'] = fault.retryAfter
+  return answer
+}
+
+function invalidRequest(param: string, message: string, code?: string): Answer {
+  return stripeError(400, { type: 'invalid_request_error', ...(code && { code }), param, message })
+}
+
+function stripeError(status: number, error: Record<string, unknown>): Answer {
+  return stripeJson(status, { error })
+}
+
+/** Stripe answers pretty-printed JSON; a replay repeats these bytes. */
+function stripeJson(status: number, value: unknown): Answer {
+  return jsonAnswer(status, `${JSON.stringify(value, null, 2)}\n`)
+}
+
+/** An amount in the currency's smallest unit as Stripe's messages write it: 1500 usd → $15.00. */
+function money(amount: number, currency: string): string {
+  const format = new Intl.NumberFormat('en-US', { style: 'currency', currency })
+  return format.format(amount / 10 ** (format.resolvedOptions().maximumFractionDigits ?? 2))
+}
+
+/** Form fields with bracket names into nested objects; objects keyed 0, 1, … (or `[]`) into arrays. */
+function parseForm(raw: string): Record<string, unknown> {
+  const root: Record<string, unknown> = {}
+  for (const [name, value] of new URLSearchParams(raw)) {
+    const [head = '', ...rest] = name.split('[')
+    const segments = [head, ...rest.map(segment => segment.replace(/\]$/, ''))]
+    if (segments.some(segment => segment === '__proto__' || segment === 'constructor' || segment === 'prototype')) continue
+    const last = segments.pop() ?? ''
+    let node = root
+    for (const segment of segments) {
+      const inner = node[segment]
+      node = typeof inner === 'object' && inner !== null ? inner as Record<string, unknown> : (node[segment] = {})
+    }
+    node[last === '' && segments.length > 0 ? String(Object.keys(node).length) : last] = value
+  }
+  return arraysOf(root) as Record<string, unknown>
+}
+
+function arraysOf(value: unknown): unknown {
+  if (typeof value !== 'object' || value === null) return value
+  const entries = Object.entries(value).map(([key, inner]) => [key, arraysOf(inner)] as const)
+  if (entries.length > 0 && entries.every(([key]) => /^\d+$/.test(key))) {
+    return entries.sort(([a], [b]) => Number(a) - Number(b)).map(([, inner]) => inner)
+  }
+  return Object.fromEntries(entries)
+}
+
+function stringValues(object: Record<string, unknown>): Record<string, string> {
+  return Object.fromEntries(Object.entries(object).filter(([, value]) => value !== '').map(([key, value]) => [key, String(value)]))
+}
+
+const nowSeconds = () => Math.floor(Date.now() / 1000)
+
+const ALPHANUMERIC = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789'
+
+function randomAlphanumeric(length: number): string {
+  return [...randomBytes(length)].map(byte => ALPHANUMERIC[byte % ALPHANUMERIC.length]).join('')
+}
+
+/** Stripe-style ids: `pi_3Q…`, `ch_…`, `re_…`, `evt_…`. */
+function newId(prefix: string, length: number): string {
+  return `${prefix}_${randomAlphanumeric(length)}`
+}
