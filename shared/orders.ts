@@ -20,6 +20,14 @@ export interface OrderPaymentView {
   nextAction: PaymentNextAction | null
   /** After a definitive refusal: the shopper's words and the provider's code. */
   error: { code: string, message: string } | null
+  /**
+   * ready: the next step is known. refused: see `error`. retrying: the provider has not answered
+   * yet (an outage); the payment is asked for again automatically, `lastError` says what went wrong
+   * and `retryAt` when it is asked next.
+   */
+  status: 'ready' | 'refused' | 'retrying'
+  lastError?: string
+  retryAt?: string
 }
 
 /**

@@ -1,6 +1,7 @@
 import { useConfig } from '../config'
 import { useDatabaseHandle } from '../db'
 import { pingLocks, useLocks } from '../locks'
+import { providerHealth } from '../payments/health'
 
 /** A readiness probe must answer quickly even when a dependency hangs. */
 const CHECK_TIMEOUT_MS = 2000
@@ -30,5 +31,8 @@ export default defineEventHandler(async (event) => {
     warnings: useConfig().warnings,
     // The webhook endpoints this deployment serves (a provider without its secret answers 404).
     webhooks: { providers: useConfig().webhookProviders },
+    // Operators only: whether the payment provider is failing (calls waiting for their retry). A
+    // provider outage never makes the app unready: orders are taken and their payments asked for later.
+    ...(hasOpsToken(event) && database.ok && { payments: await providerHealth(handle.db).catch(() => undefined) }),
   }
 })

@@ -28,7 +28,7 @@ function jobValues<Type extends JobType>(type: Type, payload: PayloadOf<Type>, o
     kind: type.kind,
     dedupeKey: options.dedupeKey,
     payload: payload as Record<string, unknown>,
-    maxAttempts: options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+    maxAttempts: options.maxAttempts ?? type.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
     resourceId: type.resource?.(payload) ?? null,
     idempotencyKey: options.idempotencyKey ?? null,
     requestId: options.requestId ?? null,

@@ -1,4 +1,4 @@
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client'
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { log } from './logger'
 
 /**
@@ -44,6 +44,15 @@ export function defineHistogram<L extends string = never>(name: string, help: st
   }
 }
 
+export function defineGauge<L extends string = never>(name: string, help: string, labelNames: readonly L[]) {
+  const gauge = new Gauge({ name, help, labelNames, registers: [registry] })
+  return {
+    set(labels: Labels<L>, value: number) {
+      guard(name, () => gauge.set(labels, value))
+    },
+  }
+}
+
 const SHORT_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
 const HTTP_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
 const JOB_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300]
@@ -77,7 +86,8 @@ export const metrics = {
   locksLost: defineCounter('locks_lost_total', 'Resource locks found expired or taken while their job still ran.', ['kind']),
 
   // Webhooks and the database fence.
-  paymentProviderCalls: defineHistogram('payment_provider_call_seconds', 'Calls to the payment provider by provider, operation (create, read) and result (ok, unavailable: retried; refused: final; error).', ['provider', 'operation', 'result'], JOB_BUCKETS),
+  paymentProviderCalls: defineHistogram('payment_provider_call_seconds', 'Calls to the payment provider by provider, operation (create, read, refund, cancel) and result (ok, unavailable: retried; refused: final; error).', ['provider', 'operation', 'result'], JOB_BUCKETS),
+  paymentProviderFailing: defineGauge('payment_provider_failing', 'Whether the last call to the payment provider found it unavailable (1: down, retried; 0: it answered), by provider.', ['provider']),
   paymentsReconciled: defineCounter('payments_reconciled_total', 'Payment states no webhook had reported, found at the provider and stored by reconciliation, by provider.', ['provider']),
   webhookResults: defineCounter('webhook_deliveries_total', 'Webhook deliveries by provider and result (accepted, duplicate, signature_invalid, payload_invalid, conflict, in_progress, error).', ['provider', 'result']),
   uniqueViolations: defineCounter('unique_constraint_violations_total', 'Unique-constraint violations caught by the database fence, by constraint.', ['constraint']),

@@ -43,6 +43,7 @@ export function serializePayment(order: OrderRow): OrderPaymentView | null {
     id: order.paymentIntentId,
     nextAction: order.paymentNextAction,
     error: order.paymentError && { code: order.paymentError.code, message: order.paymentError.message },
+    status: order.paymentError ? 'refused' : 'ready',
   }
 }
 

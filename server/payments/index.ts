@@ -21,7 +21,10 @@ const resultOf = (error: unknown) => error instanceof ProviderUnavailable ? 'una
 function measured(provider: PaymentProvider): PaymentProvider {
   const timed = <T>(operation: 'create' | 'read' | 'refund' | 'cancel', call: () => Promise<T>): Promise<T> => {
     const started = performance.now()
-    const observe = (result: string) => metrics.paymentProviderCalls.observe({ provider: provider.name, operation, result }, (performance.now() - started) / 1000)
+    const observe = (result: string) => {
+      metrics.paymentProviderCalls.observe({ provider: provider.name, operation, result }, (performance.now() - started) / 1000)
+      metrics.paymentProviderFailing.set({ provider: provider.name }, result === 'unavailable' ? 1 : 0)
+    }
     return call().then((value) => {
       observe('ok')
       return value

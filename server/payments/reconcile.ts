@@ -1,7 +1,11 @@
-import { and, asc, eq, inArray, isNotNull, lt, sql } from 'drizzle-orm'
+import { and, asc, eq, inArray, isNotNull, isNull, lt, sql } from 'drizzle-orm'
 import type { DatabaseHandle } from '../db/client'
 import { newId } from '../db/ids'
-import { orders } from '../db/schema'
+import { jobs, orders, refunds } from '../db/schema'
+import { transaction } from '../db/transaction'
+import { createJobStore } from '../jobs/store'
+import { paymentCreateIntentJob } from '../jobs/types'
+import { applyRefundOutcome } from '../orders/payment-state'
 import { type IdempotencyDeps, runIdempotent } from '../idempotency/core'
 import { fingerprint } from '../idempotency/fingerprint'
 import { withTaskLock, type MaintenanceResult } from '../jobs/maintenance'
@@ -35,7 +39,72 @@ export interface ReconcileOptions {
 }
 
 export function reconcilePayments(options: ReconcileOptions): Promise<MaintenanceResult> {
-  return withTaskLock(options.idempotency.locks, 'payments-reconcile', () => reconcileOnce(options))
+  return withTaskLock(options.idempotency.locks, 'payments-reconcile', async () => ({
+    ...await reconcileOnce(options),
+    ...await askAgainForMissingPayments(options),
+    ...await reconcilePendingRefunds(options),
+  }))
+}
+
+/**
+ * An order whose payment was never created because the provider stayed down past every attempt
+ * (its payment.create_intent job is a dead letter): the job is redriven, under the same key, so the
+ * order gets its payment when the provider is back, without an operator.
+ */
+async function askAgainForMissingPayments({ handle, afterSeconds }: ReconcileOptions): Promise<Record<string, number>> {
+  const { db } = handle
+  const stalled = await db.select({ id: jobs.id }).from(jobs)
+    .innerJoin(orders, eq(orders.id, jobs.dedupeKey))
+    .where(and(
+      eq(jobs.kind, paymentCreateIntentJob.kind),
+      eq(jobs.status, 'dead_letter'),
+      eq(orders.status, 'pending_payment'),
+      isNull(orders.paymentIntentId),
+      isNull(orders.paymentError),
+      lt(jobs.updatedAt, sql`now() - ${afterSeconds}::int * interval '1 second'`),
+    ))
+    .limit(RECONCILE_BATCH)
+  const store = createJobStore(db)
+  let redriven = 0
+  for (const { id } of stalled) if (await store.redrive(id)) redriven++
+  if (redriven) log.info('reconciliation asked again for payments never created', { redriven })
+  return { paymentsAskedAgain: redriven }
+}
+
+/**
+ * Refunds the provider took but left pending (Stripe's can be), whose settling webhook never came:
+ * asked about by their provider id, and settled as the provider says, under the order's lock.
+ */
+async function reconcilePendingRefunds({ handle, provider, afterSeconds, signal = AbortSignal.timeout(60_000) }: ReconcileOptions): Promise<Record<string, number>> {
+  const { db } = handle
+  const pending = await db.select({ id: refunds.id, orderId: refunds.orderId, providerRefundId: refunds.providerRefundId, paymentId: orders.paymentIntentId }).from(refunds)
+    .innerJoin(orders, eq(orders.id, refunds.orderId))
+    .where(and(
+      eq(refunds.status, 'pending'),
+      isNotNull(refunds.providerRefundId),
+      eq(orders.paymentProvider, provider.name),
+      lt(refunds.updatedAt, sql`now() - ${afterSeconds}::int * interval '1 second'`),
+    ))
+    .orderBy(asc(refunds.updatedAt))
+    .limit(RECONCILE_BATCH)
+  const counts = { refundsChecked: 0, refundsSettled: 0, refundsFailed: 0 }
+  for (const refund of pending) {
+    counts.refundsChecked++
+    try {
+      const state = await provider.readRefund({ orderId: refund.orderId, paymentId: refund.paymentId ?? refund.orderId, refundId: refund.id, providerRefundId: refund.providerRefundId! }, signal)
+      if (!state || state.status === 'pending') {
+        await db.update(refunds).set({ updatedAt: sql`now()` }).where(eq(refunds.id, refund.id))
+        continue
+      }
+      await transaction(db, tx => applyRefundOutcome(tx, refund.orderId, refund.id, { status: state.status, providerRefundId: state.id }, {}))
+      counts.refundsSettled++
+    }
+    catch (error) {
+      counts.refundsFailed++
+      log.warn('reconciliation could not read a refund', { refundId: refund.id, provider: provider.name, error: (error as Error).message })
+    }
+  }
+  return counts
 }
 
 async function reconcileOnce({ handle, provider, idempotency, afterSeconds, ttlSeconds, signal = AbortSignal.timeout(60_000) }: ReconcileOptions): Promise<Record<string, number>> {

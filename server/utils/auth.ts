@@ -39,11 +39,16 @@ export async function requireTenantKey(event: H3Event): Promise<Tenant> {
   return requireTenant(event)
 }
 
-/** Operators only: `Authorization: Bearer <OPS_TOKEN>`, compared in constant time. */
-export function requireOps(event: H3Event): void {
+/** Whether the request carries the ops token, compared in constant time (for answers that say more to operators). */
+export function hasOpsToken(event: H3Event): boolean {
   const token = Buffer.from(bearerToken(event) ?? '')
   const expected = Buffer.from(useConfig().OPS_TOKEN)
-  if (token.length !== expected.length || !timingSafeEqual(token, expected)) {
+  return token.length === expected.length && timingSafeEqual(token, expected)
+}
+
+/** Operators only: `Authorization: Bearer <OPS_TOKEN>`. */
+export function requireOps(event: H3Event): void {
+  if (!hasOpsToken(event)) {
     throw problem('unauthorized', 'This is an operator route: send "Authorization: Bearer <OPS_TOKEN>".')
   }
   event.context.authenticatedBy = 'ops_token'

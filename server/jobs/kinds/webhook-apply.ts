@@ -58,6 +58,7 @@ export function webhookApply(confirmer?: PaymentProvider) {
           webhookEventId,
           amount,
           currency,
+          refund: stored.refund ?? undefined,
           unconfirmed,
         })
         if (!change) throw new RetryableJobError(`order ${orderId} not found (yet) for ${stored.provider} event ${stored.eventId}`)

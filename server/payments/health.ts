@@ -1,0 +1,31 @@
+import { desc, inArray, sql } from 'drizzle-orm'
+import { useConfig } from '../config'
+import type { Database } from '../db/client'
+import { jobs } from '../db/schema'
+import { paymentCancelJob, paymentCreateIntentJob, paymentRefundJob } from '../jobs/types'
+
+const providerCallKinds = [paymentCreateIntentJob.kind, paymentRefundJob.kind, paymentCancelJob.kind]
+
+/**
+ * Whether the configured provider is failing, from every instance's point of view: calls to it that
+ * failed and wait for their retry (or ran out of attempts, for reconciliation to ask again), and the
+ * latest error. Read from the jobs table, so any instance answers for all.
+ */
+export async function providerHealth(db: Database) {
+  const [row] = await db.select({
+    waiting: sql<number>`count(*) filter (where ${jobs.status} = 'failed')::int`,
+    deadLetters: sql<number>`count(*) filter (where ${jobs.status} = 'dead_letter')::int`,
+  }).from(jobs).where(inArray(jobs.kind, providerCallKinds))
+  const waiting = row?.waiting ?? 0
+  const [latest] = waiting
+    ? await db.select({ kind: jobs.kind, lastError: jobs.lastError, at: jobs.updatedAt }).from(jobs)
+      .where(sql`${jobs.kind} in ${providerCallKinds} and ${jobs.status} = 'failed'`).orderBy(desc(jobs.updatedAt)).limit(1)
+    : []
+  return {
+    provider: useConfig().PAYMENT_PROVIDER,
+    failing: waiting > 0,
+    callsWaitingForRetry: waiting,
+    callsOutOfAttempts: row?.deadLetters ?? 0,
+    ...(latest && { lastError: { kind: latest.kind, error: latest.lastError, at: latest.at.toISOString() } }),
+  }
+}
