@@ -1,7 +1,7 @@
 import Stripe from 'stripe'
 import type { AppConfig } from '../config'
 import type { PaymentEventType } from '../webhooks/types'
-import { fromStripeAmount, toStripeAmount } from './stripe-amounts'
+import { fromStripeAmount, toStripeAmount } from './currencies'
 import { PaymentRefused, type PaymentProvider, type PaymentState, ProviderUnavailable, REFUSED_DETAILS_MESSAGE, retryAfterMs } from './types'
 
 /**

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type postgres from 'postgres'
-import { toStripeAmount } from '../../server/payments/stripe-amounts'
+import { toStripeAmount } from '../../server/payments/currencies'
 import { hmacSha256 } from '../../server/webhooks/providers/common'
 import { midtransSignature } from '../../server/webhooks/providers/midtrans'
 import { signStandardWebhook } from '../../server/webhooks/providers/standard'

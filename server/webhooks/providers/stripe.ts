@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import type { PaymentEvent, PaymentEventType, WebhookProvider } from '../types'
-import { fromStripeAmount } from '../../payments/stripe-amounts'
+import { fromStripeAmount } from '../../payments/currencies'
 import { checkTimestamp, explainIssues, hmacSha256, sameBytes } from './common'
 
 /**
