@@ -1,15 +1,20 @@
+import type { RefundStatus } from '../../shared/orders'
 import type { PaymentStatus } from '../orders/payment-state'
 
 /** What every provider's event becomes once verified and understood. */
-export const paymentEventTypes = ['payment.succeeded', 'payment.failed', 'payment.refunded', 'payment.updated'] as const
+export const paymentEventTypes = ['payment.succeeded', 'payment.failed', 'payment.refunded', 'payment.updated', 'refund.updated'] as const
 export type PaymentEventType = typeof paymentEventTypes[number]
 
-/** The payment status an event asks for; payment.updated (pending, fraud review…) asks for none. */
+/**
+ * The payment status an event asks for; payment.updated (pending, fraud review…) asks for none, nor
+ * does refund.updated, which settles one refund (the refunds' sum moves the order).
+ */
 export const requestedStatusOf: Record<PaymentEventType, PaymentStatus | null> = {
   'payment.succeeded': 'paid',
   'payment.failed': 'payment_failed',
   'payment.refunded': 'refunded',
   'payment.updated': null,
+  'refund.updated': null,
 }
 
 export interface PaymentEvent {
@@ -19,11 +24,20 @@ export interface PaymentEvent {
   orderId: string
   paymentId?: string
   /**
-   * Minor units, when the provider says: what was paid, or for a refund what was refunded. A success
-   * whose amount or currency differs from the order's is ignored, and so is a refund of less than it.
+   * In the app's units of `currency` (SPEC §4), when the provider says: what was paid, or for
+   * payment.refunded the total refunded so far for the payment (cumulative, every provider alike:
+   * Stripe's `amount_refunded`, not the last refund's amount). A success whose amount or currency
+   * differs from the order's is ignored.
    */
   amount?: number
   currency?: string
+  /**
+   * refund.updated only: the one refund the event is about. `providerRefundId` is the provider's id
+   * for it; `refundId` is this app's (`re_…`) when the refund was made through the API and the
+   * provider echoes it (absent for one made in the provider's dashboard); `amount` is that refund's
+   * own amount in the app's units; `status` is the provider's state mapped onto the app's.
+   */
+  refund?: { providerRefundId: string, refundId?: string, amount: number, status: RefundStatus }
 }
 
 /** One HTTP delivery as received: the raw bytes and a header reader. */

@@ -500,7 +500,7 @@ describe('parse: stripe', () => {
     const parsed = parseStripe(event('evt_other', 'payment_intent.created', intent()))
     expect(parsed).toEqual({
       ok: false,
-      reason: 'event type "payment_intent.created" is not handled; subscribe this endpoint to payment_intent.succeeded, payment_intent.payment_failed, charge.refunded only',
+      reason: 'event type "payment_intent.created" is not handled; subscribe this endpoint to payment_intent.succeeded, payment_intent.payment_failed, charge.refunded, refund.created, refund.updated, refund.failed only',
     })
   })
 
@@ -510,7 +510,7 @@ describe('parse: stripe', () => {
     expect(!parsed.ok && parsed.reason).toMatch(/^event type ".+" is not handled/)
   })
 
-  it('refuses an event without metadata.order_id or an id', () => {
+  it('refuses an event without metadata (neither order_id nor orderId) or an id', () => {
     const { metadata: _metadata, ...withoutMetadata } = intent()
     const noOrder = parseStripe(event('evt_no_order', 'payment_intent.succeeded', withoutMetadata))
     expect(noOrder.ok).toBe(false)
@@ -600,6 +600,7 @@ describe('requestedStatusOf', () => {
       'payment.failed': 'payment_failed',
       'payment.refunded': 'refunded',
       'payment.updated': null,
+      'refund.updated': null,
     })
   })
 })

@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import type { RefundStatus } from '../../../shared/orders'
 import type { PaymentEvent, PaymentEventType, WebhookProvider } from '../types'
 import { fromStripeAmount } from '../../payments/currencies'
 import { checkTimestamp, explainIssues, hmacSha256, sameBytes } from './common'
@@ -14,7 +15,26 @@ const typeOf = new Map<string, PaymentEventType>([
   ['payment_intent.succeeded', 'payment.succeeded'],
   ['payment_intent.payment_failed', 'payment.failed'],
   ['charge.refunded', 'payment.refunded'],
+  // A Refund object: one refund, each time it is created or changes state.
+  ['refund.created', 'refund.updated'],
+  ['refund.updated', 'refund.updated'],
+  ['refund.failed', 'refund.updated'],
 ])
+
+/**
+ * A Refund's states (stripe-node's Refund.status) as this app's: requires_action waits on the
+ * customer, so it is still pending; a canceled refund (one awaiting action, called off) gave nothing back.
+ */
+const refundStatusOf = {
+  pending: 'pending',
+  requires_action: 'pending',
+  succeeded: 'succeeded',
+  failed: 'failed',
+  canceled: 'failed',
+} as const satisfies Record<string, RefundStatus>
+
+const metadataValue = z.string().min(1).max(64)
+const currencyCode = z.string().regex(/^[a-zA-Z]{3}$/)
 
 const StripeEvent = z.object({
   id: z.string().regex(/^[\x21-\x7E]{1,255}$/),
@@ -26,12 +46,24 @@ const StripeEvent = z.object({
       amount: z.number().int().nonnegative().optional(),
       amount_received: z.number().int().nonnegative().optional(),
       amount_refunded: z.number().int().nonnegative().optional(),
-      currency: z.string().regex(/^[a-zA-Z]{3}$/).optional(),
+      currency: currencyCode.optional(),
       payment_intent: z.string().max(255).nullish(),
-      // Set by this app's PaymentIntents (server/payments/stripe.ts).
-      metadata: z.object({ order_id: z.string().min(1).max(64) }),
+      charge: z.string().max(255).nullish(),
+      status: z.string().nullish(),
+      // This app's PaymentIntents and refunds carry order_id (server/payments/stripe.ts); SPEC §5
+      // also documents orderId, for events made elsewhere. order_id wins when both are there.
+      metadata: z.object({ order_id: metadataValue.optional(), orderId: metadataValue.optional(), refund_id: metadataValue.optional() })
+        .refine(metadata => metadata.order_id !== undefined || metadata.orderId !== undefined, 'needs order_id (or orderId), the order the object belongs to'),
     }),
   }),
+})
+
+/** What a refund event's object must add: Stripe always sends a Refund's amount, currency and status. */
+const StripeRefund = z.object({
+  object: z.literal('refund'),
+  amount: z.number().int().nonnegative(),
+  currency: currencyCode,
+  status: z.enum(Object.keys(refundStatusOf) as [keyof typeof refundStatusOf]),
 })
 
 export const stripeProvider: WebhookProvider = {
@@ -56,6 +88,25 @@ export const stripeProvider: WebhookProvider = {
     const { id, type, data: { object } } = parsed.data
     const normalised = typeOf.get(type)
     if (!normalised) return { ok: false, reason: `event type "${type}" is not handled; subscribe this endpoint to ${[...typeOf.keys()].join(', ')} only` }
+    const amountOf = (amount: number) => fromStripeAmount(amount, object.currency ?? '')
+    const orderId = (object.metadata.order_id ?? object.metadata.orderId)!
+    const currency = object.currency?.toUpperCase()
+    if (normalised === 'refund.updated') {
+      const refund = StripeRefund.safeParse(object)
+      if (!refund.success) return { ok: false, reason: explainIssues({ issues: refund.error.issues.map(issue => ({ ...issue, path: ['data', 'object', ...issue.path] })) }) }
+      const { amount, status } = refund.data
+      return {
+        ok: true,
+        event: {
+          eventId: id,
+          type: normalised,
+          orderId,
+          paymentId: object.payment_intent ?? object.charge ?? undefined,
+          currency,
+          refund: { providerRefundId: object.id, ...(object.metadata.refund_id && { refundId: object.metadata.refund_id }), amount: amountOf(amount), status: refundStatusOf[status] },
+        },
+      }
+    }
     // A charge refers to its payment intent; an intent is the payment itself.
     const paymentId = object.payment_intent ?? object.id
     // A charge's `amount` is what was charged; `amount_refunded` is the total refunded so far, which
@@ -65,8 +116,8 @@ export const stripeProvider: WebhookProvider = {
       : normalised === 'payment.refunded'
         ? object.amount_refunded
         : object.amount
-    const amount = stripeAmount === undefined || object.currency === undefined ? stripeAmount : fromStripeAmount(stripeAmount, object.currency)
-    const event: PaymentEvent = { eventId: id, type: normalised, orderId: object.metadata.order_id, paymentId, amount, currency: object.currency?.toUpperCase() }
+    const amount = stripeAmount === undefined || object.currency === undefined ? stripeAmount : amountOf(stripeAmount)
+    const event: PaymentEvent = { eventId: id, type: normalised, orderId, paymentId, amount, currency }
     return { ok: true, event }
   },
 }
