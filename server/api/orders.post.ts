@@ -3,12 +3,17 @@ import { readValidatedJson } from '../http/body'
 import { requireIdempotencyKey, runIdempotent } from '../idempotency/handler'
 import { CreateOrderSchema } from '../orders/schema'
 import { planOrder } from '../orders/service'
+import { currencyProblem } from '../payments/currencies'
+import { problem } from '../problems'
 import { tenantScope } from '../../shared/resources'
 
 export default defineEventHandler(async (event) => {
   const tenant = await requireTenant(event)
   const key = requireIdempotencyKey(event)
   const order = await readValidatedJson(event, CreateOrderSchema)
+  // Before the idempotency layer: nothing is stored, so the same key may carry a corrected order.
+  const unpayable = currencyProblem(useConfig().PAYMENT_PROVIDER, order.amount, order.currency)
+  if (unpayable) throw problem('currency-not-supported', unpayable)
   const reply = await runIdempotent(event, {
     scope: tenantScope(tenant.id),
     route: 'POST /api/orders',
