@@ -103,7 +103,8 @@ export interface IntentStorage {
 }
 
 export interface IdempotentRequestOptions {
-  url: string
+  /** A function names a URL per intent (e.g. per order); it is read once when the intent is submitted. */
+  url: string | (() => string)
   /** Names the intent in storage, e.g. one per cart: `checkout:<cartId>`. */
   intentName: () => string
   /**
@@ -190,9 +191,9 @@ export function createIdempotentRequest<T = unknown>(options: IdempotentRequestO
     return undefined
   }
 
-  async function attemptOnce(key: string, body: unknown, extraHeaders: Record<string, string>): Promise<{ verdict: Verdict, status?: number, payload?: unknown, replayed?: boolean }> {
+  async function attemptOnce(url: string, key: string, body: unknown, extraHeaders: Record<string, string>): Promise<{ verdict: Verdict, status?: number, payload?: unknown, replayed?: boolean }> {
     try {
-      const response = await doFetch(options.url, {
+      const response = await doFetch(url, {
         method: 'POST',
         credentials: 'same-origin',
         headers: {
@@ -224,15 +225,15 @@ export function createIdempotentRequest<T = unknown>(options: IdempotentRequestO
     }
   }
 
-  /** One intent's attempts; `intentKey` is its storage key, fixed when it was submitted. */
-  async function run(intentKey: string, key: string, body: unknown, submitOptions: SubmitOptions): Promise<RequestSnapshot<T>> {
+  /** One intent's attempts; `intentKey` is its storage key and `url` its address, fixed when it was submitted. */
+  async function run(intentKey: string, url: string, key: string, body: unknown, submitOptions: SubmitOptions): Promise<RequestSnapshot<T>> {
     const mine = generation
     const forgotten = () => mine !== generation
     const endIntent = () => store.removeItem(intentKey)
     let last: Awaited<ReturnType<typeof attemptOnce>> | undefined
     for (let attempt = 1; attempt <= policy.maxAttempts; attempt++) {
       if (attempt === 1) set({ phase: 'submitting', attempt, key, replayed: false })
-      last = await attemptOnce(key, body, attempt === 1 ? submitOptions.firstAttemptHeaders ?? {} : {})
+      last = await attemptOnce(url, key, body, attempt === 1 ? submitOptions.firstAttemptHeaders ?? {} : {})
       if (forgotten()) return current
       const { verdict } = last
       if (verdict.kind === 'succeeded') {
@@ -279,7 +280,8 @@ export function createIdempotentRequest<T = unknown>(options: IdempotentRequestO
     const intent: PendingIntent = { key: pending?.key ?? newKey(), body, startedAt: pending?.startedAt ?? Date.now() }
     const intentKey = storageKey()
     store.setItem(intentKey, JSON.stringify(intent))
-    const running = run(intentKey, intent.key, body, submitOptions).finally(() => {
+    const url = typeof options.url === 'function' ? options.url() : options.url
+    const running = run(intentKey, url, intent.key, body, submitOptions).finally(() => {
       if (inFlight === running) inFlight = undefined
     })
     inFlight = running
@@ -301,6 +303,20 @@ export function createIdempotentRequest<T = unknown>(options: IdempotentRequestO
       set({ phase: 'idle', attempt: 0, replayed: false })
     },
   }
+}
+
+/**
+ * What a request in flight says while it waits: `sending` on the first attempt, then the retry
+ * with its reason and the attempt under way; nothing once it has ended.
+ */
+export function progressLine(state: Pick<RequestSnapshot<unknown>, 'phase' | 'attempt' | 'retryReason' | 'retryInMs'>, sending: string): string {
+  if (state.phase === 'submitting') return sending
+  if (state.phase === 'retrying') {
+    // While waiting, `attempt` is the one that failed; once sent, the one in flight.
+    const next = state.retryInMs !== undefined ? state.attempt + 1 : state.attempt
+    return `Connection trouble (${state.retryReason}). Trying again with the same request — attempt ${next}…`
+  }
+  return ''
 }
 
 /** Vue wrapper: `state` is a readonly ref of the latest snapshot. */
