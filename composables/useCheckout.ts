@@ -1,5 +1,5 @@
 import { computed, onBeforeUnmount, reactive, ref, watch } from 'vue'
-import type { OrderView } from '#shared/orders'
+import type { OrderPaymentView, OrderView } from '#shared/orders'
 import { newIdempotencyKey, type Problem, useIdempotentRequest } from './useIdempotentRequest'
 
 /**
@@ -19,16 +19,32 @@ export interface StoreSession {
 }
 
 /**
- * The order as GET /api/orders/:id answers it. POST /api/orders answers it without `payment` and
- * `paymentIntentId` (the worker has not asked the provider yet): both are read as absent until a poll.
+ * Where asking the provider for the payment stands: `retrying` while it does not answer (with the
+ * last error in the shop's words). A server that does not say reads as nothing to report.
  */
-export type Order = Omit<OrderView, 'paymentIntentId' | 'payment'> & Partial<Pick<OrderView, 'paymentIntentId' | 'payment'>>
+export interface PaymentSetup {
+  status?: 'creating' | 'retrying' | 'ready' | 'refused'
+  lastError?: string | null
+}
+
+/**
+ * The order as GET /api/orders/:id answers it. POST /api/orders answers it without `payment`,
+ * `paymentIntentId` (the worker has not asked the provider yet) and its refunds: read as absent until a poll.
+ */
+export type Order = Omit<OrderView, 'paymentIntentId' | 'payment' | 'amountRefunded' | 'refunds'>
+  & Partial<Pick<OrderView, 'paymentIntentId' | 'amountRefunded' | 'refunds'>>
+  & { payment?: (OrderPaymentView & PaymentSetup) | null }
+
+export type PaymentMethod = 'card' | 'bank_transfer' | 'ewallet'
+
+/** The payment methods in the order the form offers them, with the words both the form and the placed order use. */
+export const paymentMethodLabels: Record<PaymentMethod, string> = { card: 'Card', bank_transfer: 'Bank transfer', ewallet: 'E-wallet' }
 
 export interface Cart {
   cartId: string
   quantities: Record<string, number>
   email: string
-  paymentMethod: 'card' | 'bank_transfer' | 'ewallet'
+  paymentMethod: PaymentMethod
 }
 
 /** A test fault for the next Pay (X-Fault), shown in the "network trouble" panel when faults are on. */
@@ -42,6 +58,8 @@ const SLOW_COMMIT_MS = 4000
 const PROVIDER_ACTION_MAX_MS = 20_000
 /** Statuses after which nothing more happens to an order. */
 const settled = new Set(['refunded'])
+/** An order not paid yet: the shopper may still cancel it. */
+export const cancelableStatuses = new Set(['pending_payment', 'payment_failed'])
 
 const newCart = (): Cart => ({ cartId: `cart_${newIdempotencyKey()}`, quantities: {}, email: '', paymentMethod: 'card' })
 
@@ -72,13 +90,27 @@ export interface ShopperProblem {
 
 const tryAgainLater = 'We could not reach the shop just now. Your order may already have gone through: press Pay again and it will be placed once, never twice.'
 const somethingBroke = 'Something went wrong on our side while sending your order. Reload the page and press Pay again.'
+const visitExpired = 'Your visit to the store has expired. Reload the page to continue.'
 const shopperSummaries: Record<string, string> = {
   'validation-failed': 'Your order was not placed yet. Fix what is marked above and press Pay again.',
   'idempotency-key-reused': 'Your cart changed after an earlier attempt to pay. Press Pay again to order the cart as it is now.',
-  'unauthorized': 'Your visit to the store has expired. Reload the page to continue.',
+  'unauthorized': visitExpired,
   'not-found': 'The store is not open right now. Please come back later.',
   'payload-too-large': 'Your cart is too large to order at once. Remove some items and press Pay again.',
+  'currency-not-supported': 'The store cannot take payments for this order right now. Nothing was charged; please come back later.',
 }
+const cancelSummaries: Record<string, string> = {
+  'order-not-cancelable': 'Your payment arrived before the order could be canceled, so the order stands. Ask the shop for a refund if you no longer want it.',
+  'unauthorized': visitExpired,
+  'not-found': 'This order could not be found any more. Reload the page to see your order.',
+}
+
+/** Whether a failure is one where the request may or may not have gone through (no final answer). */
+const unanswered = (type: string, status: number) => type === 'network' || status >= 500 || status === 429
+
+/** The problem type of a failed request, or `network` when no answer was final. */
+const problemType = (problem: Problem | undefined) =>
+  typeof problem?.type === 'string' && problem.type.startsWith('/problems/') ? problem.type : 'network'
 
 /**
  * The page's words for a failed Pay. The server's `detail` speaks to API clients (keys, headers);
@@ -87,10 +119,9 @@ const shopperSummaries: Record<string, string> = {
 export function shopperProblem(snapshot: { phase: string, problem?: Problem }, email: string): ShopperProblem | undefined {
   if (snapshot.phase !== 'failed') return undefined
   const problem = snapshot.problem
-  const type = typeof problem?.type === 'string' && problem.type.startsWith('/problems/') ? problem.type : 'network'
+  const type = problemType(problem)
   const slug = type.slice('/problems/'.length)
-  const status = problem?.status ?? 0
-  const summary = shopperSummaries[slug] ?? (type === 'network' || status >= 500 || status === 429 ? tryAgainLater : somethingBroke)
+  const summary = shopperSummaries[slug] ?? (unanswered(type, problem?.status ?? 0) ? tryAgainLater : somethingBroke)
   const fields: ShopperProblem['fields'] = {}
   const cart = new Set<string>()
   for (const error of slug === 'validation-failed' ? problem?.errors ?? [] : []) {
@@ -102,9 +133,20 @@ export function shopperProblem(snapshot: { phase: string, problem?: Problem }, e
   return { type, summary, fields, cart: [...cart] }
 }
 
+/** The page's words for a failed Cancel order, per problem type. */
+export function shopperCancelProblem(snapshot: { phase: string, problem?: Problem }): { type: string, summary: string } | undefined {
+  if (snapshot.phase !== 'failed') return undefined
+  const type = problemType(snapshot.problem)
+  const summary = cancelSummaries[type.slice('/problems/'.length)] ?? (unanswered(type, snapshot.problem?.status ?? 0)
+    ? 'We could not reach the shop just now. Press Cancel order again: the order is canceled once, however often you press it.'
+    : 'Something went wrong on our side while canceling your order. Reload the page and try again.')
+  return { type, summary }
+}
+
 export function useCheckout() {
   const session = ref<StoreSession>()
-  const sessionError = ref<string>()
+  /** Why the store cannot open: `closed` where there is no store to open here (404), else `unreachable`. */
+  const storeUnavailable = ref<'closed' | 'unreachable'>()
   const cart = reactive<Cart>(newCart())
   const order = ref<Order>()
   /** Set when the shown order came from a replay or from an earlier order of the same cart. */
@@ -120,12 +162,18 @@ export function useCheckout() {
   const opening = ref<'store' | 'order' | false>('store')
 
   const request = useIdempotentRequest<Order>({ url: '/api/orders', intentName: () => `checkout:${cart.cartId}` })
+  /** One intent per order: every press of Cancel order for it, and the retries, share its key. */
+  const cancelRequest = useIdempotentRequest<Order>({
+    url: () => `/api/orders/${encodeURIComponent(order.value!.id)}/cancel`,
+    intentName: () => `cancel:${order.value?.id}`,
+  })
 
   const lines = computed(() => (session.value?.catalogue ?? [])
     .filter(item => (cart.quantities[item.sku] ?? 0) > 0)
     .map(item => ({ ...item, quantity: cart.quantities[item.sku]!, total: item.unitPrice * cart.quantities[item.sku]! })))
   const total = computed(() => lines.value.reduce((sum, line) => sum + line.total, 0))
   const busy = computed(() => ['submitting', 'retrying'].includes(request.state.value.phase))
+  const canceling = computed(() => ['submitting', 'retrying'].includes(cancelRequest.state.value.phase))
 
   const orderBody = () => ({
     cartId: cart.cartId,
@@ -197,6 +245,21 @@ export function useCheckout() {
     await settle(request.submit(orderBody(), { firstAttemptHeaders: fault ? { 'x-fault': fault } : {} }))
   }
 
+  /** Cancels the shown order (not paid yet); a paid one stays, and the page says so. */
+  async function cancelOrder() {
+    const shown = order.value
+    if (!shown || !cancelableStatuses.has(shown.status)) return
+    await settleCancel(shown.id, cancelRequest.submit({}))
+  }
+
+  async function settleCancel(orderId: string, outcome: Promise<ReturnType<typeof cancelRequest.snapshot>>) {
+    const snapshot = await outcome
+    if (order.value?.id !== orderId) return
+    if (snapshot.phase === 'succeeded' && snapshot.result) order.value = { ...order.value, ...snapshot.result.body }
+    // Canceled or not, the order as it stands now (its payment, or the payment that came first).
+    if (snapshot.phase === 'succeeded' || snapshot.phase === 'failed') void refreshOrder(orderId)
+  }
+
   /** Asks mockpay for the action; the order moves when its webhook arrives (about a second later). */
   async function provider(action: ProviderAction) {
     const intentId = order.value?.paymentIntentId
@@ -231,6 +294,7 @@ export function useCheckout() {
     orderNote.value = undefined
     localStorage.removeItem(LAST_ORDER_KEY)
     request.forget()
+    cancelRequest.forget()
   }
 
   async function start() {
@@ -240,12 +304,13 @@ export function useCheckout() {
     if (lastOrder || request.pendingIntent()) opening.value = 'order'
     try {
       const response = await fetch('/api/checkout/session', { credentials: 'same-origin' })
-      const body = await response.json()
-      if (!response.ok) throw new Error((body as Problem).detail ?? `HTTP ${response.status}`)
-      session.value = body
+      if (response.ok) session.value = await response.json()
+      else storeUnavailable.value = response.status === 404 ? 'closed' : 'unreachable'
     }
-    catch (error) {
-      sessionError.value = `The store could not be opened: ${(error as Error).message}`
+    catch {
+      storeUnavailable.value = 'unreachable'
+    }
+    if (!session.value) {
       opening.value = false
       return
     }
@@ -258,6 +323,9 @@ export function useCheckout() {
     }
     if (lastOrder && !await refreshOrder(lastOrder)) localStorage.removeItem(LAST_ORDER_KEY)
     opening.value = false
+    // A Cancel order still unanswered when the page went away goes on with its key.
+    const canceled = order.value && cancelRequest.resume()
+    if (canceled) await settleCancel(order.value!.id, canceled)
   }
 
   onBeforeUnmount(() => {
@@ -265,5 +333,27 @@ export function useCheckout() {
     clearTimeout(providerActionTimer)
   })
 
-  return { session, sessionError, cart, lines, total, busy, opening, request: request.state, order, orderNote, trouble, providerAction, providerError, setQuantity, pay, provider, startOver, start }
+  return {
+    session,
+    storeUnavailable,
+    cart,
+    lines,
+    total,
+    busy,
+    opening,
+    request: request.state,
+    cancel: cancelRequest.state,
+    canceling,
+    order,
+    orderNote,
+    trouble,
+    providerAction,
+    providerError,
+    setQuantity,
+    pay,
+    cancelOrder,
+    provider,
+    startOver,
+    start,
+  }
 }

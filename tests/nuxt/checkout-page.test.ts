@@ -1,5 +1,5 @@
 import { mountSuspended, registerEndpoint } from '@nuxt/test-utils/runtime'
-import { setResponseHeader, setResponseStatus } from 'h3'
+import { getHeader, type H3Event, setResponseHeader, setResponseStatus } from 'h3'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import IndexPage from '~/pages/index.vue'
 import type { Order } from '~/composables/useCheckout'
@@ -14,9 +14,18 @@ const order = placedOrder()
 
 /** The answer GET /api/orders/:id gives next; a held promise keeps the page waiting. */
 let orderAnswer: () => Promise<Order> | Order
+/** The answer GET /api/checkout/session gives: the demo store, unless a test closes it. */
+let sessionAnswer: (event: H3Event) => unknown
 let confirmations = 0
 
-registerEndpoint('/api/checkout/session', () => storeSession)
+/** A problem document (RFC 9457) with its status. */
+function answerProblem(event: H3Event, status: number, problem: Record<string, unknown>) {
+  setResponseStatus(event, status)
+  setResponseHeader(event, 'content-type', 'application/problem+json')
+  return { status, ...problem }
+}
+
+registerEndpoint('/api/checkout/session', event => sessionAnswer(event))
 registerEndpoint(`/api/orders/${order.id}`, () => orderAnswer())
 registerEndpoint('/api/mockpay/intents/pi_1/confirm', {
   method: 'POST',
@@ -43,6 +52,7 @@ registerEndpoint('/api/orders', {
 beforeEach(() => {
   localStorage.clear()
   orderAnswer = () => order
+  sessionAnswer = () => storeSession
   confirmations = 0
 })
 afterEach(() => {
@@ -135,6 +145,111 @@ describe('checkout page: Approve payment', () => {
     expect(wrapper.get('[data-testid="mockpay-pay"]').attributes('aria-busy')).toBeUndefined()
     expect(wrapper.get('[data-testid="mockpay-refund"]').attributes('disabled')).toBeUndefined()
     expect(confirmations).toBe(1)
+    wrapper.unmount()
+  })
+})
+
+describe('checkout page: no store to open', () => {
+  it('with the demo store off (404), shoppers read a plain closed page, never the operator\'s words', async () => {
+    sessionAnswer = event => answerProblem(event, 404, {
+      type: '/problems/not-found',
+      title: 'Not found',
+      detail: 'The demo checkout is off here. Set CHECKOUT_DEMO_ENABLED=true (it is on by default only in embedded and development mode), or call the API with a secret key.',
+    })
+
+    const wrapper = await mountSuspended(IndexPage)
+    await vi.waitFor(() => expect(wrapper.find('[data-testid="store-unavailable"]').exists()).toBe(true))
+    const closed = wrapper.get('[data-testid="store-unavailable"]')
+    expect(closed.attributes('data-reason')).toBe('closed')
+    expect(closed.get('h1').text()).toBe('The store is closed')
+    expect(closed.text()).toBe('The store is closed We are not taking orders here right now. Please come back later.')
+    expect(wrapper.text()).not.toMatch(/CHECKOUT_DEMO_ENABLED|secret key|API/)
+    expect(wrapper.find('[data-testid="pay"]').exists()).toBe(false)
+    expect(wrapper.find('#catalogue-heading').exists()).toBe(false)
+    wrapper.unmount()
+  })
+
+  it('a store that does not answer (503): try again later, in the same plain words', async () => {
+    sessionAnswer = event => answerProblem(event, 503, { type: '/problems/service-unavailable', detail: 'The database is unreachable (ECONNREFUSED 10.0.0.5:5432).' })
+
+    const wrapper = await mountSuspended(IndexPage)
+    await vi.waitFor(() => expect(wrapper.find('[data-testid="store-unavailable"]').exists()).toBe(true))
+    expect(wrapper.get('[data-testid="store-unavailable"]').attributes('data-reason')).toBe('unreachable')
+    expect(wrapper.get('[data-testid="store-unavailable"]').text()).toBe('The store could not be opened We could not reach the shop just now. Reload the page to try again.')
+    expect(wrapper.text()).not.toContain('ECONNREFUSED')
+    wrapper.unmount()
+  })
+})
+
+describe('checkout page: Cancel order', () => {
+  const cancelPath = `/api/orders/${order.id}/cancel`
+  /** The Idempotency-Key of every POST to the cancel route, and the answers it gives in turn. */
+  let cancelKeys: Array<string | undefined>
+  let cancelAnswers: Array<(event: H3Event) => unknown>
+  let stopCancel: () => void
+  beforeEach(() => {
+    cancelKeys = []
+    stopCancel = registerEndpoint(cancelPath, {
+      method: 'POST',
+      handler: (event) => {
+        cancelKeys.push(getHeader(event, 'idempotency-key'))
+        return cancelAnswers.shift()!(event)
+      },
+    })
+  })
+  afterEach(() => stopCancel())
+
+  async function openOrderAndCancel() {
+    localStorage.setItem('checkout:last-order', order.id)
+    const wrapper = await mountSuspended(IndexPage)
+    await vi.waitFor(() => expect(wrapper.find('[data-testid="cancel-order"]').exists()).toBe(true))
+    await wrapper.get('[data-testid="cancel-order"]').trigger('click')
+    await wrapper.get('[data-testid="cancel-confirm"]').trigger('click')
+    return wrapper
+  }
+
+  it('a 503 then 200: the retry sends the same key; the order then reads canceled, and the intent ends', async () => {
+    const canceled = { ...order, status: 'canceled' }
+    cancelAnswers = [
+      event => answerProblem(event, 503, { type: '/problems/service-unavailable', detail: 'Retry with the same key.' }),
+      () => ({ ...canceled, idempotency: { key: cancelKeys[1], replayed: false } }),
+    ]
+    orderAnswer = () => order
+
+    const wrapper = await openOrderAndCancel()
+    // The first answer is not final: the page says it tries again, with the same request.
+    await vi.waitFor(() => expect(cancelKeys).toHaveLength(2), { timeout: 3000 })
+    orderAnswer = () => canceled
+    await vi.waitFor(() => expect(wrapper.get('[data-testid="order-status"]').attributes('data-status')).toBe('canceled'))
+
+    expect(cancelKeys[0]).toMatch(/^[0-9a-f-]{36}$/)
+    expect(cancelKeys[1]).toBe(cancelKeys[0])
+    expect(wrapper.get('[data-testid="result-heading"]').text()).toBe('Order canceled')
+    expect(wrapper.get('[data-testid="order-status"]').text()).toBe('Canceled')
+    expect(wrapper.get('[data-testid="canceled-note"]').text()).toBe('This order was canceled. Nothing will be charged for it.')
+    expect(wrapper.find('[data-testid="cancel"]').exists()).toBe(false)
+    expect(localStorage.getItem(`idempotent-intent:cancel:${order.id}`)).toBeNull()
+    wrapper.unmount()
+  })
+
+  it('refused because the payment came first (409): the shopper\'s words, and the order as it is now (paid)', async () => {
+    cancelAnswers = [event => answerProblem(event, 409, {
+      type: '/problems/order-not-cancelable',
+      title: 'Order not cancelable',
+      detail: 'Order ord_01JZ8Q6T4V is paid: refund it with POST /api/orders/{id}/refunds.',
+      orderStatus: 'paid',
+      idempotency: { key: 'k', replayed: false },
+    })]
+
+    const wrapper = await openOrderAndCancel()
+    orderAnswer = () => ({ ...order, status: 'paid' })
+    await vi.waitFor(() => expect(wrapper.find('[data-testid="cancel-problem"]').exists()).toBe(true))
+    await vi.waitFor(() => expect(wrapper.get('[data-testid="order-status"]').attributes('data-status')).toBe('paid'))
+
+    expect(wrapper.get('[data-testid="cancel-problem"]').text()).toBe('Your payment arrived before the order could be canceled, so the order stands. Ask the shop for a refund if you no longer want it.')
+    expect(wrapper.text()).not.toContain('POST /api/orders')
+    expect(wrapper.find('[data-testid="cancel-order"]').exists()).toBe(false)
+    expect(cancelKeys).toHaveLength(1)
     wrapper.unmount()
   })
 })

@@ -2,11 +2,18 @@ import { mountSuspended } from '@nuxt/test-utils/runtime'
 import type { DOMWrapper } from '@vue/test-utils'
 import { describe, expect, it } from 'vitest'
 import OrderResult from '~/components/checkout/OrderResult.vue'
-import { catalogue, placedOrder } from './support/checkout'
+import { catalogue, placedOrder, refundOf } from './support/checkout'
 
 /** Intl writes a no-break space between the currency code and the amount. */
 const idr = (amount: string) => `IDR\u00A0${amount}`
-const rowsOf = (wrapper: Awaited<ReturnType<typeof mountSuspended>>, part: 'thead' | 'tbody' | 'tfoot') =>
+type Wrapper = Awaited<ReturnType<typeof mountSuspended>>
+/** The order's facts as the shopper reads them: each term with its value. */
+const factsOf = (wrapper: Wrapper) => {
+  const terms = wrapper.findAll('dt').map(term => term.text())
+  const values = wrapper.findAll('dd').map(value => value.text())
+  return Object.fromEntries(terms.map((term, index) => [term, values[index]]))
+}
+const rowsOf = (wrapper: Wrapper, part: 'thead' | 'tbody' | 'tfoot') =>
   wrapper.findAll(`[data-testid="order-items"] ${part} tr`).map((row: DOMWrapper<Element>) => row.findAll('th, td').map((cell: DOMWrapper<Element>) => cell.text()))
 
 describe('OrderResult', () => {
@@ -57,5 +64,140 @@ describe('OrderResult', () => {
 
     const buttons = wrapper.findAll('[data-testid="mockpay"] button').map(button => [button.text(), button.attributes('disabled') !== undefined, button.attributes('aria-busy')])
     expect(buttons).toEqual([['Approve payment', false, undefined], ['Decline payment', false, undefined], ['Refund', true, undefined]])
+  })
+
+  it('names the payment method the order was placed with', async () => {
+    const wrapper = await mountSuspended(OrderResult, { props: { order: placedOrder({ paymentMethod: 'bank_transfer' }), catalogue, mockpay: false } })
+
+    expect(factsOf(wrapper)).toEqual({ 'Order': 'ord_01JZ8Q6T4V', 'Payment': 'Awaiting payment', 'Paying by': 'Bank transfer' })
+    expect(wrapper.get('[data-testid="order-payment-method"]').text()).toBe('Bank transfer')
+  })
+})
+
+describe('OrderResult: refunds and cancellation in the shopper\'s words', () => {
+  it('a partly refunded order: how much of the total came back, and a refund still on its way', async () => {
+    const order = placedOrder({
+      status: 'partially_refunded',
+      amountRefunded: 100_000,
+      refunds: [refundOf(), refundOf({ id: 're_01JZ8R2', amount: 50_000, status: 'pending' }), refundOf({ id: 're_01JZ8R3', amount: 20_000, status: 'failed' })],
+    })
+    const wrapper = await mountSuspended(OrderResult, { props: { order, catalogue, mockpay: false } })
+
+    expect(wrapper.get('[data-testid="order-status"]').text()).toBe('Partially refunded')
+    expect(wrapper.get('[data-testid="order-status"]').attributes('data-status')).toBe('partially_refunded')
+    expect(factsOf(wrapper)).toMatchObject({ Refunded: `${idr('100,000')} of ${idr('387,000')}` })
+    expect(wrapper.get('[data-testid="refund-pending"]').text()).toBe(`A refund of ${idr('50,000')} is on its way to you.`)
+    expect(wrapper.find('[data-testid="cancel-order"]').exists()).toBe(false)
+  })
+
+  it('a refunded order: the whole amount came back, nothing pending', async () => {
+    const order = placedOrder({ status: 'refunded', amountRefunded: 387_000, refunds: [refundOf({ amount: 387_000 })] })
+    const wrapper = await mountSuspended(OrderResult, { props: { order, catalogue, mockpay: true } })
+
+    expect(wrapper.get('[data-testid="order-status"]').text()).toBe('Refunded')
+    expect(factsOf(wrapper)).toMatchObject({ Refunded: `${idr('387,000')} of ${idr('387,000')}` })
+    expect(wrapper.find('[data-testid="refund-pending"]').exists()).toBe(false)
+    expect(wrapper.get('[data-testid="mockpay-refund"]').attributes('disabled')).toBeDefined()
+  })
+
+  it('a canceled order: says so and that nothing is charged; no Cancel order, no Approve', async () => {
+    const wrapper = await mountSuspended(OrderResult, { props: { order: placedOrder({ status: 'canceled' }), catalogue, mockpay: true } })
+
+    expect(wrapper.get('[data-testid="order-status"]').text()).toBe('Canceled')
+    expect(wrapper.get('[data-testid="canceled-note"]').text()).toBe('This order was canceled. Nothing will be charged for it.')
+    expect(wrapper.find('[data-testid="cancel"]').exists()).toBe(false)
+    expect(wrapper.get('[data-testid="mockpay-pay"]').attributes('disabled')).toBeDefined()
+    expect(factsOf(wrapper)).not.toHaveProperty('Refunded')
+  })
+
+  it('a payment that arrived after the cancel was refunded by itself: the shopper is told', async () => {
+    const order = placedOrder({ status: 'refunded', amountRefunded: 387_000, refunds: [refundOf({ amount: 387_000, source: 'automatic', reason: 'order_canceled' })] })
+    const wrapper = await mountSuspended(OrderResult, { props: { order, catalogue, mockpay: false } })
+
+    expect(wrapper.get('[data-testid="refunded-after-cancel"]').text()).toBe('Your payment arrived after the order was canceled, so it was refunded to you.')
+  })
+})
+
+describe('OrderResult: the payment while the provider is being asked', () => {
+  const waiting = (payment: Record<string, unknown>) => placedOrder({ paymentIntentId: null, payment: { provider: 'stripe', id: null, nextAction: null, error: null, ...payment } })
+
+  it('retrying: the provider is not answering, we keep trying, nothing was charged, and the last error', async () => {
+    const order = waiting({ status: 'retrying', lastError: 'The card processor could not be reached.' })
+    const wrapper = await mountSuspended(OrderResult, { props: { order, catalogue, mockpay: false } })
+
+    const setup = wrapper.get('[data-testid="payment-setup"]')
+    expect(setup.attributes('data-state')).toBe('retrying')
+    expect(setup.findAll('p').map(line => line.text())).toEqual([
+      'The payment provider is not answering right now. We keep trying by ourselves, and nothing has been charged: you can leave this page open or come back later.',
+      'Last attempt: The card processor could not be reached.',
+    ])
+    expect(wrapper.get('[data-testid="order-status"]').text()).toBe('Awaiting payment')
+  })
+
+  it('creating: the payment is being set up; mockpay does not also say it is preparing', async () => {
+    const order = placedOrder({ paymentIntentId: null, payment: { provider: 'mockpay', id: null, nextAction: null, error: null, status: 'creating', lastError: null } })
+    const wrapper = await mountSuspended(OrderResult, { props: { order, catalogue, mockpay: true } })
+
+    expect(wrapper.get('[data-testid="payment-setup"]').text()).toBe('Your payment is being set up. This takes a few seconds.')
+    expect(wrapper.get('[data-testid="mockpay"]').text()).not.toContain('Preparing the payment…')
+  })
+
+  it('ready, or a server that does not say: nothing about the setup', async () => {
+    for (const order of [placedOrder(), waiting({ status: 'ready', lastError: null }), waiting({})]) {
+      const wrapper = await mountSuspended(OrderResult, { props: { order, catalogue, mockpay: false } })
+      expect(wrapper.find('[data-testid="payment-setup"]').exists()).toBe(false)
+    }
+  })
+})
+
+describe('OrderResult: Cancel order', () => {
+  it('an unpaid order offers Cancel order; it asks once more, Keep the order closes the question, Yes asks the page to cancel', async () => {
+    for (const status of ['pending_payment', 'payment_failed']) {
+      const wrapper = await mountSuspended(OrderResult, { props: { order: placedOrder({ status }), catalogue, mockpay: false } })
+
+      expect(wrapper.get('[data-testid="cancel-order"]').text()).toBe('Cancel order')
+      await wrapper.get('[data-testid="cancel-order"]').trigger('click')
+      expect(wrapper.get('#cancel-question').text()).toBe('Cancel this order? Nothing will be charged for it, and it cannot be undone.')
+      expect(wrapper.get('[data-testid="cancel-confirm"]').text()).toBe('Yes, cancel the order')
+      await wrapper.get('[data-testid="cancel-keep"]').trigger('click')
+      expect(wrapper.find('#cancel-question').exists()).toBe(false)
+      expect(wrapper.emitted('cancel')).toBeUndefined()
+
+      await wrapper.get('[data-testid="cancel-order"]').trigger('click')
+      await wrapper.get('[data-testid="cancel-confirm"]').trigger('click')
+      expect(wrapper.emitted('cancel')).toEqual([[]])
+    }
+  })
+
+  it('a paid order has no Cancel order', async () => {
+    for (const status of ['paid', 'partially_refunded', 'refunded', 'canceled']) {
+      const wrapper = await mountSuspended(OrderResult, { props: { order: placedOrder({ status }), catalogue, mockpay: false } })
+      expect(wrapper.find('[data-testid="cancel-order"]').exists()).toBe(false)
+    }
+  })
+
+  it('while the cancel is under way: "Canceling…", busy, its line, and the order cannot be left', async () => {
+    const wrapper = await mountSuspended(OrderResult, {
+      props: { order: placedOrder(), catalogue, mockpay: false, canceling: true, cancelStatus: 'Connection trouble (HTTP 503). Trying again with the same request — attempt 2…' },
+    })
+    await wrapper.get('[data-testid="cancel-order"]').trigger('click')
+
+    const confirm = wrapper.get('[data-testid="cancel-confirm"]')
+    expect(confirm.text()).toBe('Canceling…')
+    expect(confirm.attributes('aria-busy')).toBe('true')
+    expect(confirm.attributes('disabled')).toBeDefined()
+    expect(wrapper.get('[data-testid="cancel-keep"]').attributes('disabled')).toBeDefined()
+    expect(wrapper.get('[data-testid="cancel-status"]').text()).toBe('Connection trouble (HTTP 503). Trying again with the same request — attempt 2…')
+    const startOver = wrapper.findAll('button').find(button => button.text() === 'Start a new order')!
+    expect(startOver.attributes('disabled')).toBeDefined()
+  })
+
+  it('a refused cancel stays in view once the order shows paid', async () => {
+    const words = 'Your payment arrived before the order could be canceled, so the order stands. Ask the shop for a refund if you no longer want it.'
+    const wrapper = await mountSuspended(OrderResult, { props: { order: placedOrder({ status: 'paid' }), catalogue, mockpay: false, cancelProblem: words } })
+
+    expect(wrapper.get('[data-testid="cancel-problem"]').text()).toBe(words)
+    expect(wrapper.get('[data-testid="cancel-problem"]').attributes('role')).toBe('alert')
+    expect(wrapper.find('[data-testid="cancel-order"]').exists()).toBe(false)
   })
 })

@@ -1,3 +1,4 @@
+import type { RefundView } from '#shared/orders'
 import type { CatalogueItem, Order, StoreSession } from '~/composables/useCheckout'
 
 /** The demo store as GET /api/checkout/session answers it (two of its products). */
@@ -23,6 +24,24 @@ export function placedOrder(overrides: Partial<Order> = {}): Order {
     createdAt: '2026-12-01T10:00:00.000Z',
     paymentIntentId: 'pi_1',
     payment: { provider: 'mockpay', id: 'pi_1', nextAction: { type: 'mockpay' }, error: null },
+    amountRefunded: 0,
+    refunds: [],
+    ...overrides,
+  }
+}
+
+/** A refund of the placed order, made through the API and settled by the provider. */
+export function refundOf(overrides: Partial<RefundView> = {}): RefundView {
+  return {
+    id: 're_01JZ8R1',
+    object: 'refund',
+    orderId: 'ord_01JZ8Q6T4V',
+    amount: 100_000,
+    currency: 'IDR',
+    status: 'succeeded',
+    reason: 'requested_by_customer',
+    source: 'api',
+    createdAt: '2026-12-01T11:00:00.000Z',
     ...overrides,
   }
 }
