@@ -147,26 +147,29 @@ export function webhookSender(url: string, retryDelaysMs = WEBHOOK_RETRY_DELAYS_
   const deliveries: WebhookDelivery[] = []
   const inFlight = new Set<Promise<void>>()
   const stop = new AbortController()
+  // First attempts go out one after another, in the order of the changes; retries come later, as at the providers.
+  let queue = Promise.resolve()
 
-  async function deliver(delivery: WebhookDelivery, headers: (body: string) => Record<string, string>) {
-    for (let attempt = 0; !stop.signal.aborted; attempt++) {
-      try {
-        const response = await fetch(url, { method: 'POST', headers: headers(delivery.body), body: delivery.body, signal: AbortSignal.any([stop.signal, AbortSignal.timeout(WEBHOOK_TIMEOUT_MS)]) })
-        await response.arrayBuffer()
-        delivery.attempts.push(response.status)
-        if (response.ok) {
-          delivery.delivered = true
-          return
-        }
-      }
-      catch (error) {
-        const cause = (error as { cause?: { code?: string } }).cause
-        delivery.attempts.push(cause?.code ?? (error instanceof Error ? error.message : String(error)))
-      }
-      const wait = retryDelaysMs[attempt]
-      if (wait === undefined) return
+  /** One POST; true when answered 2xx. Never throws. */
+  async function attempt(delivery: WebhookDelivery, headers: (body: string) => Record<string, string>): Promise<boolean> {
+    try {
+      const response = await fetch(url, { method: 'POST', headers: headers(delivery.body), body: delivery.body, signal: AbortSignal.any([stop.signal, AbortSignal.timeout(WEBHOOK_TIMEOUT_MS)]) })
+      await response.arrayBuffer()
+      delivery.attempts.push(response.status)
+      delivery.delivered = response.ok
+    }
+    catch (error) {
+      const cause = (error as { cause?: { code?: string } }).cause
+      delivery.attempts.push(cause?.code ?? (error instanceof Error ? error.message : String(error)))
+    }
+    return delivery.delivered
+  }
+
+  async function retry(delivery: WebhookDelivery, headers: (body: string) => Record<string, string>) {
+    for (const wait of retryDelaysMs) {
       // Unref'd: pending retries never keep a test process alive.
       await sleep(wait, undefined, { signal: stop.signal, ref: false }).catch(() => {})
+      if (stop.signal.aborted || await attempt(delivery, headers)) return
     }
   }
 
@@ -175,7 +178,9 @@ export function webhookSender(url: string, retryDelaysMs = WEBHOOK_RETRY_DELAYS_
     send(body, headers) {
       const delivery: WebhookDelivery = { url, body, attempts: [], delivered: false }
       deliveries.push(delivery)
-      const running = deliver(delivery, headers).finally(() => inFlight.delete(running))
+      const first = queue.then(() => attempt(delivery, headers))
+      queue = first.then(() => {})
+      const running = first.then(delivered => delivered ? undefined : retry(delivery, headers)).finally(() => inFlight.delete(running))
       inFlight.add(running)
     },
     async idle() {

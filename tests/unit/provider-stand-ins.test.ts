@@ -1,13 +1,17 @@
 import { createHash } from 'node:crypto'
+import type http from 'node:http'
 import midtransClient from 'midtrans-client'
 import Stripe from 'stripe'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { jsonAnswer, readBody, serve } from '../../scripts/stand-ins/common'
+import { parseConfig } from '../../server/config'
 import { midtransProvider } from '../../server/webhooks/providers/midtrans'
 import { stripeProvider } from '../../server/webhooks/providers/stripe'
 import type { WebhookDelivery } from '../../server/webhooks/types'
 import { type MidtransApi, startMidtransApi } from '../support/midtrans-api'
 import { pollUntil } from '../support/poll'
-import { type StripeApi, startStripeApi, stripeSignature } from '../support/stripe-api'
+import { projectRoot, spawnManaged } from '../support/processes'
+import { StandInRefusal, type StripeApi, startStripeApi, stripeSignature } from '../support/stripe-api'
 
 /**
  * The provider stand-ins, driven by the official SDKs: what the clients send is what the stand-ins
@@ -34,6 +38,16 @@ const deliveryOf = (body: string, headers: Record<string, string> = {}): Webhook
   header: name => headers[name.toLowerCase()],
   nowSeconds: Math.floor(Date.now() / 1000),
 })
+
+/** An endpoint that takes every webhook with 200 and keeps it. */
+async function webhookReceiver() {
+  const received: Array<{ headers: http.IncomingHttpHeaders, body: string }> = []
+  const served = await serve(async (req, res) => {
+    received.push({ headers: req.headers, body: await readBody(req) })
+    res.writeHead(200).end()
+  }, () => jsonAnswer(500, '{}'))
+  return { url: `http://127.0.0.1:${served.port}/webhooks`, received, close: served.close }
+}
 
 describe('Stripe stand-in, through the official stripe client', () => {
   let api: StripeApi
@@ -198,6 +212,175 @@ describe('Stripe stand-in, through the official stripe client', () => {
       event: { eventId: event.id, type: 'payment.succeeded', orderId: 'ord_1', paymentId: intent.id, amount: 1500, currency: 'USD' },
     })
   })
+
+  describe('refunds and cancellation', () => {
+    const paidIntent = async (orderId: string) => {
+      const intent = await stripe.paymentIntents.create(params(orderId))
+      api.succeed(intent.id)
+      return intent.id
+    }
+
+    it('refunds part, then the rest: the same Idempotency-Key and body replays the refund, another body is refused; the expanded charge, retrieve and list show them', async () => {
+      const intentId = await paidIntent('ord_1')
+      const first = await stripe.refunds.create(
+        { payment_intent: intentId, amount: 500, reason: 'requested_by_customer', metadata: { refund_id: 're_app_1' } },
+        { idempotencyKey: 'refund:re_app_1' },
+      )
+      expect(first).toMatchObject({
+        object: 'refund', amount: 500, currency: 'usd', payment_intent: intentId, charge: api.intents.get(intentId)!.latest_charge,
+        status: 'succeeded', reason: 'requested_by_customer', metadata: { refund_id: 're_app_1' }, created: expect.any(Number),
+      })
+      expect(first.id).toMatch(/^re_\w+$/)
+      expect(api.calls.at(-1)).toMatchObject({ path: '/v1/refunds', idempotencyKey: 'refund:re_app_1', body: { payment_intent: intentId, amount: '500', metadata: { refund_id: 're_app_1' } } })
+
+      const replayed = await stripe.refunds.create(
+        { payment_intent: intentId, amount: 500, reason: 'requested_by_customer', metadata: { refund_id: 're_app_1' } },
+        { idempotencyKey: 'refund:re_app_1' },
+      )
+      expect(replayed).toEqual(first)
+      expect(replayed.lastResponse.headers['idempotent-replayed']).toBe('true')
+      const otherBody = await failureOf(stripe.refunds.create({ payment_intent: intentId, amount: 600 }, { idempotencyKey: 'refund:re_app_1' }))
+      expect(otherBody).toBeInstanceOf(Stripe.errors.StripeIdempotencyError)
+      expect(otherBody).toMatchObject({ statusCode: 400, rawType: 'idempotency_error' })
+
+      const partly = await stripe.paymentIntents.retrieve(intentId, { expand: ['latest_charge'] })
+      expect(partly.latest_charge).toMatchObject({ object: 'charge', amount: 1500, amount_refunded: 500, refunded: false, payment_intent: intentId, metadata: { order_id: 'ord_1' } })
+      expect((partly.latest_charge as Stripe.Charge).refunds!.data.map(refund => refund.id)).toEqual([first.id])
+
+      // No amount: all that remains.
+      const rest = await stripe.refunds.create({ payment_intent: intentId, metadata: { refund_id: 're_app_2' } }, { idempotencyKey: 'refund:re_app_2' })
+      expect(rest).toMatchObject({ amount: 1000, status: 'succeeded' })
+      expect(api.charge(intentId)).toMatchObject({ amount_refunded: 1500, refunded: true })
+      expect(await stripe.refunds.retrieve(first.id)).toEqual(first)
+      const listed = await stripe.refunds.list({ payment_intent: intentId })
+      expect(listed).toMatchObject({ object: 'list', has_more: false, url: '/v1/refunds' })
+      expect(listed.data.map(refund => refund.id)).toEqual([rest.id, first.id])
+      expect((await stripe.refunds.list({ payment_intent: intentId, limit: 1 })).has_more).toBe(true)
+      expect(await failureOf(stripe.refunds.retrieve('re_missing'))).toMatchObject({ statusCode: 404, code: 'resource_missing' })
+
+      expect(api.createdRefunds()).toEqual([
+        { refund: expect.objectContaining({ id: first.id, metadata: { refund_id: 're_app_1' } }), idempotencyKey: 'refund:re_app_1', dashboard: false },
+        { refund: expect.objectContaining({ id: rest.id }), idempotencyKey: 'refund:re_app_2', dashboard: false },
+      ])
+      expect(api.idempotencyKeyUses('refund')).toEqual(new Map([['refund:re_app_1', 3], ['refund:re_app_2', 1]]))
+      expect(api.refundedTotal(intentId)).toBe(1500)
+    })
+
+    it('refuses what Stripe refuses: no successful charge (charge_not_refundable), more than remains (amount_too_large), already refunded (charge_already_refunded), an unknown intent', async () => {
+      const unpaid = await stripe.paymentIntents.create(params('ord_1'))
+      const notPaid = await failureOf(stripe.refunds.create({ payment_intent: unpaid.id }, { idempotencyKey: 'refund:1' }))
+      expect(notPaid).toBeInstanceOf(Stripe.errors.StripeInvalidRequestError)
+      expect(notPaid).toMatchObject({ statusCode: 400, code: 'charge_not_refundable', param: 'payment_intent', message: `This PaymentIntent (${unpaid.id}) does not have a successful charge to refund.` })
+
+      api.succeed(unpaid.id)
+      const tooMuch = await failureOf(stripe.refunds.create({ payment_intent: unpaid.id, amount: 2000 }, { idempotencyKey: 'refund:2' }))
+      expect(tooMuch).toMatchObject({ statusCode: 400, code: 'amount_too_large', param: 'amount', message: 'Refund amount ($20.00) is greater than unrefunded amount on charge ($15.00)' })
+
+      // As in Stripe's dashboard: no API call, no metadata.
+      const dashboard = api.dashboardRefund(unpaid.id)
+      expect(dashboard).toMatchObject({ amount: 1500, metadata: {}, status: 'succeeded', reason: null })
+      expect(api.createdRefunds()).toEqual([{ refund: dashboard, dashboard: true }])
+      const again = await failureOf(stripe.refunds.create({ payment_intent: unpaid.id, amount: 1 }, { idempotencyKey: 'refund:3' }))
+      expect(again).toMatchObject({ statusCode: 400, code: 'charge_already_refunded', message: `Charge ${String(api.intents.get(unpaid.id)!.latest_charge)} has already been refunded.` })
+      expect(() => api.dashboardRefund(unpaid.id)).toThrow(StandInRefusal)
+
+      expect(await failureOf(stripe.refunds.create({ payment_intent: 'pi_missing' }))).toMatchObject({ statusCode: 400, code: 'resource_missing', param: 'payment_intent' })
+      expect(await failureOf(stripe.refunds.create({ payment_intent: unpaid.id, reason: 'changed_mind' }))).toMatchObject({ statusCode: 400, param: 'reason' })
+      expect(api.refunds.size).toBe(1)
+      expect(api.refundedTotal(unpaid.id)).toBe(1500)
+    })
+
+    it('cancels an intent not yet paid, replayed under its Idempotency-Key; a succeeded or canceled one is refused with payment_intent_unexpected_state', async () => {
+      const open = await stripe.paymentIntents.create(params('ord_1'))
+      const canceled = await stripe.paymentIntents.cancel(open.id, { cancellation_reason: 'requested_by_customer' }, { idempotencyKey: 'cancel:ord_1' })
+      expect(canceled).toMatchObject({ id: open.id, status: 'canceled', canceled_at: expect.any(Number), cancellation_reason: 'requested_by_customer' })
+      const replayed = await stripe.paymentIntents.cancel(open.id, { cancellation_reason: 'requested_by_customer' }, { idempotencyKey: 'cancel:ord_1' })
+      expect(replayed.lastResponse.headers['idempotent-replayed']).toBe('true')
+      const twice = await failureOf(stripe.paymentIntents.cancel(open.id, {}, { idempotencyKey: 'cancel:ord_1:again' }))
+      expect(twice).toMatchObject({ statusCode: 400, code: 'payment_intent_unexpected_state', payment_intent: { id: open.id, status: 'canceled' } })
+      // Stripe never charges a canceled intent.
+      expect(() => api.succeed(open.id)).toThrow(StandInRefusal)
+
+      const paid = await paidIntent('ord_2')
+      const late = await failureOf(stripe.paymentIntents.cancel(paid, {}, { idempotencyKey: 'cancel:ord_2' }))
+      expect(late).toBeInstanceOf(Stripe.errors.StripeInvalidRequestError)
+      expect(late).toMatchObject({ statusCode: 400, code: 'payment_intent_unexpected_state', payment_intent: { id: paid, status: 'succeeded' } })
+      expect((late as Error).message).toMatch(/^You cannot cancel this PaymentIntent because it has a status of succeeded\./)
+      expect(await failureOf(stripe.paymentIntents.cancel('pi_missing', {}, { idempotencyKey: 'cancel:missing' }))).toMatchObject({ statusCode: 404, code: 'resource_missing' })
+      expect(api.idempotencyKeyUses('cancel')).toEqual(new Map([['cancel:ord_1', 2], ['cancel:ord_1:again', 1], ['cancel:ord_2', 1], ['cancel:missing', 1]]))
+    })
+
+    it('applies faults to refund and cancel calls: a lost answer is replayed under the key (one refund), a 500 and a 429 make nothing; a key forgotten after a day refunds again', async () => {
+      const intentId = await paidIntent('ord_1')
+      api.script.push({ match: 'create', fault: { kind: 'status', status: 500 } })
+      api.script.push({ match: 'refund', fault: { kind: 'drop-after' } }, { match: 'refund', fault: { kind: 'drop-after' } })
+      const lost = await failureOf(stripe.refunds.create({ payment_intent: intentId, amount: 500 }, { idempotencyKey: 'refund:a' }))
+      expect(lost).toBeInstanceOf(Stripe.errors.StripeConnectionError)
+      expect(api.refunds.size).toBe(1)
+      const retried = await stripe.refunds.create({ payment_intent: intentId, amount: 500 }, { idempotencyKey: 'refund:a' })
+      expect(retried.id).toBe([...api.refunds.keys()][0])
+      expect(retried.lastResponse.headers['idempotent-replayed']).toBe('true')
+      expect(api.createdRefunds()).toHaveLength(1)
+      expect(api.idempotencyKeyUses('refund').get('refund:a')).toBe(3)
+
+      api.script.push({ match: 'refund', fault: { kind: 'status', status: 500 } })
+      expect(await failureOf(stripe.refunds.create({ payment_intent: intentId, amount: 200 }, { idempotencyKey: 'refund:b' }))).toMatchObject({ statusCode: 500, rawType: 'api_error' })
+      expect(api.refundedTotal(intentId)).toBe(500)
+      expect((await stripe.refunds.create({ payment_intent: intentId, amount: 200 }, { idempotencyKey: 'refund:b' })).lastResponse.headers['idempotent-replayed']).toBeUndefined()
+
+      // The create's fault was left for the next create.
+      expect(api.script).toEqual([{ match: 'create', fault: { kind: 'status', status: 500 } }])
+      expect(await failureOf(stripe.paymentIntents.create(params('ord_2')))).toMatchObject({ statusCode: 500 })
+      const open = await stripe.paymentIntents.create(params('ord_2'))
+      api.script.push({ match: 'cancel', fault: { kind: 'status', status: 429, retryAfter: '1' } })
+      expect(await failureOf(stripe.paymentIntents.cancel(open.id, {}, { idempotencyKey: 'cancel:ord_2' }))).toBeInstanceOf(Stripe.errors.StripeRateLimitError)
+      expect(api.intents.get(open.id)!.status).toBe('requires_payment_method')
+      expect(api.script).toEqual([])
+
+      api.forgetIdempotencyKeys()
+      const anew = await stripe.refunds.create({ payment_intent: intentId, amount: 500 }, { idempotencyKey: 'refund:a' })
+      expect(anew.id).not.toBe(retried.id)
+      expect(api.refundedTotal(intentId)).toBe(1200)
+    })
+  })
+
+  it('keeps refunds pending until they settle (a failed one gives its amount back), and sends each change as a signed event the app verifies', async () => {
+    const receiver = await webhookReceiver()
+    const signed = await startStripeApi({ secretKey, webhook: { url: receiver.url, secret: 'whsec_standin' } })
+    try {
+      const client = new Stripe(secretKey, { host: '127.0.0.1', port: signed.port, protocol: 'http', maxNetworkRetries: 0 })
+      const intent = await client.paymentIntents.create(params('ord_1'))
+      signed.succeed(intent.id)
+      signed.pendRefunds(1)
+      const pending = await client.refunds.create({ payment_intent: intent.id, amount: 500, metadata: { refund_id: 're_app_1' } }, { idempotencyKey: 'refund:re_app_1' })
+      expect(pending.status).toBe('pending')
+      const settled = await client.refunds.create({ payment_intent: intent.id, amount: 300 }, { idempotencyKey: 'refund:re_app_2' })
+      expect(settled.status).toBe('succeeded')
+      expect(signed.refundedTotal(intent.id)).toBe(800)
+
+      expect(signed.settleRefund(pending.id, 'failed')).toMatchObject({ status: 'failed', failure_reason: 'declined' })
+      expect(() => signed.settleRefund(pending.id, 'succeeded')).toThrow(StandInRefusal)
+      expect((await client.refunds.retrieve(pending.id)).status).toBe('failed')
+      expect(signed.refundedTotal(intent.id)).toBe(300)
+      expect(signed.charge(intent.id)).toMatchObject({ amount_refunded: 300, refunded: false })
+
+      await signed.webhooksIdle()
+      expect(signed.webhooks.map(delivery => [delivery.delivered, delivery.attempts])).toEqual(Array.from({ length: 4 }, () => [true, [200]]))
+      const events = receiver.received.map(({ headers, body }) => {
+        const signature = String(headers['stripe-signature'])
+        expect(stripeProvider.verify(deliveryOf(body, { 'stripe-signature': signature }), 'whsec_standin')).toEqual({ ok: true })
+        return client.webhooks.constructEvent(body, signature, 'whsec_standin')
+      })
+      expect(events.map(event => event.type)).toEqual(['payment_intent.succeeded', 'charge.refunded', 'charge.refunded', 'refund.updated'])
+      expect(events[1]).toMatchObject({ request: { idempotency_key: 'refund:re_app_1' }, data: { object: { object: 'charge', amount_refunded: 500 } } })
+      expect(events[3]).toMatchObject({ request: { id: null }, data: { object: { id: pending.id, status: 'failed' } } })
+      expect(stripeProvider.parse(events[2], deliveryOf(''))).toMatchObject({ ok: true, event: { type: 'payment.refunded', orderId: 'ord_1', paymentId: intent.id, amount: 800 } })
+    }
+    finally {
+      await signed.close()
+      await receiver.close()
+    }
+  })
 })
 
 describe('Midtrans stand-in, through the official midtrans-client', () => {
@@ -317,5 +500,191 @@ describe('Midtrans stand-in, through the official midtrans-client', () => {
     api.expire('ord_2')
     expect(await core.transaction.status('ord_2')).toMatchObject({ status_code: '202', transaction_status: 'expire' })
     expect(midtransProvider.parse(api.notification('ord_2'), deliveryOf(''))).toMatchObject({ ok: true, event: { type: 'payment.failed' } })
+  })
+
+  describe('refunds and cancellation', () => {
+    const settledGopay = async (orderId: string, grossAmount = 20_000) => {
+      await core.charge({ payment_type: 'gopay', transaction_details: { order_id: orderId, gross_amount: grossAmount } })
+      return api.settle(orderId)
+    }
+
+    it('refunds a settled GoPay payment in parts through /refund and /refund/online/direct by refund_key: a repeated key answers its first result and refunds nothing more; the status API shows the refunds', async () => {
+      await settledGopay('ord_gp')
+      const first = await core.transaction.refund('ord_gp', { refund_key: 'ref-1', amount: 5_000, reason: 'customer asked' })
+      expect(first).toMatchObject({
+        status_code: '200', status_message: 'Success, refund request is approved', order_id: 'ord_gp', gross_amount: '20000.00', payment_type: 'gopay',
+        transaction_status: 'partial_refund', refund_chargeback_id: expect.any(Number), refund_amount: '5000.00', refund_key: 'ref-1',
+      })
+      expect(api.calls.at(-1)).toMatchObject({ method: 'POST', path: '/v2/ord_gp/refund', body: { refund_key: 'ref-1', amount: 5_000 }, answered: 200 })
+      expect(await core.transaction.refund('ord_gp', { refund_key: 'ref-1', amount: 5_000, reason: 'customer asked' })).toEqual(first)
+      const otherAmount = await failureOf(core.transaction.refund('ord_gp', { refund_key: 'ref-1', amount: 6_000 }))
+      expect(otherAmount).toMatchObject({ httpStatusCode: 406, ApiResponse: { status_code: '406', status_message: 'Duplicate refund ID' } })
+
+      // No amount: all that is left.
+      const rest = await core.transaction.refundDirect('ord_gp', { refund_key: 'ref-2' })
+      expect(rest).toMatchObject({ status_code: '200', status_message: 'Success, refund request is approved by the bank', transaction_status: 'refund', refund_amount: '15000.00' })
+      expect(await core.transaction.status('ord_gp')).toMatchObject({
+        status_code: '200', transaction_status: 'refund', refund_amount: '20000.00',
+        refunds: [
+          { refund_key: 'ref-1', refund_amount: '5000.00', reason: 'customer asked', refund_method: 'online', refund_chargeback_id: first.refund_chargeback_id, created_at: expect.any(String), bank_confirmed_at: expect.any(String) },
+          { refund_key: 'ref-2', refund_amount: '15000.00', refund_method: 'online' },
+        ],
+      })
+      // Nothing is left, and a refunded transaction is not settled any more.
+      expect(await failureOf(core.transaction.refund('ord_gp', { refund_key: 'ref-3', amount: 1 }))).toMatchObject({ httpStatusCode: 412, ApiResponse: { status_message: 'Merchant cannot modify the status of the transaction' } })
+
+      api.refundKeyReuse = 'duplicate'
+      expect(await failureOf(core.transaction.refund('ord_gp', { refund_key: 'ref-1', amount: 5_000, reason: 'customer asked' }))).toMatchObject({ httpStatusCode: 406 })
+      api.refundKeyReuse = 'replay'
+
+      expect(api.createdRefunds().map(({ orderId, refund, endpoint }) => [orderId, refund.refund_key, endpoint])).toEqual([['ord_gp', 'ref-1', 'refund'], ['ord_gp', 'ref-2', 'direct']])
+      expect(api.refundKeyUses()).toEqual(new Map([['ref-1', 4], ['ref-2', 1], ['ref-3', 1]]))
+      expect(api.refundedTotal('ord_gp')).toBe(20_000)
+    })
+
+    it('refuses what Midtrans refuses: unpaid, a bank transfer (neither endpoint), more than is left (414), ShopeePay in part, and direct refund for a method only /refund takes', async () => {
+      await core.charge({ payment_type: 'gopay', transaction_details: { order_id: 'ord_pending', gross_amount: 20_000 } })
+      expect(await failureOf(core.transaction.refund('ord_pending', { refund_key: 'a' }))).toMatchObject({ httpStatusCode: 412 })
+
+      await core.charge(bankTransfer('ord_va'))
+      api.settle('ord_va')
+      expect(await failureOf(core.transaction.refund('ord_va', { refund_key: 'b' }))).toMatchObject({ httpStatusCode: 412 })
+      expect(await failureOf(core.transaction.refundDirect('ord_va', { refund_key: 'b' }))).toMatchObject({ httpStatusCode: 412 })
+
+      await settledGopay('ord_gp')
+      expect(await failureOf(core.transaction.refund('ord_gp', { refund_key: 'c', amount: 20_001 }))).toMatchObject({
+        httpStatusCode: 414, ApiResponse: { status_code: '414', status_message: 'Refund request is rejected due to invalid amount' },
+      })
+      expect(await failureOf(core.transaction.refund('ord_gp', { refund_key: 'c', amount: 0 }))).toMatchObject({ httpStatusCode: 414 })
+      expect(await failureOf(core.transaction.refund('ord_gp', { refund_key: 'not allowed!' }))).toMatchObject({ httpStatusCode: 400 })
+
+      api.transactions.get('ord_gp')!.payment_type = 'dana'
+      expect(await failureOf(core.transaction.refundDirect('ord_gp', { refund_key: 'd' }))).toMatchObject({ httpStatusCode: 412 })
+      expect(await core.transaction.refund('ord_gp', { refund_key: 'd', amount: 1_000 })).toMatchObject({ status_code: '200', transaction_status: 'partial_refund' })
+
+      await settledGopay('ord_spay')
+      api.transactions.get('ord_spay')!.payment_type = 'shopeepay'
+      expect(await failureOf(core.transaction.refund('ord_spay', { refund_key: 'e', amount: 1_000 }))).toMatchObject({ httpStatusCode: 414 })
+      expect(await core.transaction.refund('ord_spay', { refund_key: 'e' })).toMatchObject({ transaction_status: 'refund', refund_amount: '20000.00' })
+
+      expect(await failureOf(core.transaction.refund('ord_unknown', { refund_key: 'f' }))).toMatchObject({ httpStatusCode: 404, ApiResponse: { status_message: 'Transaction doesn\'t exist.' } })
+      expect(api.createdRefunds().map(({ refund }) => refund.refund_key)).toEqual(['d', 'e'])
+      // A dashboard refund is recorded whatever the method: a bank transfer is refunded outside Midtrans.
+      api.refund('ord_va', 50_000)
+      expect(api.createdRefunds().at(-1)).toMatchObject({ orderId: 'ord_va', endpoint: 'dashboard', refund: { refund_method: 'offline', refund_amount: '50000.00' } })
+    })
+
+    it('cancels a pending transaction (then status_code 202, cancel); a canceled or settled one is refused with 412', async () => {
+      const charged = await core.charge(bankTransfer('ord_1'))
+      const canceled = await core.transaction.cancel('ord_1')
+      expect(canceled).toMatchObject({ status_code: '200', status_message: 'Success, transaction is canceled', order_id: 'ord_1', transaction_status: 'cancel', gross_amount: '150000.00' })
+      expect(await core.transaction.status('ord_1')).toMatchObject({ status_code: '202', transaction_status: 'cancel' })
+      expect(await failureOf(core.transaction.cancel(String(charged.transaction_id)))).toMatchObject({
+        httpStatusCode: 412, ApiResponse: { status_message: 'Merchant cannot modify the status of the transaction' },
+      })
+
+      await settledGopay('ord_2')
+      expect(await failureOf(core.transaction.cancel('ord_2'))).toMatchObject({ httpStatusCode: 412 })
+      expect(await failureOf(core.transaction.cancel('ord_unknown'))).toMatchObject({ httpStatusCode: 404 })
+      expect(api.calls.filter(call => call.path.endsWith('/cancel')).map(call => call.answered)).toEqual([200, 412, 412, 404])
+    })
+
+    it('applies faults to refund and cancel calls: a lost refund is answered again under its key (one refund); a bank denial refunds nothing and leaves the key free; a 503 cancels nothing', async () => {
+      await settledGopay('ord_1')
+      api.script.push({ match: 'create', fault: { kind: 'deny' } })
+      api.script.push({ match: 'refund', fault: { kind: 'drop-after' } })
+      const lost = await failureOf(core.transaction.refund('ord_1', { refund_key: 'ref-1', amount: 5_000 }))
+      expect(lost).toMatchObject({ httpStatusCode: null, ApiResponse: null })
+      expect(api.transactions.get('ord_1')!.transaction_status).toBe('partial_refund')
+      const again = await core.transaction.refund('ord_1', { refund_key: 'ref-1', amount: 5_000 })
+      expect(again).toMatchObject({ status_code: '200', refund_key: 'ref-1', refund_amount: '5000.00' })
+      expect(api.createdRefunds()).toHaveLength(1)
+
+      api.script.push({ match: 'refund', fault: { kind: 'deny' } })
+      const denied = await core.transaction.refundDirect('ord_1', { refund_key: 'ref-2', amount: 1_000 })
+      expect(denied).toMatchObject({ status_code: '202', status_message: 'Refund denied by the bank', transaction_status: 'partial_refund', refund_amount: '0.00', refund_key: 'ref-2' })
+      expect(api.refundedTotal('ord_1')).toBe(5_000)
+      expect(await core.transaction.refundDirect('ord_1', { refund_key: 'ref-2', amount: 1_000 })).toMatchObject({ status_code: '200', refund_amount: '1000.00' })
+      expect(api.refundedTotal('ord_1')).toBe(6_000)
+      expect(api.refundKeyUses()).toEqual(new Map([['ref-1', 2], ['ref-2', 2]]))
+
+      // The charge's denial was left for the next charge.
+      expect(api.script).toEqual([{ match: 'create', fault: { kind: 'deny' } }])
+      api.script.length = 0
+      await core.charge(bankTransfer('ord_2'))
+      api.script.push({ match: 'cancel', fault: { kind: 'status', status: 503 } })
+      expect(await failureOf(core.transaction.cancel('ord_2'))).toMatchObject({ httpStatusCode: 503 })
+      expect(api.transactions.get('ord_2')!.transaction_status).toBe('pending')
+    })
+
+    it('sends each change as a signed notification the app verifies', async () => {
+      const receiver = await webhookReceiver()
+      const notifying = await startMidtransApi({ serverKey, webhookUrl: receiver.url })
+      try {
+        const client = new midtransClient.CoreApi({ isProduction: false, serverKey })
+        client.apiConfig.getCoreApiBaseUrl = () => notifying.url
+        await client.charge({ payment_type: 'gopay', transaction_details: { order_id: 'ord_1', gross_amount: 20_000 } })
+        notifying.settle('ord_1')
+        await client.transaction.refund('ord_1', { refund_key: 'ref-1', amount: 5_000 })
+        await notifying.webhooksIdle()
+        const notifications = receiver.received.map(({ body }) => {
+          expect(midtransProvider.verify(deliveryOf(body), serverKey)).toEqual({ ok: true })
+          return JSON.parse(body) as Record<string, unknown>
+        })
+        expect(notifications.map(n => [n.transaction_status, n.status_code, n.status_message])).toEqual([
+          ['pending', '201', 'midtrans payment notification'], ['settlement', '200', 'midtrans payment notification'], ['partial_refund', '200', 'midtrans payment notification'],
+        ])
+        expect(notifications[2]).toMatchObject({ refund_amount: '5000.00', refunds: [{ refund_key: 'ref-1' }] })
+        expect(notifying.webhooks.every(delivery => delivery.delivered)).toBe(true)
+      }
+      finally {
+        await notifying.close()
+        await receiver.close()
+      }
+    })
+  })
+})
+
+describe('npm run stand-in', () => {
+  it('runs the Stripe stand-in on its own: prints the env the app accepts, answers the official client, takes the shopper\'s controls and sends signed webhooks', { timeout: 60_000 }, async () => {
+    const receiver = await webhookReceiver()
+    const child = spawnManaged({
+      label: 'stand-in',
+      args: [`${projectRoot}node_modules/jiti/lib/jiti-cli.mjs`, 'scripts/stand-in.ts', 'stripe', '--port', '0', '--webhook-url', receiver.url],
+      env: process.env,
+    })
+    try {
+      await pollUntil('the stand-in prints its environment', async () => /npm run dev\n/.test(child.output()), { timeoutMs: 45_000 })
+      const [, url = ''] = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(child.output()) ?? []
+      const envLine = /^ {2}(PAYMENT_PROVIDER=stripe .*) npm run dev$/m.exec(child.output())?.[1] ?? ''
+      const env = Object.fromEntries(envLine.split(' ').map(pair => pair.split('=', 2) as [string, string]))
+      expect(env).toEqual({ PAYMENT_PROVIDER: 'stripe', STRIPE_API_BASE: url, STRIPE_SECRET_KEY: expect.stringMatching(/^sk_test_/), WEBHOOK_STRIPE_SECRET: expect.stringMatching(/^whsec_/) })
+      expect(parseConfig(env)).toMatchObject({ PAYMENT_PROVIDER: 'stripe', STRIPE_API_BASE: url, webhookProviders: expect.arrayContaining(['stripe']) })
+
+      const port = Number(new URL(url).port)
+      const client = new Stripe(env.STRIPE_SECRET_KEY!, { host: '127.0.0.1', port, protocol: 'http', maxNetworkRetries: 0 })
+      const intent = await client.paymentIntents.create({ amount: 1500, currency: 'usd', metadata: { order_id: 'ord_1' } })
+      const control = (path: string) => fetch(`${url}/_stand-in${path}`, { method: 'POST' })
+      const paid = await control(`/payment_intents/${intent.id}/succeed`)
+      expect(paid.status).toBe(200)
+      expect(await paid.json()).toMatchObject({ id: intent.id, status: 'succeeded' })
+      expect((await control(`/payment_intents/${intent.id}/succeed`)).status).toBe(409)
+      expect((await control('/payment_intents/pi_missing/succeed')).status).toBe(404)
+      const refund = await fetch(`${url}/_stand-in/payment_intents/${intent.id}/refund`, { method: 'POST', body: JSON.stringify({ amount: 500 }) })
+      expect(await refund.json()).toMatchObject({ object: 'refund', amount: 500, metadata: {} })
+      expect((await client.paymentIntents.retrieve(intent.id)).status).toBe('succeeded')
+
+      await pollUntil('both webhooks have arrived', async () => receiver.received.length === 2)
+      const types = receiver.received.map(({ headers, body }) => {
+        expect(stripeProvider.verify(deliveryOf(body, { 'stripe-signature': String(headers['stripe-signature']) }), env.WEBHOOK_STRIPE_SECRET!)).toEqual({ ok: true })
+        return (JSON.parse(body) as { type: string }).type
+      })
+      expect(types).toEqual(['payment_intent.succeeded', 'charge.refunded'])
+    }
+    finally {
+      await child.stop()
+      await receiver.close()
+    }
+    expect(await child.exited).toBe(0)
   })
 })
