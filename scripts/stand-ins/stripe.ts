@@ -449,7 +449,7 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
     }
     const metadata = typeof body.metadata === 'object' && body.metadata !== null ? stringValues(body.metadata as Record<string, unknown>) : {}
     const refusal = refundRefusal(intent, amount)
-    if (refusal) return refusal
+    if (refusal) return stripeError(400, refusal)
     const status = pendingRefundsLeft > 0 ? 'pending' : 'succeeded'
     if (status === 'pending') pendingRefundsLeft--
     const refund = makeRefund(intent, amount, { reason: reason as StandInRefund['reason'], metadata, status, request })
@@ -457,16 +457,17 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
     return stripeJson(200, refund)
   }
 
-  /** What Stripe answers a refund the charge cannot take, or undefined. */
-  function refundRefusal(intent: StandInPaymentIntent, amount: number | undefined): Answer | undefined {
+  /** Stripe's error (answered 400) for a refund the charge cannot take, or undefined. */
+  function refundRefusal(intent: StandInPaymentIntent, amount: number | undefined): { type: 'invalid_request_error', code: string, param?: string, message: string } | undefined {
     const charge = intent.latest_charge ? charges.get(intent.latest_charge) : undefined
     if (intent.status !== 'succeeded' || !charge) {
-      return invalidRequest('payment_intent', `This PaymentIntent (${intent.id}) does not have a successful charge to refund.`, 'charge_not_refundable')
+      return { type: 'invalid_request_error', code: 'charge_not_refundable', param: 'payment_intent', message: `This PaymentIntent (${intent.id}) does not have a successful charge to refund.` }
     }
     const remaining = intent.amount_received - refundedTotal(intent.id)
-    if (remaining <= 0) return stripeError(400, { type: 'invalid_request_error', code: 'charge_already_refunded', message: `Charge ${charge.id} has already been refunded.` })
+    if (remaining <= 0) return { type: 'invalid_request_error', code: 'charge_already_refunded', message: `Charge ${charge.id} has already been refunded.` }
     if (amount !== undefined && amount > remaining) {
-      return invalidRequest('amount', `Refund amount (${money(amount, intent.currency)}) is greater than unrefunded amount on charge (${money(remaining, intent.currency)})`, 'amount_too_large')
+      const message = `Refund amount (${money(amount, intent.currency)}) is greater than unrefunded amount on charge (${money(remaining, intent.currency)})`
+      return { type: 'invalid_request_error', code: 'amount_too_large', param: 'amount', message }
     }
     return undefined
   }
@@ -601,7 +602,7 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
     const intent = intentOf(intentId)
     if (amount !== undefined && !(Number.isInteger(amount) && amount >= 1)) throw new StandInRefusal(`A refund amount is a positive integer, not ${amount}`)
     const refusal = refundRefusal(intent, amount)
-    if (refusal) throw new StandInRefusal((JSON.parse(refusal.body) as { error: { message: string } }).error.message)
+    if (refusal) throw new StandInRefusal(refusal.message)
     const refund = makeRefund(intent, amount, { reason: null, metadata: {}, status: 'succeeded', request: NO_REQUEST })
     refundLog.push({ id: refund.id, dashboard: true })
     return refund
