@@ -1,5 +1,5 @@
 import { computed, onBeforeUnmount, reactive, ref, watch } from 'vue'
-import type { OrderPaymentView, OrderView } from '#shared/orders'
+import type { OrderView } from '#shared/orders'
 import { newIdempotencyKey, type Problem, useIdempotentRequest } from './useIdempotentRequest'
 
 /**
@@ -19,21 +19,11 @@ export interface StoreSession {
 }
 
 /**
- * Where asking the provider for the payment stands: `retrying` while it does not answer (with the
- * last error in the shop's words). A server that does not say reads as nothing to report.
- */
-export interface PaymentSetup {
-  status?: 'creating' | 'retrying' | 'ready' | 'refused'
-  lastError?: string | null
-}
-
-/**
  * The order as GET /api/orders/:id answers it. POST /api/orders answers it without `payment`,
  * `paymentIntentId` (the worker has not asked the provider yet) and its refunds: read as absent until a poll.
  */
-export type Order = Omit<OrderView, 'paymentIntentId' | 'payment' | 'amountRefunded' | 'refunds'>
-  & Partial<Pick<OrderView, 'paymentIntentId' | 'amountRefunded' | 'refunds'>>
-  & { payment?: (OrderPaymentView & PaymentSetup) | null }
+type ReadLater = 'paymentIntentId' | 'payment' | 'amountRefunded' | 'refunds'
+export type Order = Omit<OrderView, ReadLater> & Partial<Pick<OrderView, ReadLater>>
 
 export type PaymentMethod = 'card' | 'bank_transfer' | 'ewallet'
 

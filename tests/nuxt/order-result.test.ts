@@ -2,6 +2,7 @@ import { mountSuspended } from '@nuxt/test-utils/runtime'
 import type { DOMWrapper } from '@vue/test-utils'
 import { describe, expect, it } from 'vitest'
 import OrderResult from '~/components/checkout/OrderResult.vue'
+import type { OrderPaymentView } from '#shared/orders'
 import { catalogue, placedOrder, refundOf } from './support/checkout'
 
 /** Intl writes a no-break space between the currency code and the amount. */
@@ -9,9 +10,9 @@ const idr = (amount: string) => `IDR\u00A0${amount}`
 type Wrapper = Awaited<ReturnType<typeof mountSuspended>>
 /** The order's facts as the shopper reads them: each term with its value. */
 const factsOf = (wrapper: Wrapper) => {
-  const terms = wrapper.findAll('dt').map(term => term.text())
-  const values = wrapper.findAll('dd').map(value => value.text())
-  return Object.fromEntries(terms.map((term, index) => [term, values[index]]))
+  const terms = wrapper.findAll('dt').map((term: DOMWrapper<Element>) => term.text())
+  const values = wrapper.findAll('dd').map((value: DOMWrapper<Element>) => value.text())
+  return Object.fromEntries(terms.map((term: string, index: number) => [term, values[index]]))
 }
 const rowsOf = (wrapper: Wrapper, part: 'thead' | 'tbody' | 'tfoot') =>
   wrapper.findAll(`[data-testid="order-items"] ${part} tr`).map((row: DOMWrapper<Element>) => row.findAll('th, td').map((cell: DOMWrapper<Element>) => cell.text()))
@@ -118,34 +119,30 @@ describe('OrderResult: refunds and cancellation in the shopper\'s words', () => 
   })
 })
 
-describe('OrderResult: the payment while the provider is being asked', () => {
-  const waiting = (payment: Record<string, unknown>) => placedOrder({ paymentIntentId: null, payment: { provider: 'stripe', id: null, nextAction: null, error: null, ...payment } })
+describe('OrderResult: a payment provider that is not answering', () => {
+  const lastError = 'The payment provider has not answered yet (connect ECONNREFUSED). The payment is asked for again automatically; nothing was charged.'
+  const retrying = (payment: Partial<OrderPaymentView> = {}) => placedOrder({ paymentIntentId: null, payment: { provider: 'mockpay', id: null, nextAction: null, error: null, status: 'retrying', ...payment } })
 
-  it('retrying: the provider is not answering, we keep trying, nothing was charged, and the last error', async () => {
-    const order = waiting({ status: 'retrying', lastError: 'The card processor could not be reached.' })
-    const wrapper = await mountSuspended(OrderResult, { props: { order, catalogue, mockpay: false } })
+  it('retrying: not answering, we keep trying, nothing was charged, and the shop\'s last error; mockpay does not also say it is preparing', async () => {
+    const wrapper = await mountSuspended(OrderResult, { props: { order: retrying({ lastError }), catalogue, mockpay: true } })
 
-    const setup = wrapper.get('[data-testid="payment-setup"]')
-    expect(setup.attributes('data-state')).toBe('retrying')
-    expect(setup.findAll('p').map(line => line.text())).toEqual([
+    expect(wrapper.get('[data-testid="payment-retrying"]').findAll('p').map(line => line.text())).toEqual([
       'The payment provider is not answering right now. We keep trying by ourselves, and nothing has been charged: you can leave this page open or come back later.',
-      'Last attempt: The card processor could not be reached.',
+      lastError,
     ])
     expect(wrapper.get('[data-testid="order-status"]').text()).toBe('Awaiting payment')
-  })
-
-  it('creating: the payment is being set up; mockpay does not also say it is preparing', async () => {
-    const order = placedOrder({ paymentIntentId: null, payment: { provider: 'mockpay', id: null, nextAction: null, error: null, status: 'creating', lastError: null } })
-    const wrapper = await mountSuspended(OrderResult, { props: { order, catalogue, mockpay: true } })
-
-    expect(wrapper.get('[data-testid="payment-setup"]').text()).toBe('Your payment is being set up. This takes a few seconds.')
     expect(wrapper.get('[data-testid="mockpay"]').text()).not.toContain('Preparing the payment…')
   })
 
-  it('ready, or a server that does not say: nothing about the setup', async () => {
-    for (const order of [placedOrder(), waiting({ status: 'ready', lastError: null }), waiting({})]) {
-      const wrapper = await mountSuspended(OrderResult, { props: { order, catalogue, mockpay: false } })
-      expect(wrapper.find('[data-testid="payment-setup"]').exists()).toBe(false)
+  it('retrying without a last error: the first line alone', async () => {
+    const wrapper = await mountSuspended(OrderResult, { props: { order: retrying(), catalogue, mockpay: false } })
+    expect(wrapper.get('[data-testid="payment-retrying"]').findAll('p')).toHaveLength(1)
+  })
+
+  it('a payment that is ready, or not asked for yet: nothing about the provider', async () => {
+    for (const order of [placedOrder(), placedOrder({ paymentIntentId: null, payment: null })]) {
+      const wrapper = await mountSuspended(OrderResult, { props: { order, catalogue, mockpay: true } })
+      expect(wrapper.find('[data-testid="payment-retrying"]').exists()).toBe(false)
     }
   })
 })

@@ -23,7 +23,7 @@ export function placedOrder(overrides: Partial<Order> = {}): Order {
     customer: { email: 'shopper@example.com' },
     createdAt: '2026-12-01T10:00:00.000Z',
     paymentIntentId: 'pi_1',
-    payment: { provider: 'mockpay', id: 'pi_1', nextAction: { type: 'mockpay' }, error: null },
+    payment: { provider: 'mockpay', id: 'pi_1', nextAction: { type: 'mockpay' }, error: null, status: 'ready' },
     amountRefunded: 0,
     refunds: [],
     ...overrides,
