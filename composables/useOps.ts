@@ -33,6 +33,9 @@ export function useOps() {
   /** The evidence search the console should run next (set by any panel's id chip). */
   const evidenceRequest = ref<EvidenceSearch & { seq: number }>()
   let evidenceSeq = 0
+  /** The order the console should open next (set by an order chip). */
+  const orderRequest = ref<{ orderId: string, seq: number }>()
+  let orderSeq = 0
 
   /** Reads the token this tab kept; call on the client (onMounted). */
   function restore(): void {
@@ -45,14 +48,17 @@ export function useOps() {
     authError.value = reason
   }
 
+  /** The server answered 401 to the current token: forget it, and say why on the token form. */
+  function tokenRefused(message: string): void {
+    forget(`The server refused the operator token (401 Unauthorized): ${message} Enter the token again.`)
+  }
+
   /** A failed answer as the console reports it; a 401 to the current token forgets it. */
   function failure(response: Response & { _data?: unknown }, sentToken: string | undefined, method: string, path: string): OpsRequestError {
     const isProblem = /[/+]json\b/.test(response.headers.get('content-type') ?? '') && typeof response._data === 'object' && response._data !== null
     const problem = isProblem ? response._data as Problem : undefined
     const message = problem?.detail ?? problem?.title ?? `${method} ${path} answered ${response.status}.`
-    if (response.status === 401 && sentToken === token.value) {
-      forget(`The server refused the operator token (401 Unauthorized): ${message} Enter the token again.`)
-    }
+    if (response.status === 401 && sentToken === token.value) tokenRefused(message)
     return new OpsRequestError(response.status, problem, message)
   }
 
@@ -101,7 +107,23 @@ export function useOps() {
     evidenceRequest.value = { ...query, seq: ++evidenceSeq }
   }
 
-  return { token: readonly(token), authError: readonly(authError), evidenceRequest: readonly(evidenceRequest), restore, forget, api, signIn, searchEvidence }
+  function openOrder(orderId: string): void {
+    orderRequest.value = { orderId, seq: ++orderSeq }
+  }
+
+  return {
+    token: readonly(token),
+    authError: readonly(authError),
+    evidenceRequest: readonly(evidenceRequest),
+    orderRequest: readonly(orderRequest),
+    restore,
+    forget,
+    tokenRefused,
+    api,
+    signIn,
+    searchEvidence,
+    openOrder,
+  }
 }
 
 export type OpsContext = ReturnType<typeof useOps>

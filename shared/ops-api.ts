@@ -1,3 +1,4 @@
+import type { OrderView, RefundReason, RefundView } from './orders'
 import type { IdempotencyStatus, JobStatus } from './statuses'
 
 /**
@@ -178,3 +179,12 @@ export interface DuplicatesAudit {
   exactlyOnceViolations: ExactlyOnceViolation[]
   suspects: { businessDuplicates: BusinessDuplicate[], frequentReplays: FrequentReplay[] }
 }
+
+/** GET /api/ops/orders/{id}: the order as its tenant reads it, and whose it is. */
+export type OpsOrder = OrderView & { tenantId: string }
+
+/** POST /api/ops/orders/{id}/refunds body: `amount` defaults to all that remains. */
+export interface OpsRefundRequest { amount?: number, reason?: RefundReason }
+
+/** POST /api/ops/orders/{id}/refunds (201): the refund, and the key it was made under. */
+export type OpsRefund = RefundView & { idempotency: { key: string, replayed: boolean } }
