@@ -55,6 +55,17 @@ describe('IdChips: the one way the console shows ids', () => {
     expect(context().evidenceRequest.value).toEqual({ by: 'orderId', value: 'ord_01J', scope: undefined, seq: 2 })
   })
 
+  it('an order chip also opens the order (its refunds, a refund); no other chip does', async () => {
+    const { Host, context } = consoleHost(IdChips, { ids: { orderId: 'ord_01J', key: '5f0c-key', jobId: 'job_01J' } })
+    const wrapper = await mountSuspended(Host)
+
+    const open = wrapper.findAll('[data-testid="chip-open-order"]')
+    expect(open.map(button => [button.text(), button.attributes('aria-label')])).toEqual([['open', 'Open order ord_01J']])
+    await open[0]!.trigger('click')
+    expect(context().orderRequest.value).toEqual({ orderId: 'ord_01J', seq: 1 })
+    expect(context().evidenceRequest.value).toBeUndefined()
+  })
+
   it('copy puts exactly the id on the clipboard and says so on that chip only', async () => {
     await navigator.clipboard.writeText('before')
     const { Host } = consoleHost(IdChips, { ids: { orderId: 'ord_01J', jobId: 'job_01J' } })
