@@ -20,7 +20,7 @@ export default defineEventHandler(async (event) => {
     key,
     payload: order,
     ttlSeconds: useConfig().IDEMPOTENCY_TTL_SECONDS,
-    plan: (db, now) => planOrder(db, now, { tenantId: tenant.id, idempotencyKey: key, requestId: event.context.requestId }, order),
+    plan: (db, now) => planOrder(db, now, { tenantId: tenant.id, idempotencyKey: key, requestId: event.context.requestId, checkoutSessionId: event.context.checkoutSessionId }, order),
   })
   return reply.body
 })

@@ -55,7 +55,8 @@ export function createStripeProvider(config: StripeConfig): PaymentProvider {
       signal.throwIfAborted()
       let intent: Stripe.PaymentIntent
       try {
-        intent = await callStripe(() => stripe.paymentIntents.retrieve(paymentId))
+        // The charge says what was refunded so far (amount_refunded).
+        intent = await callStripe(() => stripe.paymentIntents.retrieve(paymentId, { expand: ['latest_charge'] }))
       }
       catch (error) {
         if (error instanceof PaymentRefused && error.refusal.code === 'resource_missing') return undefined
@@ -63,8 +64,55 @@ export function createStripeProvider(config: StripeConfig): PaymentProvider {
       }
       return stateOfIntent(intent)
     },
+    async refundPayment(request, signal) {
+      signal.throwIfAborted()
+      const earlier = Date.now() - request.firstAskedAt.getTime() > KEY_MEMORY_MS
+        ? (await callStripe(() => stripe.refunds.list({ payment_intent: request.paymentId, limit: 100 }))).data.find(refund => refund.metadata?.refund_id === request.refundId)
+        : undefined
+      const refund = earlier ?? await callStripe(() => stripe.refunds.create({
+        payment_intent: request.paymentId,
+        amount: toStripeAmount(request.amount, request.currency),
+        // Stripe takes only its three reasons; ours (order_canceled) travels in the metadata.
+        ...(isStripeReason(request.reason) && { reason: request.reason }),
+        metadata: { order_id: request.orderId, refund_id: request.refundId, ...(request.reason && { reason: request.reason }) },
+      }, { idempotencyKey: request.idempotencyKey }))
+      return { id: refund.id, status: refundStatusOf(refund.status), answer: refund as unknown as Record<string, unknown> }
+    },
+    async readRefund({ providerRefundId }, signal) {
+      signal.throwIfAborted()
+      try {
+        const refund = await callStripe(() => stripe.refunds.retrieve(providerRefundId))
+        return { id: refund.id, status: refundStatusOf(refund.status), answer: refund as unknown as Record<string, unknown> }
+      }
+      catch (error) {
+        if (error instanceof PaymentRefused && error.refusal.code === 'resource_missing') return undefined
+        throw error
+      }
+    },
+    async cancelPayment({ orderId, paymentId }, signal) {
+      signal.throwIfAborted()
+      try {
+        await callStripe(() => stripe.paymentIntents.cancel(paymentId, {}, { idempotencyKey: `order:${orderId}:cancel` }))
+        return 'canceled'
+      }
+      catch (error) {
+        if (!(error instanceof PaymentRefused)) throw error
+        // Not cancelable (payment_intent_unexpected_state): the intent says why.
+        const intent = await callStripe(() => stripe.paymentIntents.retrieve(paymentId))
+        if (intent.status === 'succeeded') return 'succeeded'
+        if (intent.status === 'canceled') return 'canceled'
+        throw error
+      }
+    },
   }
 }
+
+const stripeReasons = new Set(['requested_by_customer', 'duplicate', 'fraudulent'])
+const isStripeReason = (reason: string | null): reason is Stripe.RefundCreateParams.Reason => reason !== null && stripeReasons.has(reason)
+
+/** requires_action waits for the customer (some payment methods): pending until Stripe settles it. */
+const refundStatusOf = (status: string | null): 'pending' | 'succeeded' | 'failed' =>
+  status === 'succeeded' ? 'succeeded' : status === 'failed' || status === 'canceled' ? 'failed' : 'pending'
 
 /** What a PaymentIntent's status means for the order. */
 function stateOfIntent(intent: Stripe.PaymentIntent): PaymentState {
@@ -77,6 +125,7 @@ function stateOfIntent(intent: Stripe.PaymentIntent): PaymentState {
     type,
     amount: fromStripeAmount(type === 'payment.succeeded' ? intent.amount_received : intent.amount, intent.currency),
     currency: intent.currency.toUpperCase(),
+    refundedAmount: typeof intent.latest_charge === 'object' && intent.latest_charge ? fromStripeAmount(intent.latest_charge.amount_refunded, intent.currency) : undefined,
     answer: intent as unknown as Record<string, unknown>,
   }
 }
