@@ -38,4 +38,5 @@ ALTER TABLE "payment_intent_refunds" ADD CONSTRAINT "payment_intent_refunds_inte
 ALTER TABLE "refunds" ADD CONSTRAINT "refunds_order_id_orders_id_fk" FOREIGN KEY ("order_id") REFERENCES "public"."orders"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 CREATE INDEX "refunds_order_idx" ON "refunds" USING btree ("order_id","created_at");--> statement-breakpoint
 CREATE UNIQUE INDEX "refunds_automatic_unique" ON "refunds" USING btree ("order_id") WHERE "refunds"."source" = 'automatic';--> statement-breakpoint
+CREATE INDEX "orders_payment_intent_idx" ON "orders" USING btree ("payment_intent_id") WHERE "orders"."payment_intent_id" is not null;--> statement-breakpoint
 ALTER TABLE "payment_intents" ADD CONSTRAINT "payment_intents_refund_within_amount" CHECK ("payment_intents"."amount_refunded" <= "payment_intents"."amount");

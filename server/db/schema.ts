@@ -140,6 +140,8 @@ export const orders = pgTable('orders', {
   index('orders_created_at_idx').on(t.createdAt),
   // Reconciliation reads the orders left awaiting payment, oldest change first.
   index('orders_awaiting_payment_idx').on(t.updatedAt).where(sql`${t.status} = 'pending_payment' and ${t.paymentIntentId} is not null`),
+  // A provider event that names only the payment (a refund made in Stripe's dashboard) finds its order.
+  index('orders_payment_intent_idx').on(t.paymentIntentId).where(sql`${t.paymentIntentId} is not null`),
 ])
 
 /**

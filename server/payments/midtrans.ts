@@ -82,6 +82,10 @@ export function createMidtransProvider(config: MidtransConfig): PaymentProvider 
           : await core.transaction.refund(request.orderId, parameter)
       }
       catch (error) {
+        // 406: the refund_key was used (a concurrent or earlier run whose answer was lost): read it back.
+        const again = statusOf(error) === 406 && await readStatus(request.orderId)
+        const made = again && refundsOf(again).find(refund => refund.refund_key === request.refundId)
+        if (made) return refundOf(request.refundId, made)
         throw classifyMidtransError(error)
       }
       return refundOf(request.refundId, answer)

@@ -1,4 +1,7 @@
+import { and, eq } from 'drizzle-orm'
 import { getHeader, type H3Event } from 'h3'
+import { useDatabaseHandle } from '../db'
+import { orders } from '../db/schema'
 import { readLimitedRawBody, strictUtf8 } from '../http/body'
 import type { IdempotentReply } from '../idempotency/handler'
 import { checkIdempotencyKey } from '../idempotency/key'
@@ -53,9 +56,21 @@ export async function readVerifiedDelivery(event: H3Event, provider: RegisteredP
   }
   const parsed = provider.parse(json, delivery)
   if (!parsed.ok) throw invalid(parsed.reason)
+  if (!parsed.event.orderId) {
+    const orderId = parsed.event.paymentId && await orderOfPayment(provider.name, parsed.event.paymentId)
+    if (!orderId) throw invalid(`no order has payment "${parsed.event.paymentId}" at ${provider.name}, and the event names none`)
+    parsed.event.orderId = orderId
+  }
   if (!checkIdempotencyKey(parsed.event.eventId).ok) throw invalid('the event id must be 1–255 visible ASCII characters')
   const signatureHeaders = Object.fromEntries(provider.signatureHeaders.map(name => [name, delivery.header(name) ?? '']))
   return { event: parsed.event, rawBody, signatureHeaders }
+}
+
+/** The order whose payment this is at the provider (orders.payment_intent_id). */
+async function orderOfPayment(provider: string, paymentId: string): Promise<string | undefined> {
+  const [order] = await useDatabaseHandle().db.select({ id: orders.id }).from(orders)
+    .where(and(eq(orders.paymentIntentId, paymentId), eq(orders.paymentProvider, provider))).limit(1)
+  return order?.id
 }
 
 const resultOf: Record<string, string> = { miss: 'accepted', replay: 'duplicate' }

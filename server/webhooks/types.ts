@@ -21,6 +21,7 @@ export interface PaymentEvent {
   /** The provider's id for this event: the dedupe key, stable across redeliveries. */
   eventId: string
   type: PaymentEventType
+  /** Empty when the provider's event does not name it (a refund made in Stripe's dashboard): found by paymentId on receipt. */
   orderId: string
   paymentId?: string
   /**

@@ -52,9 +52,10 @@ const StripeEvent = z.object({
       status: z.string().nullish(),
       // This app's PaymentIntents and refunds carry order_id (server/payments/stripe.ts); SPEC §5
       // also documents orderId, for events made elsewhere. order_id wins when both are there.
-      metadata: z.object({ order_id: metadataValue.optional(), orderId: metadataValue.optional(), refund_id: metadataValue.optional() })
-        .refine(metadata => metadata.order_id !== undefined || metadata.orderId !== undefined, 'needs order_id (or orderId), the order the object belongs to'),
-    }),
+      // A refund made in Stripe's dashboard has none: its order is found by its payment_intent.
+      metadata: z.object({ order_id: metadataValue.optional(), orderId: metadataValue.optional(), refund_id: metadataValue.optional() }).optional(),
+    }).refine(object => object.metadata?.order_id !== undefined || object.metadata?.orderId !== undefined || (object.object === 'refund' && !!object.payment_intent),
+      { message: 'needs order_id (or orderId), the order the object belongs to', path: ['metadata'] }),
   }),
 })
 
@@ -89,7 +90,8 @@ export const stripeProvider: WebhookProvider = {
     const normalised = typeOf.get(type)
     if (!normalised) return { ok: false, reason: `event type "${type}" is not handled; subscribe this endpoint to ${[...typeOf.keys()].join(', ')} only` }
     const amountOf = (amount: number) => fromStripeAmount(amount, object.currency ?? '')
-    const orderId = (object.metadata.order_id ?? object.metadata.orderId)!
+    // Empty for a dashboard refund: the receiver finds the order by the payment (PaymentEvent.orderId).
+    const orderId = object.metadata?.order_id ?? object.metadata?.orderId ?? ''
     const currency = object.currency?.toUpperCase()
     if (normalised === 'refund.updated') {
       const refund = StripeRefund.safeParse(object)
@@ -103,7 +105,7 @@ export const stripeProvider: WebhookProvider = {
           orderId,
           paymentId: object.payment_intent ?? object.charge ?? undefined,
           currency,
-          refund: { providerRefundId: object.id, ...(object.metadata.refund_id && { refundId: object.metadata.refund_id }), amount: amountOf(amount), status: refundStatusOf[status] },
+          refund: { providerRefundId: object.id, ...(object.metadata?.refund_id && { refundId: object.metadata.refund_id }), amount: amountOf(amount), status: refundStatusOf[status] },
         },
       }
     }
