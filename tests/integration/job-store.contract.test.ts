@@ -1004,14 +1004,19 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
 
     const effectJobs = (orderId: string) =>
       db.select({ kind: jobs.kind, resourceId: jobs.resourceId, payload: jobs.payload, requestId: jobs.requestId, status: jobs.status })
-        .from(jobs).where(eq(jobs.dedupeKey, orderId)).orderBy(asc(jobs.kind))
+        .from(jobs).where(eq(jobs.resourceId, `order:${orderId}`)).orderBy(asc(jobs.kind))
 
-    /** The effect jobs of an order that reached `status`, each enqueued by the event that crossed into it. */
+    /**
+     * The effect jobs of an order that reached `status`, each enqueued by the event that crossed into
+     * it; a refund's notice names the refund the total recorded.
+     */
     const expectedEffectJobs = (orderId: string, requestIds: { paid: string | null, refunded?: string | null }) => [
       ...EFFECT_KINDS.map(kind => ({ kind, requestId: requestIds.paid })),
       ...(requestIds.refunded !== undefined ? [{ kind: 'order.send_refund_notice', requestId: requestIds.refunded }] : []),
-    ].sort((a, b) => a.kind.localeCompare(b.kind)).map(({ kind, requestId }) =>
-      ({ kind, resourceId: `order:${orderId}`, payload: { orderId }, requestId, status: 'queued' }))
+    ].sort((a, b) => a.kind.localeCompare(b.kind)).map(({ kind, requestId }) => ({
+      kind, resourceId: `order:${orderId}`, requestId, status: 'queued',
+      payload: kind === 'order.send_refund_notice' ? { orderId, refundId: expect.stringMatching(/^re_/) } : { orderId },
+    }))
 
     async function newOrder(): Promise<string> {
       const { orderIds: [orderId] } = await seedOrders(db, 1)
@@ -1061,7 +1066,7 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
       expect(await effectJobs('ord_unknown')).toEqual([])
     })
 
-    it('ends any sequence of events at the highest status a payment allows (a refund waits for one), with the effects enqueued once iff it reached paid or above', async () => {
+    it('ends any sequence of events at the highest status a payment allows (a full refund waits for one), with the effects enqueued once iff it reached paid or above', async () => {
       const rank = (status: string) => paymentStatusPrecedence.indexOf(status as PaymentStatus)
       await fc.assert(fc.asyncProperty(
         fc.array(fc.constantFrom<PaymentStatus>('payment_failed', 'paid', 'refunded'), { maxLength: 8 }),
