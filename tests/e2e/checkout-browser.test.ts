@@ -1,8 +1,10 @@
 import postgres from 'postgres'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest'
-import { type AppProcess, fastJobsEnv, startApp, stopAll } from '../support/app'
+import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '../support/app'
 import { type CheckoutPage, desktopViewport, launchChromium, mobileViewport, openCheckout, screenshot, screenshotAtWidths, storedCart, storedIntent } from '../support/browser'
+import { request } from '../support/http'
+import { newIdempotencyKey } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
 
@@ -37,6 +39,29 @@ const recordSummaryStates = `(() => {
   }
   new MutationObserver(record).observe(document, { subtree: true, childList: true, characterData: true, attributes: true })
 })()`
+
+/** A phone's width: the page must not scroll sideways, and Pay must stay on screen. */
+const phoneViewport = { width: 375, height: 812 }
+
+/** The page's globals these tests read (the tests compile without the DOM types; the callbacks run in the page). */
+interface PageGlobals {
+  document: { documentElement: { scrollWidth: number } }
+  scrollTo: (x: number, y: number) => void
+  getComputedStyle: (element: unknown) => { color: string, backgroundColor: string, opacity: string }
+}
+
+/** WCAG 2 contrast ratio of two opaque `rgb(r, g, b)` colours as getComputedStyle writes them. */
+function contrastRatio(foreground: string, background: string): number {
+  const luminance = (color: string) => {
+    const [r, g, b] = (color.match(/\d+(\.\d+)?/g) ?? []).slice(0, 3).map(Number).map((channel) => {
+      const value = channel / 255
+      return value <= 0.03928 ? value / 12.92 : ((value + 0.055) / 1.055) ** 2.4
+    })
+    return 0.2126 * r! + 0.7152 * g! + 0.0722 * b!
+  }
+  const [light, dark] = [luminance(foreground), luminance(background)].sort((a, b) => b - a)
+  return (light! + 0.05) / (dark! + 0.05)
+}
 
 interface OrderRow { id: string, idempotencyKey: string | null, status: string, amount: number }
 interface RecordRow { key: string, status: string, responseStatus: number | null, resourceType: string | null, resourceId: string | null, attempts: number }
@@ -449,6 +474,137 @@ describeWithServices('checkout page in Chromium: one order per checkout intent',
     await expectOneOrder(cartId, key, orderId)
     expect(await recordCount()).toBe(recordsBefore + 1)
     expect(await page.getByTestId('replayed-note').count()).toBe(0)
+    expect(pageErrors).toEqual([])
+  })
+
+  /** Whether the element is wholly inside the viewport as it is scrolled now. */
+  async function onScreen(page: Page, testId: string): Promise<boolean> {
+    const box = await page.getByTestId(testId).boundingBox()
+    return !!box && box.y >= 0 && box.y + box.height <= page.viewportSize()!.height && box.x >= 0 && box.x + box.width <= page.viewportSize()!.width
+  }
+
+  /** How a disabled control looks: its opacity and the contrast of its text on its face. */
+  async function disabledLook(page: Page, selector: string) {
+    const control = page.locator(selector)
+    expect(await control.isDisabled()).toBe(true)
+    const style = await control.evaluate((element) => {
+      const computed = (globalThis as unknown as PageGlobals).getComputedStyle(element)
+      return { color: computed.color, background: computed.backgroundColor, opacity: computed.opacity }
+    })
+    return { opacity: style.opacity, contrast: contrastRatio(style.color, style.background) }
+  }
+
+  it('at 375 px: nothing scrolls sideways, Pay stays on screen in a bar with the cart\'s count, and a disabled Pay is readable', async () => {
+    const { page, pageErrors } = await open()
+    await page.setViewportSize(phoneViewport)
+
+    // An empty cart: Pay and the quantity's minus are disabled, yet their text reads at AA contrast.
+    expect((await page.getByTestId('pay').textContent())?.trim()).toBe('Pay IDR\u00A00')
+    for (const selector of ['[data-testid="pay"]', '[aria-label="One less Organic cotton tee"]']) {
+      const look = await disabledLook(page, selector)
+      expect(look.opacity, selector).toBe('1')
+      expect(look.contrast, selector).toBeGreaterThanOrEqual(4.5)
+    }
+    expect((await page.getByTestId('cart-link').textContent())?.trim()).toBe('Your cart is empty')
+
+    // Shopping from the top of the catalogue, then from its end: Pay is on screen all along.
+    await page.evaluate(() => (globalThis as unknown as PageGlobals).scrollTo(0, 0))
+    await page.getByTestId('add-TEE-ORGANIC').click()
+    await page.getByTestId('add-TEE-ORGANIC').click()
+    await page.getByTestId('add-MUG-ENAMEL').click()
+    expect(await onScreen(page, 'pay')).toBe(true)
+    await page.getByTestId('add-CAP-WOOL').scrollIntoViewIfNeeded()
+    expect(await onScreen(page, 'pay')).toBe(true)
+    expect((await page.getByTestId('pay').textContent())?.trim()).toBe('Pay IDR\u00A0387,000')
+    expect((await page.getByTestId('cart-link').textContent())?.trim()).toBe('3 items in your cart')
+    expect(await page.evaluate(() => (globalThis as unknown as PageGlobals).document.documentElement.scrollWidth)).toBeLessThanOrEqual(phoneViewport.width)
+    await page.evaluate(() => (globalThis as unknown as PageGlobals).scrollTo(0, 0))
+    await screenshot(page, 'checkout-cart-375')
+
+    // The bar's link takes the shopper to the cart, its lines and the email.
+    await page.getByTestId('cart-link').click()
+    await page.waitForFunction(() => (globalThis as unknown as { location: { hash: string } }).location.hash === '#summary-heading')
+    expect(await onScreen(page, 'total')).toBe(true)
+    await page.getByLabel('Email for the receipt').fill(EMAIL)
+    expect(await onScreen(page, 'pay')).toBe(true)
+    await screenshot(page, 'checkout-cart-bottom-375')
+
+    await page.getByTestId('pay').click()
+    const orderId = await shownOrderId(page)
+    expect(await orderThroughApi(page, orderId)).toMatchObject({ id: orderId, amount: CART_TOTAL, paymentMethod: 'card' })
+    // The placed order, with its items table, fits the phone too.
+    expect(await page.evaluate(() => (globalThis as unknown as PageGlobals).document.documentElement.scrollWidth)).toBeLessThanOrEqual(phoneViewport.width)
+    expect(pageErrors).toEqual([])
+  })
+
+  it('Cancel order: asked once more, one POST under one key; the order reads canceled on screen, in the API and after a reload', async () => {
+    const { page, pageErrors } = await open()
+    await fillCart(page)
+    await page.getByTestId('pay').click()
+    const orderId = await shownOrderId(page)
+    expect((await page.getByTestId('order-payment-method').textContent())?.trim()).toBe('Card')
+    const cancelPath = `/api/orders/${orderId}/cancel`
+    const cancelKeys: Array<string | undefined> = []
+    page.on('request', (sent) => {
+      if (sent.method() === 'POST' && new URL(sent.url()).pathname === cancelPath) cancelKeys.push(sent.headers()['idempotency-key'])
+    })
+
+    await page.getByTestId('cancel-order').click()
+    expect((await page.locator('#cancel-question').textContent())?.trim()).toBe('Cancel this order? Nothing will be charged for it, and it cannot be undone.')
+    await screenshotAtWidths(page, 'checkout-cancel-confirm')
+    const [answer] = await Promise.all([
+      page.waitForResponse(response => response.request().method() === 'POST' && new URL(response.url()).pathname === cancelPath),
+      page.getByTestId('cancel-confirm').click(),
+    ])
+    expect(answer.status()).toBe(200)
+    expect(await answer.json()).toMatchObject({ id: orderId, status: 'canceled', idempotency: { replayed: false } })
+
+    await page.locator('[data-testid="order-status"][data-status="canceled"]').waitFor()
+    expect((await page.getByTestId('result-heading').textContent())?.trim()).toBe('Order canceled')
+    expect((await page.getByTestId('order-status').textContent())?.trim()).toBe('Canceled')
+    expect((await page.getByTestId('canceled-note').textContent())?.trim()).toBe('This order was canceled. Nothing will be charged for it.')
+    expect(await page.getByTestId('cancel-order').count()).toBe(0)
+    await screenshotAtWidths(page, 'checkout-canceled')
+
+    expect(cancelKeys).toEqual([expect.stringMatching(/^[0-9a-f-]{36}$/)])
+    const [row] = await db()<Array<{ status: string }>>`select status from orders where id = ${orderId}`
+    expect(row).toEqual({ status: 'canceled' })
+    expect(await db()<Array<{ route: string, status: string, responseStatus: number }>>`
+      select route, status, response_status as "responseStatus" from idempotency_records where scope = ${DEMO_SCOPE} and key = ${cancelKeys[0]!}`)
+      .toEqual([{ route: 'POST /api/orders/:id/cancel', status: 'succeeded', responseStatus: 200 }])
+    expect(await orderThroughApi(page, orderId)).toMatchObject({ id: orderId, status: 'canceled', amountRefunded: 0, refunds: [] })
+
+    // A reload shows the canceled order again, with nothing left to cancel.
+    await page.reload()
+    await page.locator('[data-testid="order-status"][data-status="canceled"]').waitFor()
+    expect((await page.getByTestId('result-heading').textContent())?.trim()).toBe('Order canceled')
+    expect(await page.getByTestId('cancel-order').count()).toBe(0)
+    expect(cancelKeys).toHaveLength(1)
+    expect(pageErrors).toEqual([])
+  })
+
+  it('a paid order partly refunded by the shop: "Partially refunded" and how much came back, without a reload', async () => {
+    const { page, pageErrors } = await open()
+    await fillCart(page)
+    await page.getByTestId('pay').click()
+    const orderId = await shownOrderId(page)
+    await page.locator('[data-testid="mockpay-pay"]:enabled').waitFor({ timeout: 20_000 })
+    await page.getByTestId('mockpay-pay').click()
+    await page.locator('[data-testid="order-status"][data-status="paid"]').waitFor({ timeout: 20_000 })
+    expect(await page.getByTestId('cancel-order').count()).toBe(0)
+
+    // The shop refunds part of it from the console (the operators' route).
+    const refund = await request(app.url, `/api/ops/orders/${orderId}/refunds`, {
+      method: 'POST',
+      headers: { 'authorization': `Bearer ${testSecrets.opsToken}`, 'idempotency-key': newIdempotencyKey() },
+      body: { amount: 100_000, reason: 'requested_by_customer' },
+    })
+    expect(refund.status, refund.text).toBe(201)
+
+    await page.locator('[data-testid="order-status"][data-status="partially_refunded"]').waitFor({ timeout: 20_000 })
+    expect((await page.getByTestId('order-status').textContent())?.trim()).toBe('Partially refunded')
+    expect((await page.getByTestId('order-refunded').textContent())?.trim()).toBe('IDR\u00A0100,000 of IDR\u00A0387,000')
+    await screenshotAtWidths(page, 'checkout-partially-refunded')
     expect(pageErrors).toEqual([])
   })
 
