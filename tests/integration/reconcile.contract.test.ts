@@ -1,7 +1,8 @@
 import { eq, inArray, sql } from 'drizzle-orm'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import type { Database, DatabaseHandle } from '../../server/db/client'
-import { jobs, mailbox, orders, orderStatusHistory, paymentIntents, webhookEvents } from '../../server/db/schema'
+import { jobs, mailbox, orders, orderStatusHistory, paymentIntents, refunds, webhookEvents } from '../../server/db/schema'
+import { paymentCreateIntentJob } from '../../server/jobs/types'
 import type { IdempotencyDeps } from '../../server/idempotency/core'
 import { createReplayCache } from '../../server/idempotency/replay-cache'
 import { createJobKinds } from '../../server/jobs/kinds'
@@ -15,6 +16,9 @@ import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../s
 import { seedOrders } from '../support/jobs'
 import { describeOnBothBackends, type LockBackend } from '../support/lock-backends'
 import { pollUntil } from '../support/poll'
+
+/** The passes this suite does not exercise (payments never created, pending refunds): nothing found. */
+const NOTHING_ELSE = { paymentsAskedAgain: 0, refundsChecked: 0, refundsSettled: 0, refundsFailed: 0 }
 
 // Reconciliation on both pairs the app runs on: what it finds at the provider (here mockpay's own
 // ledger, a real implementation of the provider interface) becomes one stored event and one
@@ -73,13 +77,13 @@ function reconcileContract(driver: DatabaseDriver, openLocks: () => Promise<Lock
     await db.delete(jobs)
     const { orderId, intentId } = await pendingOrderWithIntent('succeeded')
     const first = await reconcile()
-    expect(first).toEqual({ skipped: false, counts: { checked: 1, recorded: 1, alreadyRecorded: 0, unchanged: 0, missing: 0, failed: 0 } })
+    expect(first).toEqual({ skipped: false, counts: { checked: 1, recorded: 1, alreadyRecorded: 0, unchanged: 0, missing: 0, failed: 0, ...NOTHING_ELSE } })
     expect(await eventsOf(orderId)).toEqual([{ eventId: `reconcile:${intentId}:succeeded`, source: 'reconciliation', type: 'payment.succeeded', amount: 150000, signatureHeaders: {} }])
     expect(await applyJobsOf(orderId)).toHaveLength(1)
 
     // The order is still pending (no worker ran): the next runs ask again and find the event recorded.
     for (let run = 0; run < 2; run++) {
-      expect(await reconcile()).toEqual({ skipped: false, counts: { checked: 1, recorded: 0, alreadyRecorded: 1, unchanged: 0, missing: 0, failed: 0 } })
+      expect(await reconcile()).toEqual({ skipped: false, counts: { checked: 1, recorded: 0, alreadyRecorded: 1, unchanged: 0, missing: 0, failed: 0, ...NOTHING_ELSE } })
     }
     expect(await eventsOf(orderId)).toHaveLength(1)
     expect(await applyJobsOf(orderId)).toHaveLength(1)
@@ -102,7 +106,7 @@ function reconcileContract(driver: DatabaseDriver, openLocks: () => Promise<Lock
     const unknown = await pendingOrderWithIntent('succeeded')
     await db.delete(paymentIntents).where(eq(paymentIntents.id, unknown.intentId))
 
-    expect(await reconcile()).toEqual({ skipped: false, counts: { checked: 2, recorded: 0, alreadyRecorded: 0, unchanged: 1, missing: 1, failed: 0 } })
+    expect(await reconcile()).toEqual({ skipped: false, counts: { checked: 2, recorded: 0, alreadyRecorded: 0, unchanged: 1, missing: 1, failed: 0, ...NOTHING_ELSE } })
     for (const order of [pending, young, elsewhere, unknown]) expect(await eventsOf(order.orderId)).toEqual([])
     // Asked-about orders are marked, so the next run asks the longest unchecked first.
     const checked = await db.select({ id: orders.id, checkedAt: orders.paymentCheckedAt }).from(orders)
@@ -146,7 +150,42 @@ function reconcileContract(driver: DatabaseDriver, openLocks: () => Promise<Lock
     const history = await db.select({ fromStatus: orderStatusHistory.fromStatus, toStatus: orderStatusHistory.toStatus, outcome: orderStatusHistory.outcome })
       .from(orderStatusHistory).where(eq(orderStatusHistory.orderId, orderId))
     expect(history).toEqual([{ fromStatus: 'pending_payment', toStatus: 'paid', outcome: 'applied' }])
-    expect(await reconcile()).toEqual({ skipped: false, counts: { checked: 0, recorded: 0, alreadyRecorded: 0, unchanged: 0, missing: 0, failed: 0 } })
+    expect(await reconcile()).toEqual({ skipped: false, counts: { checked: 0, recorded: 0, alreadyRecorded: 0, unchanged: 0, missing: 0, failed: 0, ...NOTHING_ELSE } })
+  }, 30_000)
+
+  it('asks again for a payment never created (its create_intent job out of attempts), and settles a refund left pending at the provider', async () => {
+    await db.delete(jobs)
+    await db.update(orders).set({ status: 'paid' })
+    const { orderIds: [neverPaid, recent] } = await seedOrders(db, 2)
+    const deadLetter = (orderId: string, age: number) => db.insert(jobs).values({
+      id: `job_dead_${orderId}`, kind: paymentCreateIntentJob.kind, dedupeKey: orderId, payload: { orderId }, resourceId: `order:${orderId}`,
+      status: 'dead_letter', attempt: 20, maxAttempts: 20, lastError: 'ProviderUnavailable: down', updatedAt: sql`now() - ${age}::int * interval '1 second'`,
+    })
+    await deadLetter(neverPaid!, AFTER_SECONDS * 2)
+    // Out of attempts only just now: younger than the wait, left for the next run.
+    await deadLetter(recent!, 0)
+
+    // A refund the provider made (its ledger has it) whose settling answer never reached us.
+    const { orderId, intentId } = await pendingOrderWithIntent('succeeded')
+    await db.update(orders).set({ status: 'paid' }).where(eq(orders.id, orderId))
+    const made = await provider.refundPayment({ orderId, paymentId: intentId, refundId: 're_reconcile', amount: 50_000, currency: 'IDR', reason: null, idempotencyKey: 'refund:re_reconcile', firstAskedAt: new Date() }, AbortSignal.timeout(5_000))
+    await db.insert(refunds).values({
+      id: 're_reconcile', orderId, tenantId: 'ten_reconcile', amount: 50_000, currency: 'IDR', status: 'pending', source: 'api',
+      providerRefundId: made.id, updatedAt: sql`now() - ${AFTER_SECONDS * 2}::int * interval '1 second'`,
+    })
+    await db.delete(jobs).where(eq(jobs.kind, 'mockpay.deliver'))
+
+    const { counts } = await reconcile() as { counts: Record<string, number> }
+    expect(counts).toMatchObject({ paymentsAskedAgain: 1, refundsChecked: 1, refundsSettled: 1, refundsFailed: 0 })
+    const intentJobs = await db.select({ dedupeKey: jobs.dedupeKey, status: jobs.status, attempt: jobs.attempt }).from(jobs).where(eq(jobs.kind, paymentCreateIntentJob.kind))
+    expect(Object.fromEntries(intentJobs.map(({ dedupeKey, ...job }) => [dedupeKey, job])))
+      .toEqual({ [neverPaid!]: { status: 'queued', attempt: 0 }, [recent!]: { status: 'dead_letter', attempt: 20 } })
+    const [refund] = await db.select({ status: refunds.status }).from(refunds).where(eq(refunds.id, 're_reconcile'))
+    expect(refund!.status).toBe('succeeded')
+    const [order] = await db.select({ status: orders.status }).from(orders).where(eq(orders.id, orderId))
+    expect(order!.status).toBe('partially_refunded')
+    // Settled once: a second run finds nothing pending.
+    expect(((await reconcile()) as { counts: Record<string, number> }).counts).toMatchObject({ refundsChecked: 0, refundsSettled: 0 })
   }, 30_000)
 }
 
