@@ -50,8 +50,21 @@ describe('Stripe events: the order id', () => {
       expect(parsed.ok, JSON.stringify(metadata)).toBe(false)
       expect(!parsed.ok && parsed.reason).toMatch(/^data\.object\.metadata/)
     }
-    const parsed = parse(event('evt_5', 'refund.updated', refund({ metadata: {} })))
+    const parsed = parse(event('evt_5', 'refund.updated', refund({ metadata: {}, payment_intent: null })))
     expect(parsed).toEqual({ ok: false, reason: 'data.object.metadata: needs order_id (or orderId), the order the object belongs to' })
+  })
+
+  it('takes a refund made in the dashboard (no metadata) with an empty order id: the receiver finds the order by its payment', () => {
+    for (const metadata of [{}, undefined]) {
+      const parsed = parse(event('evt_6', 'refund.updated', refund({ metadata })))
+      expect(parsed).toEqual({
+        ok: true,
+        event: {
+          eventId: 'evt_6', type: 'refund.updated', orderId: '', paymentId: 'pi_3Qintent', currency: 'USD',
+          refund: { providerRefundId: 're_3QstripeRefund', amount: 1000, status: 'succeeded' },
+        },
+      })
+    }
   })
 })
 
