@@ -16,8 +16,10 @@ import { deliver, newWebhookId, standardBody, standardDelivery } from '../suppor
 // The operations console (/ops, SPEC §7) in real Chromium against the built server on Postgres and
 // Redis: the token gate, redriving a real dead letter (checked in the database, not only on screen),
 // the evidence of a dropped-then-retried order read as a timeline and followed by its order id,
-// and at 1400 px: tables inside their panels, outcomes on one line, ISO 8601 times, and a dead
-// letter dismissed with a reason.
+// at 1400 px: tables inside their panels, outcomes on one line, ISO 8601 times, and a dead letter
+// dismissed with a reason; an order's refunds and the Refund form (one key per intended refund);
+// what the console shows before its script runs. And the store this deployment does not open (the
+// demo checkout is off with DATABASE_URL set): a plain page for shoppers.
 
 const opsHeaders = { authorization: `Bearer ${testSecrets.opsToken}` }
 /** Git-ignored: screenshots of the console's key states, for people. */
@@ -58,8 +60,9 @@ describeWithServices('ops console in Chromium: token gate, redrive, evidence tim
       databaseUrl: database.url,
       redisUrl,
       label: 'ops-browser',
-      // Short job timings, so a job for a missing order dead-letters within the test.
-      env: fastJobsEnv,
+      // Short job timings, so a job for a missing order dead-letters within the test; mockpay's
+      // webhooks (a payment, a refund) within a second.
+      env: { ...fastJobsEnv, MOCKPAY_MAX_DELAY_MS: '200' },
     })
     fixture = await openJobsFixture(database.url)
     tenant = await createTenant(app.url, 'ops console')
@@ -80,8 +83,8 @@ describeWithServices('ops console in Chromium: token gate, redrive, evidence tim
 
   const sql = () => fixture!.sql
 
-  async function openOps(path = '/ops', viewport = desktopViewport): Promise<Page> {
-    context = await browser!.newContext({ baseURL: app.url, viewport })
+  async function openOps(path = '/ops', viewport = desktopViewport, javaScriptEnabled = true): Promise<Page> {
+    context = await browser!.newContext({ baseURL: app.url, viewport, javaScriptEnabled })
     const page = await context.newPage()
     pageErrors = []
     page.on('pageerror', error => pageErrors.push(error.message))
@@ -98,6 +101,12 @@ describeWithServices('ops console in Chromium: token gate, redrive, evidence tim
   async function screenshot(page: Page, name: string, fullPage = false): Promise<void> {
     await mkdir(screenshotDir, { recursive: true })
     await page.screenshot({ path: join(screenshotDir, `${name}.png`), fullPage, animations: 'disabled' })
+  }
+
+  /** One panel alone: the console's page is as long as its longest timeline. */
+  async function screenshotPanel(page: Page, panel: string, name: string): Promise<void> {
+    await mkdir(screenshotDir, { recursive: true })
+    await page.getByTestId(`${panel}-panel`).screenshot({ path: join(screenshotDir, `${name}.png`), animations: 'disabled' })
   }
 
   async function evidence(query: Record<string, string>): Promise<EvidenceAnswer> {
@@ -441,6 +450,128 @@ describeWithServices('ops console in Chromium: token gate, redrive, evidence tim
     await page.getByTestId('jobs-status').selectOption('dismissed')
     await page.locator(`[data-testid="job-row"][data-job-id="${jobId}"][data-status="dismissed"]`).waitFor()
     expect(await page.getByTestId('job-row').count()).toBe(1)
+    expect(pageErrors).toEqual([])
+  })
+
+  it('before its script runs (JavaScript off): the console\'s heading and a note that it is loading and needs JavaScript, never a blank page', async () => {
+    const page = await openOps('/ops', desktopViewport, false)
+    const shell = page.getByTestId('console-opening')
+    await shell.waitFor()
+    expect((await page.locator('h1').textContent())?.trim()).toBe('Operations console')
+    expect((await shell.locator('p').first().textContent())?.trim()).toBe('Loading the console… It runs in your browser: if this note stays, turn JavaScript on for this site and reload.')
+    await screenshot(page, 'console-before-script')
+  })
+
+  it('the demo store is off here: / shows shoppers a plain closed page, no setting names', async () => {
+    const page = await openOps('/')
+    const closed = page.locator('[data-testid="store-unavailable"][data-reason="closed"]')
+    await closed.waitFor()
+    expect((await closed.locator('h1').textContent())?.trim()).toBe('The store is closed')
+    const text = (await page.locator('body').textContent()) ?? ''
+    expect(text).toContain('We are not taking orders here right now. Please come back later.')
+    expect(text).not.toMatch(/CHECKOUT_DEMO_ENABLED|secret key/)
+    expect(await page.getByTestId('pay').count()).toBe(0)
+    await screenshot(page, 'store-closed')
+    expect(pageErrors).toEqual([])
+  })
+
+  it('an order\'s refunds: opened from its chip in the evidence; Refund sends one key per intended refund, shows a 409\'s and a 400\'s detail, and the refund settles', async () => {
+    const tenantAuth = { authorization: `Bearer ${tenant.secretKey}` }
+    const placed = await postOrder(app.url, { secretKey: tenant.secretKey, key: newIdempotencyKey(), body: validOrderBody() })
+    expect(placed.status, placed.text).toBe(201)
+    const orderId: string = placed.json.id
+    const amount: number = placed.json.amount
+    // Paid through mockpay once the worker created its payment intent.
+    let intentId: string | undefined
+    await pollUntil(`order ${orderId} has a payment intent`, async () => {
+      intentId = (await request(app.url, `/api/orders/${orderId}`, { headers: tenantAuth })).json?.paymentIntentId ?? undefined
+      return !!intentId
+    }, { timeoutMs: 20_000, intervalMs: 100 })
+    const confirmed = await request(app.url, `/api/mockpay/intents/${intentId}/confirm`, { method: 'POST', body: { outcome: 'succeed' } })
+    expect(confirmed.status, confirmed.text).toBe(200)
+    await pollUntil(`order ${orderId} is paid`, async () => (await request(app.url, `/api/orders/${orderId}`, { headers: tenantAuth })).json?.status === 'paid', { timeoutMs: 20_000, intervalMs: 100 })
+
+    const page = await openOps('/ops', wideViewport)
+    await signIn(page)
+    await page.getByLabel('Search by').selectOption('orderId')
+    await page.getByLabel('Value').fill(orderId)
+    await page.getByTestId('evidence-search').click()
+    await page.getByTestId('evidence-timeline').waitFor()
+    await page.locator(`[data-testid="chip-open-order"][data-value="${orderId}"]`).first().click()
+    const heading = page.getByTestId('order-heading')
+    await heading.getByText(`Order ${orderId}`).waitFor()
+    expect(await page.evaluate(() => (globalThis as unknown as PageGlobals).document.activeElement?.getAttribute('data-testid'))).toBe('order-heading')
+    expect((await page.getByTestId('order-status').textContent())?.trim()).toBe('paid')
+    expect((await page.getByTestId('refunds-empty').textContent())?.trim()).toBe('No refunds yet.')
+    // The amount starts at all that remains.
+    expect(await page.getByTestId('refund-amount').inputValue()).toBe(String(amount))
+
+    const posts: Array<{ key: string | undefined, body: unknown, authorization: string | undefined }> = []
+    const refundPath = `/api/ops/orders/${orderId}/refunds`
+    page.on('request', (sent) => {
+      if (sent.method() === 'POST' && new URL(sent.url()).pathname === refundPath) posts.push({ key: sent.headers()['idempotency-key'], body: sent.postDataJSON(), authorization: sent.headers().authorization })
+    })
+    const refundAnswer = (action: () => Promise<void>) => Promise.all([
+      page.waitForResponse(response => response.request().method() === 'POST' && new URL(response.url()).pathname === refundPath),
+      action(),
+    ]).then(([response]) => response)
+
+    // A part of it, with a reason.
+    await page.getByTestId('refund-amount').fill('50000')
+    await page.getByTestId('refund-reason').selectOption('requested_by_customer')
+    const created = await refundAnswer(() => page.getByTestId('refund-submit').click())
+    expect(created.status()).toBe(201)
+    const refund = await created.json() as { id: string, amount: number, status: string }
+    expect(refund).toMatchObject({ object: 'refund', orderId, amount: 50_000, source: 'api', reason: 'requested_by_customer', idempotency: { key: posts[0]!.key, replayed: false } })
+    expect(posts).toEqual([{ key: expect.stringMatching(/^[0-9a-f-]{36}$/), body: { amount: 50_000, reason: 'requested_by_customer' }, authorization: `Bearer ${testSecrets.opsToken}` }])
+    await page.getByTestId('refund-outcome').getByText(`Refund ${refund.id} of 50,000 IDR`).waitFor()
+    // The provider settles it (mockpay's refund webhook); the panel follows it without a reload.
+    await page.locator(`[data-testid="refund-row"][data-refund-id="${refund.id}"][data-status="succeeded"]`).waitFor({ timeout: 20_000 })
+    await page.locator('[data-testid="order-status"]', { hasText: 'partially refunded' }).waitFor()
+    expect((await page.getByTestId('order-remaining').textContent())?.trim()).toBe(`${(amount - 50_000).toLocaleString('en-US')} IDR`)
+    expect(await page.getByTestId('refund-amount').inputValue()).toBe(String(amount - 50_000))
+    const cells = await page.locator(`[data-testid="refund-row"][data-refund-id="${refund.id}"] td`).allTextContents()
+    expect(cells.map(cell => cell.trim()).slice(0, 5)).toEqual([refund.id, '50,000 IDR', 'succeeded', 'api', 'requested by customer'])
+    await screenshotPanel(page, 'order', 'order-refunds')
+
+    // Meanwhile the shop refunds through its own key: what this page offers is more than remains now.
+    const elsewhere = await request(app.url, `/api/orders/${orderId}/refunds`, {
+      method: 'POST',
+      headers: { ...tenantAuth, 'idempotency-key': newIdempotencyKey() },
+      body: { amount: 60_000 },
+    })
+    expect(elsewhere.status, elsewhere.text).toBe(201)
+    const refused = await refundAnswer(() => page.getByTestId('refund-submit').click())
+    expect(refused.status()).toBe(409)
+    const problem = await refused.json() as { type: string, detail: string, remaining: number }
+    expect(problem).toMatchObject({ type: '/problems/refund-exceeds-remaining', remaining: amount - 110_000 })
+    expect((await page.getByTestId('refund-error').textContent())?.trim()).toBe(`Not refunded: ${problem.detail} (HTTP 409)`)
+    // A stored, final answer: that intent ended, the next refund has a key of its own.
+    expect(posts[1]!.key).not.toBe(posts[0]!.key)
+    await page.getByTestId('order-remaining').getByText(`${(amount - 110_000).toLocaleString('en-US')} IDR`).waitFor()
+    await screenshotPanel(page, 'order', 'refund-refused')
+
+    // 0 is refused (400), nothing stored: the corrected refund goes under the same key.
+    await page.getByTestId('refund-amount').fill('0')
+    const invalid = await refundAnswer(() => page.getByTestId('refund-submit').click())
+    expect(invalid.status()).toBe(400)
+    const invalidProblem = await invalid.json() as { type: string, detail: string }
+    expect(invalidProblem.type).toBe('/problems/validation-failed')
+    expect((await page.getByTestId('refund-error').textContent())?.trim()).toBe(`Not refunded: ${invalidProblem.detail} (HTTP 400)`)
+    expect((await page.getByTestId('refund-submit').textContent())?.trim()).toBe('Send the refund again')
+    await page.getByTestId('refund-amount').fill(String(amount - 110_000))
+    const rest = await refundAnswer(() => page.getByTestId('refund-submit').click())
+    expect(rest.status()).toBe(201)
+    expect(posts.map(post => post.key)).toEqual([posts[0]!.key, posts[1]!.key, posts[2]!.key, posts[2]!.key])
+    expect(posts[2]!.key).not.toBe(posts[1]!.key)
+    await page.locator('[data-testid="order-status"]', { hasText: /^refunded$/ }).waitFor({ timeout: 20_000 })
+    expect(await page.getByTestId('refund-form').count()).toBe(0)
+
+    // In the database: three refunds, all this order's money and no more; the operator's two kept in operator_actions.
+    const refunds = await sql()<Array<{ amount: number }>>`select amount::integer as amount from refunds where order_id = ${orderId} order by created_at`
+    expect(refunds.map(row => row.amount)).toEqual([50_000, 60_000, amount - 110_000])
+    const actions = await sql()<Array<{ action: string }>>`select action from operator_actions where action = 'refund.created' and detail->>'orderId' = ${orderId}`
+    expect(actions).toHaveLength(2)
     expect(pageErrors).toEqual([])
   })
 })
