@@ -122,7 +122,7 @@ export interface EvidenceQuery {
   keyId?: string
 }
 
-export type EvidenceKind = 'request' | 'idempotency_record' | 'job' | 'job_attempt' | 'webhook_event' | 'order' | 'order_status' | 'side_effect' | 'email' | 'invoice' | 'operator_action'
+export type EvidenceKind = 'request' | 'idempotency_record' | 'job' | 'job_attempt' | 'webhook_event' | 'order' | 'refund' | 'order_status' | 'side_effect' | 'email' | 'invoice' | 'operator_action'
 
 export interface EvidenceIds {
   requestId?: string
@@ -161,7 +161,9 @@ export interface BusinessDuplicate {
   orders: Array<{ id: string, cartId: string, createdAt: string }>
 }
 
-export type ViolationKind = 'side_effect' | 'email' | 'invoice' | 'order_per_cart' | 'order_per_key' | 'webhook_event'
+export type ViolationKind
+  = | 'side_effect' | 'email' | 'invoice' | 'order_per_cart' | 'order_per_key' | 'webhook_event'
+    | 'refund_per_key' | 'refunds_over_amount' | 'provider_refund_per_key' | 'provider_refunds_over_amount'
 
 export interface ExactlyOnceViolation {
   kind: ViolationKind

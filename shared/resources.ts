@@ -19,6 +19,9 @@ export const resourceLockKey = (resource: string) => `lock:${resource}`
 /** A tenant's idempotency keys (orders). */
 export const tenantScope = (tenantId: string) => `tenant:${tenantId}`
 
+/** Operators' own keys (a refund from the ops console). */
+export const OPS_SCOPE = 'ops'
+
 /** A payment provider's event ids (webhooks and reconciliation). */
 export const providerScope = (provider: string) => `provider:${provider}`
 

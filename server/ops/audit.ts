@@ -1,17 +1,21 @@
-import { and, desc, gte, isNotNull, sql } from 'drizzle-orm'
+import { and, desc, eq, gte, isNotNull, ne, sql } from 'drizzle-orm'
 import type { Database } from '../db/client'
-import { invoices, mailbox, orders, orderStatusHistory, requestLog, sideEffects, webhookEvents } from '../db/schema'
+import { invoices, mailbox, orders, orderStatusHistory, paymentIntentRefunds, paymentIntents, refunds, requestLog, sideEffects, webhookEvents } from '../db/schema'
 import type { BusinessDuplicate, DuplicatesAudit, ExactlyOnceViolation, ViolationKind } from '../../shared/ops-api'
 
 /**
  * The duplicates audit (SPEC §7): what "exactly once" would look like if it had failed. `healthy`
  * answers one question, each part a bounded query (at most AUDIT_LIMIT rows):
  *
- * - exactly-once violations: more than one marker, email or invoice per order and effect, order per
- *   cart, order per idempotency key (within the key's TTL), stored event per provider event id, or
- *   status-history row per stored event. The unique constraints forbid most of these; the audit
- *   checks the rows, not the constraints, so a dropped constraint or a write around them shows.
- *   Empty in a healthy system: any row here makes `healthy` false.
+ * - exactly-once violations: more than one marker or invoice per order and effect, more emails to
+ *   an order than the markers that sent them, more than one order per cart, order per idempotency
+ *   key (within the key's TTL), stored event per provider event id, or status-history row per
+ *   stored event; more than one API refund per idempotency key (within its TTL), refunds not failed
+ *   holding more than the order's amount; and, at mockpay (whose ledger is here), a refund made
+ *   twice under one key, or refunds of a payment above its amount. The unique constraints and the
+ *   order's row lock forbid these; the audit checks the rows, not the fences, so a dropped
+ *   constraint or a write around them shows. Empty in a healthy system: any row here makes
+ *   `healthy` false.
  *
  * Apart, suspects for a human, which a healthy system may well have (they never make it unhealthy):
  *
@@ -35,10 +39,16 @@ export interface AuditOptions {
   keyTtlSeconds: number
 }
 
-const recent = (column: typeof orders.createdAt | typeof requestLog.createdAt) =>
+const recent = (column: typeof orders.createdAt | typeof requestLog.createdAt | typeof refunds.createdAt) =>
   gte(column, sql`now() - make_interval(hours => ${AUDIT_LOOKBACK_HOURS}::int)`)
 const count = sql<number>`count(*)::int`.mapWith(Number)
 const moreThanOne = sql`count(*) > 1`
+/** Two rows of one key within its TTL are one request executed twice; after it the key may legitimately return. */
+const withinTtl = (column: typeof orders.createdAt | typeof refunds.createdAt, keyTtlSeconds: number) =>
+  sql`max(${column}) - min(${column}) < make_interval(secs => ${keyTtlSeconds}::int)`
+/** The markers of the effects that send an email: the confirmation and each refund notice. */
+const emailMarkers = sql`(select count(*) from ${sideEffects} where ${sideEffects.orderId} = ${mailbox.orderId}
+  and (${sideEffects.effect} = 'confirmation_email' or ${sideEffects.effect} like 'refund_notice:%'))`
 
 /** Rows of a raw query, whichever driver ran it (postgres.js answers an array, PGlite `{ rows }`). */
 function rowsOf<T>(result: unknown): T[] {
@@ -101,11 +111,14 @@ async function findBusinessDuplicates(db: Database, windowMinutes: number): Prom
 
 async function findExactlyOnceViolations(db: Database, keyTtlSeconds: number): Promise<ExactlyOnceViolation[]> {
   const orderIds = sql<string[]>`array_agg(${orders.id} order by ${orders.createdAt})`
-  const [markers, emails, issuedInvoices, ordersPerCart, ordersPerKey, eventsPerId, applications] = await Promise.all([
+  const refundTotal = sql<number>`sum(${refunds.amount})::float8`.mapWith(Number)
+  const providerRefundTotal = sql<number>`sum(${paymentIntentRefunds.amount})::float8`.mapWith(Number)
+  const [markers, emails, issuedInvoices, ordersPerCart, ordersPerKey, eventsPerId, applications, refundsPerKey, refundsOverAmount, providerRefundsPerKey, providerRefundsOverAmount] = await Promise.all([
     db.select({ orderId: sideEffects.orderId, effect: sideEffects.effect, count }).from(sideEffects)
       .groupBy(sideEffects.orderId, sideEffects.effect).having(moreThanOne).limit(AUDIT_LIMIT),
-    db.select({ orderId: mailbox.orderId, subject: mailbox.subject, count }).from(mailbox)
-      .where(isNotNull(mailbox.orderId)).groupBy(mailbox.orderId, mailbox.subject).having(moreThanOne).limit(AUDIT_LIMIT),
+    // An email is written in the statement that inserts its marker: one per marker, several (one per refund) with one subject.
+    db.select({ orderId: sql<string>`${mailbox.orderId}`, markers: sql<number>`${emailMarkers}::int`.mapWith(Number), count }).from(mailbox)
+      .where(isNotNull(mailbox.orderId)).groupBy(mailbox.orderId).having(sql`count(*) > ${emailMarkers}`).limit(AUDIT_LIMIT),
     db.select({ orderId: invoices.orderId, count }).from(invoices)
       .groupBy(invoices.orderId).having(moreThanOne).limit(AUDIT_LIMIT),
     db.select({ tenantId: orders.tenantId, cartId: orders.cartId, orderIds, count }).from(orders)
@@ -114,12 +127,28 @@ async function findExactlyOnceViolations(db: Database, keyTtlSeconds: number): P
     db.select({ tenantId: orders.tenantId, key: sql<string>`${orders.idempotencyKey}`, orderIds, count }).from(orders)
       .where(and(isNotNull(orders.idempotencyKey), recent(orders.createdAt)))
       .groupBy(orders.tenantId, orders.idempotencyKey)
-      .having(and(moreThanOne, sql`max(${orders.createdAt}) - min(${orders.createdAt}) < make_interval(secs => ${keyTtlSeconds}::int)`))
+      .having(and(moreThanOne, withinTtl(orders.createdAt, keyTtlSeconds)))
       .limit(AUDIT_LIMIT),
     db.select({ provider: webhookEvents.provider, eventId: webhookEvents.eventId, count }).from(webhookEvents)
       .groupBy(webhookEvents.provider, webhookEvents.eventId).having(moreThanOne).limit(AUDIT_LIMIT),
     db.select({ webhookEventId: sql<string>`${orderStatusHistory.webhookEventId}`, count }).from(orderStatusHistory)
       .where(isNotNull(orderStatusHistory.webhookEventId)).groupBy(orderStatusHistory.webhookEventId).having(moreThanOne).limit(AUDIT_LIMIT),
+    db.select({ tenantId: refunds.tenantId, key: sql<string>`${refunds.idempotencyKey}`, refundIds: sql<string[]>`array_agg(${refunds.id} order by ${refunds.createdAt})`, count }).from(refunds)
+      .where(and(eq(refunds.source, 'api'), isNotNull(refunds.idempotencyKey), recent(refunds.createdAt)))
+      .groupBy(refunds.tenantId, refunds.idempotencyKey)
+      .having(and(moreThanOne, withinTtl(refunds.createdAt, keyTtlSeconds)))
+      .limit(AUDIT_LIMIT),
+    db.select({ orderId: refunds.orderId, amount: orders.amount, refunded: refundTotal, count }).from(refunds)
+      .innerJoin(orders, eq(orders.id, refunds.orderId))
+      .where(ne(refunds.status, 'failed'))
+      .groupBy(refunds.orderId, orders.amount).having(sql`sum(${refunds.amount}) > ${orders.amount}`).limit(AUDIT_LIMIT),
+    db.select({ orderId: paymentIntents.orderId, intentId: paymentIntents.id, token: sql<string>`${paymentIntentRefunds.idempotencyToken}`, count }).from(paymentIntentRefunds)
+      .innerJoin(paymentIntents, eq(paymentIntents.id, paymentIntentRefunds.intentId))
+      .where(isNotNull(paymentIntentRefunds.idempotencyToken))
+      .groupBy(paymentIntents.orderId, paymentIntents.id, paymentIntentRefunds.idempotencyToken).having(moreThanOne).limit(AUDIT_LIMIT),
+    db.select({ orderId: paymentIntents.orderId, intentId: paymentIntents.id, amount: paymentIntents.amount, refunded: providerRefundTotal, count }).from(paymentIntentRefunds)
+      .innerJoin(paymentIntents, eq(paymentIntents.id, paymentIntentRefunds.intentId))
+      .groupBy(paymentIntents.orderId, paymentIntents.id, paymentIntents.amount).having(sql`sum(${paymentIntentRefunds.amount}) > ${paymentIntents.amount}`).limit(AUDIT_LIMIT),
   ])
   const violation = (kind: ViolationKind) => ({ count: n, ...ids }: { count: number } & Record<string, unknown>): ExactlyOnceViolation => ({ kind, ids, count: n })
   return [
@@ -130,5 +159,9 @@ async function findExactlyOnceViolations(db: Database, keyTtlSeconds: number): P
     ...ordersPerKey.map(violation('order_per_key')),
     ...eventsPerId.map(violation('webhook_event')),
     ...applications.map(violation('webhook_event')),
+    ...refundsPerKey.map(violation('refund_per_key')),
+    ...refundsOverAmount.map(violation('refunds_over_amount')),
+    ...providerRefundsPerKey.map(violation('provider_refund_per_key')),
+    ...providerRefundsOverAmount.map(violation('provider_refunds_over_amount')),
   ].slice(0, AUDIT_LIMIT)
 }

@@ -1,4 +1,5 @@
-import type { idempotencyRecords, invoices, jobs, mailbox, operatorActions, orders, orderStatusHistory, requestLog, sideEffects, webhookEvents } from '../db/schema'
+import type { idempotencyRecords, invoices, jobs, mailbox, operatorActions, orders, orderStatusHistory, refunds, requestLog, sideEffects, webhookEvents } from '../db/schema'
+import { paymentIdempotencyKey, refundIdempotencyKey } from '../payments/keys'
 import type { EvidenceEntry, EvidenceIds } from '../../shared/ops-api'
 import { orderIdOfResource, isProviderScope, providerScope, resourceLockKey, tenantScope } from '../../shared/resources'
 
@@ -25,6 +26,7 @@ export const rankOf = {
   claimed: 0,
   webhook_event: 1,
   order: 1,
+  refund: 1,
   operator_action: 1,
   order_status: 2,
   job: 3,
@@ -46,6 +48,7 @@ export type OperatorActionRow = typeof operatorActions.$inferSelect
 export type SideEffectRow = typeof sideEffects.$inferSelect
 export type EmailRow = typeof mailbox.$inferSelect
 export type InvoiceRow = typeof invoices.$inferSelect
+export type RefundRow = typeof refunds.$inferSelect
 
 /** The provider's event id of a stored webhook event (by its row id), when that event was seen. */
 export type EventIdOf = (webhookEventId: string) => string | undefined
@@ -127,16 +130,26 @@ export function recordEntries(row: RecordRow): RankedEntry[] {
   })]
 }
 
+/** The Idempotency-Key (Midtrans: order_id or refund_key) a job that calls the provider asks under: the same for every attempt. */
+function providerKeyOf(job: JobRow): string | undefined {
+  const { orderId, refundId } = job.payload as { orderId?: unknown, refundId?: unknown }
+  if (job.kind === 'payment.refund' && typeof refundId === 'string') return refundIdempotencyKey(refundId)
+  if (job.kind === 'payment.create_intent' && typeof orderId === 'string') return paymentIdempotencyKey(orderId)
+  return undefined
+}
+
 /** The job, each failed or rescued attempt in its error history, and its completion or running attempt. */
 export function jobEntries(job: JobRow, eventIdOf: EventIdOf): RankedEntry[] {
   const webhookEventId = typeof job.payload.webhookEventId === 'string' ? job.payload.webhookEventId : undefined
   const ids = idsOf({ jobId: job.id, orderId: orderIdOfResource(job.resourceId), key: job.idempotencyKey, requestId: job.requestId, webhookEventId, eventId: webhookEventId && eventIdOf(webhookEventId) })
   const { errors, ...fields } = job
+  const providerKey = providerKeyOf(job)
   const entries = [ranked(`job:${job.id}`, rankOf.job, job.createdAt, {
     kind: 'job',
-    summary: `Job ${job.kind} enqueued for ${job.resourceId ?? 'no resource'}; now ${job.status} after ${job.attempt} of ${job.maxAttempts} attempt(s).`,
+    summary: `Job ${job.kind} enqueued for ${job.resourceId ?? 'no resource'}; now ${job.status} after ${job.attempt} of ${job.maxAttempts} attempt(s)`
+      + `${providerKey ? `; every attempt asks the provider under the key ${providerKey}` : ''}.`,
     ids,
-    detail: { ...fields, lockKey: job.resourceId ? resourceLockKey(job.resourceId) : null, failedAttempts: errors.length },
+    detail: { ...fields, lockKey: job.resourceId ? resourceLockKey(job.resourceId) : null, failedAttempts: errors.length, ...(providerKey && { providerKey }) },
   })]
   errors.forEach((failure, index) => {
     const next = failure.retryAt ? `retry at ${iso(failure.retryAt)}` : 'dead-lettered'
@@ -186,6 +199,24 @@ export function orderEntry(order: OrderRow): RankedEntry {
     ids: idsOf({ orderId: order.id, key: order.idempotencyKey, scope: tenantScope(order.tenantId), requestId: order.requestId }),
     // The next action's type only: a Stripe client secret is for the shopper's browser, not the console.
     detail: { ...order, paymentNextAction: order.paymentNextAction && { type: order.paymentNextAction.type }, createdAt: iso(order.createdAt), updatedAt: iso(order.updatedAt) },
+  })
+}
+
+const refundSources: Record<string, string> = {
+  api: 'asked for through the API',
+  provider: 'made at the provider (its dashboard), learned from its event',
+  automatic: 'made automatically: the payment arrived after the order was canceled',
+}
+
+export function refundEntry(refund: RefundRow): RankedEntry {
+  const settled = refund.status === 'pending' ? 'pending' : `${refund.status}${refund.failure ? ` (${refund.failure})` : ''}`
+  const asked = refund.source === 'provider' ? '' : `; asked of the provider under the key ${refundIdempotencyKey(refund.id)}`
+  return ranked(`refund:${refund.id}`, rankOf.refund, refund.createdAt, {
+    kind: 'refund',
+    summary: `Refund ${refund.id} of order ${refund.orderId} (${money(refund.amount, refund.currency)}${refund.reason ? `, ${refund.reason}` : ''}) ${refundSources[refund.source] ?? refund.source}${asked}`
+      + `${refund.providerRefundId ? `; the provider's refund ${refund.providerRefundId}` : ''}; ${settled}.`,
+    ids: idsOf({ orderId: refund.orderId, key: refund.idempotencyKey, requestId: refund.requestId }),
+    detail: { ...refund, createdAt: iso(refund.createdAt), updatedAt: iso(refund.updatedAt), settledAt: refund.settledAt && iso(refund.settledAt), ...(refund.source !== 'provider' && { providerKey: refundIdempotencyKey(refund.id) }) },
   })
 }
 

@@ -1,12 +1,12 @@
 import { and, asc, eq, inArray, like, or, type SQL } from 'drizzle-orm'
 import type { Database } from '../db/client'
-import { idempotencyRecords, invoices, jobs, mailbox, operatorActions, orders, orderStatusHistory, requestLog, sideEffects, webhookEvents } from '../db/schema'
+import { idempotencyRecords, invoices, jobs, mailbox, operatorActions, orders, orderStatusHistory, refunds, requestLog, sideEffects, webhookEvents } from '../db/schema'
 import { problem } from '../problems'
 import { type Evidence, type EvidenceEntry, type EvidenceQuery, evidenceSubjects } from '../../shared/ops-api'
-import { ANY_PROVIDER_SCOPE, orderResource, providerScope, tenantScope } from '../../shared/resources'
+import { ANY_PROVIDER_SCOPE, OPS_SCOPE, orderResource, providerScope, tenantScope } from '../../shared/resources'
 import {
   emailEntry, type EventIdOf, historyEntry, type HistoryRow, invoiceEntry, jobEntries, type JobRow, operatorActionEntry,
-  type OperatorActionRow, orderEntry, type RankedEntry, recordEntries, type RecordRow, requestEntry, type RequestRow, sideEffectEntry,
+  type OperatorActionRow, orderEntry, type RankedEntry, recordEntries, type RecordRow, refundEntry, requestEntry, type RequestRow, sideEffectEntry,
   webhookEventEntry, type WebhookEventRow,
 } from './evidence-entries'
 
@@ -145,13 +145,14 @@ export async function collectEvidence(db: Database, query: EvidenceQuery): Promi
     const [order] = await db.select().from(orders).where(eq(orders.id, orderId))
     if (!order) return
     add(orderEntry(order))
-    const [events, orderJobs, history, effects, emails, orderInvoices] = await Promise.all([
+    const [events, orderJobs, history, effects, emails, orderInvoices, orderRefunds] = await Promise.all([
       db.select().from(webhookEvents).where(eq(webhookEvents.orderId, orderId)).orderBy(asc(webhookEvents.receivedAt)).limit(MAX_EXPANSIONS),
       db.select().from(jobs).where(eq(jobs.resourceId, orderResource(orderId))).orderBy(asc(jobs.createdAt)).limit(ROWS_PER_LOOKUP),
       db.select().from(orderStatusHistory).where(eq(orderStatusHistory.orderId, orderId)).orderBy(asc(orderStatusHistory.id)).limit(ROWS_PER_LOOKUP),
       db.select().from(sideEffects).where(eq(sideEffects.orderId, orderId)).limit(ROWS_PER_LOOKUP),
       db.select().from(mailbox).where(eq(mailbox.orderId, orderId)).limit(ROWS_PER_LOOKUP),
       db.select().from(invoices).where(eq(invoices.orderId, orderId)).limit(ROWS_PER_LOOKUP),
+      db.select().from(refunds).where(eq(refunds.orderId, orderId)).orderBy(asc(refunds.createdAt)).limit(ROWS_PER_LOOKUP),
     ])
     // Events first: jobs and history rows are then named by the provider's event id too.
     await expandWebhookEvents(capped(events, MAX_EXPANSIONS))
@@ -160,7 +161,14 @@ export async function collectEvidence(db: Database, query: EvidenceQuery): Promi
     for (const effect of capped(effects)) add(sideEffectEntry(effect))
     for (const email of capped(emails)) add(emailEntry(email))
     for (const invoice of capped(orderInvoices)) add(invoiceEntry(invoice))
+    for (const refund of capped(orderRefunds)) add(refundEntry(refund))
     if (order.idempotencyKey) await expandKey(order.idempotencyKey, tenantScope(order.tenantId))
+    // Each refund asked for through the API: its requests and record, under the shop's key or an operator's.
+    for (const refund of orderRefunds) {
+      if (!refund.idempotencyKey) continue
+      await expandKey(refund.idempotencyKey, tenantScope(order.tenantId))
+      await expandKey(refund.idempotencyKey, OPS_SCOPE)
+    }
   }
 
   if (query.key !== undefined) {

@@ -43,11 +43,7 @@ function measured(provider: PaymentProvider): PaymentProvider {
   }
 }
 
-/** The key the provider dedupes the payment's creation by: one per order, whichever run asks. */
-export const paymentIdempotencyKey = (orderId: string) => `order:${orderId}:payment`
-
-/** The key the provider dedupes a refund by: one per refund, whichever run asks. */
-export const refundIdempotencyKey = (refundId: string) => `refund:${refundId}`
+export { paymentIdempotencyKey, refundIdempotencyKey } from './keys'
 
 let provider: PaymentProvider | undefined
 

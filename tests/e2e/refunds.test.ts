@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type AppProcess, fastJobsEnv, startApp } from '../support/app'
+import { type AppProcess, fastJobsEnv, startApp, testSecrets } from '../support/app'
 import { createTenant, request, type TestResponse } from '../support/http'
 import { expectProblem, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
@@ -63,6 +63,11 @@ async function paidOrder(baseUrl: string, tenant: TenantCredentials): Promise<{ 
 function providerRefunds(sql: postgres.Sql, intentId: string) {
   return sql<Array<{ amount: number, token: string | null, requests: number }>>`
     select amount::int, idempotency_token as token, requests from payment_intent_refunds where intent_id = ${intentId} order by created_at, id`
+}
+
+async function providerRefundIdOf(sql: postgres.Sql, refundId: string): Promise<string> {
+  const [row] = await sql<Array<{ id: string }>>`select provider_refund_id as id from refunds where id = ${refundId}`
+  return row!.id
 }
 
 function expectRefund(response: TestResponse, expected: { orderId: string, amount: number, key: string, reason?: string | null, replayed?: boolean }) {
@@ -127,6 +132,17 @@ describeWithServices('refunds and cancellation, two instances on Postgres and Re
       expect(await stack.sql`select effect from side_effects where order_id = ${orderId} order by effect`).toEqual([
         { effect: 'confirmation_email' }, { effect: 'invoice' }, { effect: `refund_notice:${first.json.id}` },
       ])
+
+      // The evidence locker tells the refund's story: the refund, its job with the key the provider
+      // was asked under, both requests under the shop's key, and the notice.
+      const evidence = await request(a(), `/api/ops/evidence?orderId=${orderId}`, { headers: { authorization: `Bearer ${testSecrets.opsToken}` } })
+      expect(evidence.status, evidence.text).toBe(200)
+      const timeline = evidence.json.timeline as Array<{ kind: string, summary: string, detail: Record<string, unknown> }>
+      expect(timeline.filter(entry => entry.kind === 'refund').map(entry => entry.summary)).toEqual([
+        `Refund ${first.json.id} of order ${orderId} (IDR 150,000, requested_by_customer) asked for through the API; asked of the provider under the key refund:${first.json.id}; the provider's refund ${(await providerRefundIdOf(stack.sql, first.json.id))}; succeeded.`,
+      ])
+      expect(timeline.filter(entry => entry.kind === 'job' && entry.detail.kind === 'payment.refund').map(entry => entry.detail.providerKey)).toEqual([`refund:${first.json.id}`])
+      expect(timeline.filter(entry => entry.kind === 'request' && entry.detail.idempotencyKey === key).map(entry => entry.detail.outcome)).toEqual(['miss', 'replay'])
     })
 
     it('partial refunds: 40 % twice makes the order partially_refunded; a third 40 % is 409 refund-exceeds-remaining with what remains, stored and replayed', async () => {

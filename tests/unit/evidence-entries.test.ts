@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import {
   emailEntry, type EventIdOf, historyEntry, type HistoryRow, invoiceEntry, jobEntries, type JobRow, operatorActionEntry, type OperatorActionRow,
-  orderEntry, type OrderRow, recordEntries, type RecordRow, requestEntry, type RequestRow, sideEffectEntry, webhookEventEntry, type WebhookEventRow,
+  orderEntry, type OrderRow, recordEntries, type RecordRow, refundEntry, type RefundRow, requestEntry, type RequestRow, sideEffectEntry, webhookEventEntry, type WebhookEventRow,
 } from '../../server/ops/evidence-entries'
 
 // Each row → entry mapper on fixed rows: the exact entries, links (ids) and detail the evidence
@@ -178,7 +178,7 @@ describe('jobEntries', () => {
 
 const historyRow: HistoryRow = {
   id: 3, orderId: 'ord_1', fromStatus: 'pending_payment', requestedStatus: 'paid', toStatus: 'paid', outcome: 'applied', reason: null,
-  webhookEventId: 'whe_1', jobId: 'job_1', requestId: null, createdAt: t1,
+  webhookEventId: 'whe_1', refundId: null, jobId: 'job_1', requestId: null, createdAt: t1,
 }
 
 describe('historyEntry', () => {
@@ -208,7 +208,7 @@ const orderRow: OrderRow = {
   items: [{ sku: 'sku-1', quantity: 1, unitPrice: 150_000 }], customer: { email: 'a@example.com' }, idempotencyKey: 'key-1', requestId: 'req_1',
   paymentIntentId: 'pi_1', paymentProvider: 'stripe', paymentNextAction: { type: 'stripe_client_secret', clientSecret: 'pi_1_secret_x' } as OrderRow['paymentNextAction'],
   paymentError: { code: 'card_declined', message: 'The card was declined.', providerMessage: 'Your card was declined.' } as OrderRow['paymentError'],
-  paymentCheckedAt: null, createdAt: t0, updatedAt: t2,
+  paymentCheckedAt: null, checkoutSessionId: null, createdAt: t0, updatedAt: t2,
 }
 
 describe('orderEntry', () => {
@@ -234,8 +234,35 @@ describe('orderEntry', () => {
   })
 })
 
+const refundRow: RefundRow = {
+  id: 're_1', orderId: 'ord_1', tenantId: 'ten_1', amount: 50_000, currency: 'IDR', status: 'failed', reason: 'duplicate', source: 'api',
+  providerRefundId: null, failure: 'amount_too_large: more than remains', idempotencyKey: 'refund-key-1', requestId: 'req_4', createdAt: t1, updatedAt: t2, settledAt: t2,
+}
+
+describe('refundEntry', () => {
+  it('a refund of ours names the key the provider is asked under, and why it failed', () => {
+    expect(refundEntry(refundRow)).toStrictEqual({
+      identity: 'refund:re_1',
+      rank: 1,
+      entry: {
+        at: '2026-03-01T10:00:01.500Z',
+        kind: 'refund',
+        summary: 'Refund re_1 of order ord_1 (IDR 50,000, duplicate) asked for through the API; asked of the provider under the key refund:re_1; failed (amount_too_large: more than remains).',
+        ids: { orderId: 'ord_1', key: 'refund-key-1', requestId: 'req_4' },
+        detail: { ...refundRow, createdAt: '2026-03-01T10:00:01.500Z', updatedAt: '2026-03-01T10:00:03.000Z', settledAt: '2026-03-01T10:00:03.000Z', providerKey: 'refund:re_1' },
+      },
+    })
+  })
+
+  it('a refund made at the provider was asked under no key of ours', () => {
+    const { entry } = refundEntry({ ...refundRow, source: 'provider', status: 'succeeded', failure: null, reason: null, providerRefundId: 're_stripe', idempotencyKey: null, requestId: null })
+    expect(entry.summary).toBe('Refund re_1 of order ord_1 (IDR 50,000) made at the provider (its dashboard), learned from its event; the provider\'s refund re_stripe; succeeded.')
+    expect(entry.detail.providerKey).toBeUndefined()
+  })
+})
+
 const webhookRow: WebhookEventRow = {
-  id: 'whe_1', provider: 'midtrans', eventId: 'msg_1', type: 'payment.succeeded', orderId: 'ord_1', paymentId: 'pi_1', amount: 150_000, currency: 'IDR',
+  id: 'whe_1', provider: 'midtrans', eventId: 'msg_1', type: 'payment.succeeded', orderId: 'ord_1', paymentId: 'pi_1', amount: 150_000, currency: 'IDR', refund: null,
   rawBody: '{"ok":"é"}', signatureHeaders: { 'x-signature': 'sig' }, status: 'applied', source: 'webhook',
   confirmation: { found: true, providerStatus: 'settlement', type: 'payment.succeeded' }, requestId: 'req_3', receivedAt: t1, processedAt: t2,
 }
