@@ -20,7 +20,10 @@ export interface ProviderCall {
   headers: http.IncomingHttpHeaders
   /** Date.now() on arrival. */
   at: number
-  /** The status answered, or 'dropped' when a fault destroyed the connection instead; unset while still being handled. */
+  /**
+   * The status answered, or 'dropped' when the connection closed instead (a fault destroyed it, or
+   * the caller left while its answer was held); unset while still being handled.
+   */
   answered?: number | 'dropped'
 }
 
@@ -36,6 +39,11 @@ export type ProviderFault
     | { kind: 'drop-before' }
   /** Wait, then handle normally; a POST holds its Idempotency-Key as in progress meanwhile. */
     | { kind: 'delay', ms: number }
+  /**
+   * Do the work (create, refund, cancel, store the idempotent answer), then hold the answer for `ms`
+   * (less when the caller goes away): the caller can die after the provider acted, before it heard.
+   */
+    | { kind: 'hold-answer', ms: number }
 
 /** Which requests a fault is for: create (a payment), read (any GET), refund, cancel. */
 export type FaultTarget = 'create' | 'read' | 'refund' | 'cancel'
@@ -44,12 +52,15 @@ export interface ScriptedFault<Fault = ProviderFault> {
   /** `any`: every request, whatever it asks. */
   match: FaultTarget | 'any'
   fault: Fault
+  /** Met by every request it fits, and never taken out of the script (an outage, until a test removes it). */
+  sticky?: boolean
 }
 
-/** Takes the first fault of the script that fits the request out of it (FIFO). */
+/** Takes the first fault of the script that fits the request out of it (FIFO); a sticky one stays. */
 export function takeFault<Fault>(script: ScriptedFault<Fault>[], target: FaultTarget | undefined): Fault | undefined {
   const index = script.findIndex(entry => entry.match === 'any' || entry.match === target)
-  return index < 0 ? undefined : script.splice(index, 1)[0]?.fault
+  if (index < 0) return undefined
+  return script[index]!.sticky ? script[index]!.fault : script.splice(index, 1)[0]?.fault
 }
 
 export interface Answer { status: number, headers: Record<string, string>, body: string }
@@ -75,6 +86,21 @@ export function header(req: http.IncomingMessage, name: string): string | undefi
 export function writeAnswer(res: http.ServerResponse, answer: Answer) {
   res.writeHead(answer.status, { ...answer.headers, 'content-length': Buffer.byteLength(answer.body) })
   res.end(answer.body)
+}
+
+/**
+ * Holds an answer `ms`, or until the caller closes the connection (it died or gave up); false, with
+ * the call marked dropped, when the caller is gone.
+ */
+export async function holdAnswer(req: http.IncomingMessage, call: ProviderCall, ms: number): Promise<boolean> {
+  const gone = new AbortController()
+  const abort = () => gone.abort()
+  req.socket.once('close', abort)
+  await sleep(ms, undefined, { signal: gone.signal }).catch(() => {})
+  req.socket.off('close', abort)
+  if (!req.socket.destroyed) return true
+  call.answered = 'dropped'
+  return false
 }
 
 /** Destroys the connection instead of answering: the client sees it closed. */

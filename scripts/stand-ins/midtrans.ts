@@ -2,7 +2,7 @@ import { createHash, randomInt, randomUUID } from 'node:crypto'
 import type http from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
 import {
-  type Answer, canonicalJson, CONTROL_PREFIX, control, controlAnswer, controlParameters, drop, type FaultTarget, header, jsonAnswer, type ProviderCall,
+  type Answer, canonicalJson, CONTROL_PREFIX, control, controlAnswer, controlParameters, drop, type FaultTarget, header, holdAnswer, jsonAnswer, type ProviderCall,
   type ProviderFault, readBody, type ScriptedFault, serve, StandInRefusal, takeFault, type WebhookDelivery, webhookSender, writeAnswer,
 } from './common'
 
@@ -75,7 +75,7 @@ export interface MidtransApi {
   url: string
   port: number
   calls: ProviderCall[]
-  /** Faults applied FIFO: each request takes the first one whose `match` fits it (create: POST /v2/charge; refund: either refund endpoint; cancel; read: GET). */
+  /** Faults applied FIFO: each request takes the first one whose `match` fits it (create: POST /v2/charge; refund: either refund endpoint; cancel; read: GET); a sticky one stays. */
   script: ScriptedFault<MidtransFault>[]
   /** By order_id. */
   transactions: Map<string, MidtransTransaction>
@@ -204,8 +204,9 @@ export async function startMidtransApi({ serverKey, port = 0, webhookUrl }: Midt
     calls.push(call)
     const route = routeOf(method, requestUrl.pathname)
     const fault = takeFault(script, faultTargetOf(method, route))
-    const send = (answer: Answer) => {
+    const send = async (answer: Answer) => {
       if (fault?.kind === 'drop-after') return drop(req, call)
+      if (fault?.kind === 'hold-answer' && !await holdAnswer(req, call, fault.ms)) return
       call.answered = answer.status
       writeAnswer(res, answer)
     }

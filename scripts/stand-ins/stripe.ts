@@ -2,7 +2,7 @@ import { createHmac, randomBytes } from 'node:crypto'
 import type http from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
 import {
-  type Answer, canonicalJson, CONTROL_PREFIX, control, controlAnswer, controlParameters, drop, type FaultTarget, header, jsonAnswer, type ProviderCall,
+  type Answer, canonicalJson, CONTROL_PREFIX, control, controlAnswer, controlParameters, drop, type FaultTarget, header, holdAnswer, jsonAnswer, type ProviderCall,
   type ProviderFault, readBody, type ScriptedFault, serve, StandInRefusal, takeFault, type WebhookDelivery, webhookSender, writeAnswer,
 } from './common'
 
@@ -117,7 +117,7 @@ export interface StripeApi {
   url: string
   port: number
   calls: ProviderCall[]
-  /** Faults applied FIFO: each request takes the first one whose `match` fits it (create, refund, cancel: those POSTs; read: any GET). */
+  /** Faults applied FIFO: each request takes the first one whose `match` fits it (create, refund, cancel: those POSTs; read: any GET); a sticky one stays. */
   script: ScriptedFault[]
   /** Every intent created, by id, in creation order. */
   intents: Map<string, StandInPaymentIntent>
@@ -249,7 +249,7 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
     const route = routeOf(method, url.pathname)
     const fault = takeFault(script, faultTargetOf(method, route))
     const requestId = newId('req', 14)
-    const send = (answer: Answer, replayOf?: IdempotencyEntry) => {
+    const send = async (answer: Answer, replayOf?: IdempotencyEntry) => {
       const headers: Record<string, string> = { ...answer.headers, 'request-id': requestId }
       if (call.headers['stripe-version']) headers['stripe-version'] = String(call.headers['stripe-version'])
       if (method === 'POST' && idempotencyKey) headers['idempotency-key'] = idempotencyKey
@@ -258,6 +258,7 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
         if (replayOf.requestId) headers['original-request'] = replayOf.requestId
       }
       if (fault?.kind === 'drop-after') return drop(req, call)
+      if (fault?.kind === 'hold-answer' && !await holdAnswer(req, call, fault.ms)) return
       call.answered = answer.status
       writeAnswer(res, { ...answer, headers })
     }
