@@ -88,6 +88,10 @@ export function createMidtransProvider(config: MidtransConfig): PaymentProvider 
         if (made) return refundOf(request.refundId, made)
         throw classifyMidtransError(error)
       }
+      // Answered with HTTP 200 and status_code 202: the bank denied the refund and nothing was refunded.
+      if (String(answer.status_code) === '202') {
+        throw new PaymentRefused({ code: '202', message: REFUSED_DETAILS_MESSAGE, providerMessage: String(answer.status_message ?? 'refund denied') })
+      }
       return refundOf(request.refundId, answer)
     },
     async readRefund({ orderId, refundId }, signal) {
