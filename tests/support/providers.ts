@@ -10,7 +10,7 @@ import type { MidtransApi } from './midtrans-api'
 import { type OrderBody, postOrder, type TenantCredentials, validOrderBody } from './orders'
 import { pollUntil } from './poll'
 import { createTestDatabase, redisUrl, uniqueRedisPrefix } from './services'
-import type { ProviderCall, StripeApi } from './stripe-api'
+import { type ProviderCall, type StripeApi, stripeSignature } from './stripe-api'
 import { orderResource } from '../../shared/resources'
 
 /**
@@ -196,6 +196,81 @@ export async function effectsOf(sql: postgres.Sql, orderId: string): Promise<{ e
   return { emails: emails.map(row => row.subject), invoices: invoices!.count, markers: markers.map(row => row.effect) }
 }
 
+/** The refund's payment.refund job (one per refund), once it is completed or dead-lettered. */
+export async function settledRefundJob(sql: postgres.Sql, refundId: string, timeoutMs = 20_000): Promise<JobView> {
+  const jobs = await pollSeeing(`the payment.refund job of ${refundId} is completed`, () => sql<JobView[]>`
+    select id, kind, status, attempt, snoozes, errors, last_error as "lastError", locked_by as "lockedBy", request_id as "requestId"
+    from jobs where kind = 'payment.refund' and dedupe_key = ${refundId}`,
+  seen => seen.length === 1 && (seen[0]!.status === 'completed' || seen[0]!.status === 'dead_letter'), timeoutMs)
+  return jobs[0]!
+}
+
+const tenantHeaders = (stack: Pick<ProviderStack, 'tenant'>) => ({ authorization: `Bearer ${stack.tenant.secretKey}` })
+
+/** POST /api/orders/:id/refunds with the tenant's key under `key`. */
+export function postRefund(stack: Pick<ProviderStack, 'app' | 'tenant'>, orderId: string, key: string, body?: { amount?: number, reason?: string }): Promise<TestResponse> {
+  return request(stack.app.url, `/api/orders/${orderId}/refunds`, { method: 'POST', headers: { ...tenantHeaders(stack), 'idempotency-key': key }, body })
+}
+
+/** POST /api/orders/:id/cancel with the tenant's key under `key`. */
+export function postCancel(stack: Pick<ProviderStack, 'app' | 'tenant'>, orderId: string, key: string): Promise<TestResponse> {
+  return request(stack.app.url, `/api/orders/${orderId}/cancel`, { method: 'POST', headers: { ...tenantHeaders(stack), 'idempotency-key': key } })
+}
+
+/** The refund as GET /api/orders/:id/refunds/:refundId answers it. */
+export async function getRefund(stack: Pick<ProviderStack, 'app' | 'tenant'>, orderId: string, refundId: string): Promise<any> {
+  const fetched = await request(stack.app.url, `/api/orders/${orderId}/refunds/${refundId}`, { headers: tenantHeaders(stack) })
+  expect(fetched.status, fetched.text).toBe(200)
+  return fetched.json
+}
+
+/** A new refund's 201: its body (status pending, source api), Location and no replay marker. */
+export function expectCreatedRefund(response: TestResponse, expected: { orderId: string, amount: number, currency: string, key: string, reason?: string }): void {
+  expect(response.status, response.text).toBe(201)
+  expect(response.json).toEqual({
+    id: expect.stringMatching(/^re_/),
+    object: 'refund',
+    orderId: expected.orderId,
+    amount: expected.amount,
+    currency: expected.currency,
+    status: 'pending',
+    reason: expected.reason ?? null,
+    source: 'api',
+    createdAt: expect.any(String),
+    idempotency: { key: expected.key, replayed: false },
+  })
+  expect(response.headers.get('location')).toBe(`/api/orders/${expected.orderId}/refunds/${response.json.id}`)
+  expect(response.headers.get('idempotent-replayed')).toBeNull()
+}
+
+/** A Stripe event signed with the app's WEBHOOK_STRIPE_SECRET, posted to /api/webhooks/stripe. */
+export function postStripeEvent(baseUrl: string, event: unknown): Promise<TestResponse> {
+  const body = JSON.stringify(event)
+  return request(baseUrl, '/api/webhooks/stripe', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'stripe-signature': stripeSignature(testSecrets.webhookStripeSecret, body) },
+    body,
+  })
+}
+
+/** A Midtrans notification (signed inside its body) posted to /api/webhooks/midtrans. */
+export function postMidtransNotification(baseUrl: string, notification: Record<string, unknown>): Promise<TestResponse> {
+  return request(baseUrl, '/api/webhooks/midtrans', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(notification) })
+}
+
+/** The order's stored events once none is still waiting to be applied, and every job of the order completed. */
+export async function processedEvents(sql: postgres.Sql, orderId: string): Promise<WebhookEventView[]> {
+  await pollUntil(`the events of ${orderId} are processed`, async () => (await webhookEventsOf(sql, orderId)).every(row => row.status !== 'received'))
+  await allJobsSettled(sql, orderId)
+  return webhookEventsOf(sql, orderId)
+}
+
+/** The order's history rows about refunds and cancellation, oldest first. */
+export async function refundReasonsOf(sql: postgres.Sql, orderId: string): Promise<string[]> {
+  const rows = await sql<Array<{ reason: string }>>`select reason from order_status_history where order_id = ${orderId} and reason is not null order by id`
+  return rows.map(row => row.reason)
+}
+
 export function ops(baseUrl: string, path: string, method = 'GET'): Promise<TestResponse> {
   return opsRequest(baseUrl, path, { method, timeoutMs: 30_000 })
 }
@@ -224,12 +299,18 @@ export const stripeCreates = (api: StripeApi, orderId: string): ProviderCall[] =
 /** The Stripe stand-in's intents for one order. */
 export const stripeIntentsOf = (api: StripeApi, orderId: string) => [...api.intents.values()].filter(intent => intent.metadata.order_id === orderId)
 
-/** The Midtrans stand-in's calls about one order: its charges and its status reads, in arrival order. */
+/** The Stripe stand-in's refund requests for one PaymentIntent, in arrival order. */
+export const stripeRefundCalls = (api: StripeApi, intentId: string): ProviderCall[] =>
+  api.calls.filter(call => call.method === 'POST' && call.path === '/v1/refunds' && call.body.payment_intent === intentId)
+
+/** The Midtrans stand-in's calls about one order: its charges, status reads, refunds (either endpoint) and cancels, in arrival order. */
 export function midtransCallsOf(api: MidtransApi, orderId: string): Array<{ call: string, answered: ProviderCall['answered'] }> {
+  const posts: Record<string, string> = { [`/v2/${orderId}/refund`]: 'refund', [`/v2/${orderId}/refund/online/direct`]: 'direct refund', [`/v2/${orderId}/cancel`]: 'cancel' }
   return api.calls.flatMap((call) => {
     const details = call.body.transaction_details as Record<string, unknown> | undefined
     if (call.method === 'POST' && call.path === '/v2/charge' && details?.order_id === orderId) return [{ call: 'charge', answered: call.answered }]
     if (call.method === 'GET' && call.path === `/v2/${orderId}/status`) return [{ call: 'status', answered: call.answered }]
+    if (call.method === 'POST' && posts[call.path]) return [{ call: posts[call.path]!, answered: call.answered }]
     return []
   })
 }
