@@ -1,26 +1,33 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { newId } from '../../server/db/ids'
-import { stopAll } from '../support/app'
-import { request } from '../support/http'
+import { fastJobsEnv, stopAll } from '../support/app'
+import { request, type TestResponse } from '../support/http'
 import { opsRequest } from '../support/ops'
 import { expectProblem, newIdempotencyKey, type OrderBody, type OrdersStack, postOrder, startOrdersStack, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import { describeWithServices } from '../support/services'
+import type { ExactlyOnceViolation } from '../../shared/ops-api'
 
 // SPEC §7, GET /api/ops/audit/duplicates against the built server on real Postgres: empty while
 // every order is its own intent; the incident's near-duplicate (one customer, one amount, two carts
 // minutes apart) and keys replayed too often listed as suspects, still healthy; and, with a
 // constraint dropped on purpose in the test database, rows that break exactly-once reported as
-// violations, unhealthy. The tests run in order and build on each other's rows.
+// violations, unhealthy: side effects, orders and events, then refunds (one key twice, more than
+// the order's amount held, a provider refund made twice or above the payment). An order refunded
+// in two parts, through mockpay and the worker, stays healthy. The tests run in order and build
+// on each other's rows.
 
 const healthy = { healthy: true, window: { minutes: 10 }, exactlyOnceViolations: [], suspects: { businessDuplicates: [], frequentReplays: [] } }
 
 describeWithServices('GET /api/ops/audit/duplicates (SPEC §7)', ['postgres', 'redis'], () => {
   let stack: OrdersStack
+  /** The violations planted by the first test that breaks exactly-once; they stay for the next. */
+  let planted: ExactlyOnceViolation[] = []
 
   beforeAll(async () => {
-    stack = await startOrdersStack('audit')
+    // The worker and a calm mockpay, for the order refunded for real.
+    stack = await startOrdersStack('audit', { ...fastJobsEnv, MOCKPAY_DUPLICATES: '0', MOCKPAY_MAX_DELAY_MS: '0' })
   })
 
   afterAll(async () => {
@@ -108,6 +115,25 @@ describeWithServices('GET /api/ops/audit/duplicates (SPEC §7)', ['postgres', 'r
     expect(await audit()).toEqual(healthy)
   })
 
+  it('stays healthy when a paid order is refunded in two parts: two notices with one subject, each with its own marker', async () => {
+    const paid = await order(validOrderBody({ customer: { email: `refunded-${randomUUID()}@example.com` } }))
+    const auth = { authorization: `Bearer ${stack.tenant.secretKey}` }
+    const readOrder = async () => (await request(stack.app.url, `/api/orders/${paid.id}`, { headers: auth })).json
+    let intentId: string | null = null
+    await pollUntil('the worker created the payment intent', async () => Boolean(intentId = (await readOrder()).paymentIntentId))
+    const confirmed = await request(stack.app.url, `/api/mockpay/intents/${intentId}/confirm`, { method: 'POST', body: { outcome: 'succeed' } })
+    expect(confirmed.status, confirmed.text).toBe(200)
+    await pollUntil('the order is paid', async () => (await readOrder()).status === 'paid')
+    const refund = (key: string): Promise<TestResponse> =>
+      request(stack.app.url, `/api/orders/${paid.id}/refunds`, { method: 'POST', headers: { ...auth, 'idempotency-key': key }, body: { amount: 60_000 } })
+    for (const key of [newIdempotencyKey(), newIdempotencyKey()]) expect((await refund(key)).status).toBe(201)
+    const subject = `Part of order ${paid.id} refunded`
+    await pollUntil('both refund notices are sent', async () =>
+      (await sql()`select 1 from mailbox where order_id = ${paid.id} and subject = ${subject}`).length === 2)
+
+    expect(await audit()).toEqual(healthy)
+  })
+
   it('reports rows that break exactly-once once the constraints that forbid them are gone', async () => {
     const victim = await order(validOrderBody({ customer: { email: `broken-${randomUUID()}@example.com` } }))
     const tenantId = stack.tenant.tenantId
@@ -132,13 +158,67 @@ describeWithServices('GET /api/ops/audit/duplicates (SPEC §7)', ['postgres', 'r
     const found = await audit()
     expect(found.healthy).toBe(false)
     expect(found.suspects).toEqual({ businessDuplicates: [], frequentReplays: [] })
-    expect(found.exactlyOnceViolations).toEqual([
+    planted = [
       { kind: 'side_effect', ids: { orderId: victim.id, effect: 'invoice' }, count: 2 },
-      { kind: 'email', ids: { orderId: victim.id, subject }, count: 2 },
+      // Two emails, and no marker of an effect that sends one (the invoice's are not).
+      { kind: 'email', ids: { orderId: victim.id, markers: 0 }, count: 2 },
       { kind: 'invoice', ids: { orderId: victim.id }, count: 2 },
       { kind: 'order_per_cart', ids: { tenantId, cartId: victim.cartId, orderIds: [victim.id, twin] }, count: 2 },
       { kind: 'order_per_key', ids: { tenantId, key: victim.key, orderIds: [victim.id, twin] }, count: 2 },
       { kind: 'webhook_event', ids: { webhookEventId: 'whe_twice' }, count: 2 },
+    ]
+    expect(found.exactlyOnceViolations).toEqual(planted)
+  })
+
+  it('reports refunds made twice: one key\'s two refunds, more held than the order\'s amount, a provider refund made twice or above the payment', async () => {
+    const tenantId = stack.tenant.tenantId
+    const refund = (orderId: string, fields: { amount: number, status: string, source?: string, key?: string }) => {
+      const id = newId('re')
+      return sql()`insert into refunds (id, order_id, tenant_id, amount, currency, status, source, idempotency_key, created_at)
+        values (${id}, ${orderId}, ${tenantId}, ${fields.amount}, 'IDR', ${fields.status}, ${fields.source ?? 'api'}, ${fields.key ?? null}, now())`.then(() => id)
+    }
+    // One key's refund executed twice (small amounts: nothing over the order's).
+    const twice = await order(validOrderBody({ customer: { email: `refund-twice-${randomUUID()}@example.com` } }))
+    const refundKey = newIdempotencyKey()
+    const first = await refund(twice.id, { amount: 1_000, status: 'succeeded', key: refundKey })
+    const second = await refund(twice.id, { amount: 1_000, status: 'pending', key: refundKey })
+    await sql()`update refunds set created_at = created_at + interval '1 second' where id = ${second}`
+    // More held than the order's 150,000: a failed refund holds nothing, a pending one does.
+    const over = await order(validOrderBody({ customer: { email: `refund-over-${randomUUID()}@example.com` } }))
+    await refund(over.id, { amount: 100_000, status: 'succeeded', key: newIdempotencyKey() })
+    await refund(over.id, { amount: 60_000, status: 'pending', key: newIdempotencyKey() })
+    await refund(over.id, { amount: 150_000, status: 'failed', key: newIdempotencyKey() })
+    // Within the amount once the failed one is set aside: not a violation.
+    const freed = await order(validOrderBody({ customer: { email: `refund-freed-${randomUUID()}@example.com` } }))
+    await refund(freed.id, { amount: 100_000, status: 'failed', key: newIdempotencyKey() })
+    await refund(freed.id, { amount: 150_000, status: 'succeeded', key: newIdempotencyKey() })
+    // At mockpay: one refund's key made twice, and a payment refunded above its amount (a keyed refund and the dashboard's).
+    await sql()`alter table payment_intent_refunds drop constraint payment_intent_refunds_token_unique`
+    const intent = async (orderId: string) => {
+      const id = newId('pi')
+      await sql()`insert into payment_intents (id, provider, idempotency_token, order_id, amount, currency, status) values (${id}, 'mockpay', ${`audit:${id}`}, ${orderId}, 150000, 'IDR', 'succeeded')`
+      return id
+    }
+    const ledger = (intentId: string, amount: number, token: string | null) =>
+      sql()`insert into payment_intent_refunds (id, intent_id, idempotency_token, amount) values (${newId('mre')}, ${intentId}, ${token}, ${amount})`
+    const twiceAtProvider = await intent(twice.id)
+    await ledger(twiceAtProvider, 1_000, `refund:${first}`)
+    await ledger(twiceAtProvider, 1_000, `refund:${first}`)
+    const overAtProvider = await intent(over.id)
+    await ledger(overAtProvider, 100_000, `refund:${newId('re')}`)
+    await ledger(overAtProvider, 60_000, null)
+    // Dashboard refunds (no key) of one amount are two refunds, not one made twice.
+    await ledger(await intent(freed.id), 1_000, null)
+    await ledger(await intent(freed.id), 1_000, null)
+
+    const found = await audit()
+    expect(found.healthy).toBe(false)
+    expect(found.exactlyOnceViolations).toEqual([
+      ...planted,
+      { kind: 'refund_per_key', ids: { tenantId, key: refundKey, refundIds: [first, second] }, count: 2 },
+      { kind: 'refunds_over_amount', ids: { orderId: over.id, amount: 150_000, refunded: 160_000 }, count: 2 },
+      { kind: 'provider_refund_per_key', ids: { orderId: twice.id, intentId: twiceAtProvider, token: `refund:${first}` }, count: 2 },
+      { kind: 'provider_refunds_over_amount', ids: { orderId: over.id, intentId: overAtProvider, amount: 150_000, refunded: 160_000 }, count: 2 },
     ])
   })
 
