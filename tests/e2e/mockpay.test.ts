@@ -75,14 +75,18 @@ async function orderStatusOnce(baseUrl: string, tenant: TenantCredentials, order
 /** The intent as the confirm/refund routes answer it. */
 function expectIntent(response: TestResponse, expected: { intentId: string, orderId: string, status: string, events: string[], deliveriesScheduled: number }): Intent {
   expect(response.status, response.text).toBe(200)
+  const refunded = expected.status === 'refunded'
   expect(response.json).toEqual({
     id: expected.intentId,
     orderId: expected.orderId,
     status: expected.status,
     amount: 150_000,
+    amountRefunded: refunded ? 150_000 : 0,
     currency: 'IDR',
-    events: expected.events.map(type => ({ id: expect.stringMatching(/^msg_/), type, timestamp: expect.any(String) })),
+    // A refund event carries the total refunded when it happened.
+    events: expected.events.map(type => ({ id: expect.stringMatching(/^msg_/), type, timestamp: expect.any(String), ...(type === 'payment.refunded' && { amount: 150_000 }) })),
     deliveriesScheduled: expected.deliveriesScheduled,
+    ...(refunded && expected.deliveriesScheduled > 0 && { refund: { id: expect.stringMatching(/^mre_/), amount: 150_000 } }),
   })
   return response.json
 }
@@ -174,7 +178,7 @@ describeWithServices('mockpay: the simulated provider on Postgres and Redis', ['
     const { orderId, intentId } = await createOrderWithIntent(app.url, tenant)
     const pending = await request(app.url, `/api/mockpay/intents/${intentId}`)
     expect(pending.status, pending.text).toBe(200)
-    expect(pending.json).toEqual({ id: intentId, orderId, status: 'requires_payment', amount: 150_000, currency: 'IDR', events: [] })
+    expect(pending.json).toEqual({ id: intentId, orderId, status: 'requires_payment', amount: 150_000, amountRefunded: 0, currency: 'IDR', events: [] })
 
     const confirmed = await mockpayPost(app.url, intentId, 'confirm', { outcome: 'succeed', chaos: { duplicates: 3, maxDelayMs: 300, reorder: true } })
     // No earlier events to reorder: the event and its three copies.
@@ -225,7 +229,10 @@ describeWithServices('mockpay: the simulated provider on Postgres and Redis', ['
       'order.send_refund_notice': 1,
     })
     expect(await mailOf(db(), orderId)).toEqual([{ subject: `Order ${orderId} confirmed` }, { subject: `Order ${orderId} refunded` }])
-    expect(await sideEffectsOf(db(), orderId)).toEqual([{ effect: 'confirmation_email' }, { effect: 'invoice' }, { effect: 'refund_notice' }])
+    // The refund the webhook's total recorded, noticed once.
+    const [refundRecorded] = await db()<Array<{ id: string, source: string }>>`select id, source from refunds where order_id = ${orderId}`
+    expect(refundRecorded!.source).toBe('provider')
+    expect(await sideEffectsOf(db(), orderId)).toEqual([{ effect: 'confirmation_email' }, { effect: 'invoice' }, { effect: `refund_notice:${refundRecorded!.id}` }])
     expect((await effectsPerOrder(db(), [orderId])).get(orderId)).toEqual({ emails: 2, invoices: 1, markers: 3, intents: 1 })
 
     const [succeededRow] = await webhookEventsOf(db(), succeededId)
@@ -241,7 +248,7 @@ describeWithServices('mockpay: the simulated provider on Postgres and Redis', ['
 
     const read = await request(app.url, `/api/mockpay/intents/${intentId}`)
     expect(read.status, read.text).toBe(200)
-    expect(read.json).toEqual({ id: intentId, orderId, status: 'refunded', amount: 150_000, currency: 'IDR', events: refunded.events })
+    expect(read.json).toEqual({ id: intentId, orderId, status: 'refunded', amount: 150_000, amountRefunded: 150_000, currency: 'IDR', events: refunded.events })
   })
 
   it('fail, then succeed: payment_failed, then paid; the same button twice schedules nothing; impossible transitions are 409', async () => {
