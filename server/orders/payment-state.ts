@@ -1,4 +1,4 @@
-import { and, asc, eq, sql } from 'drizzle-orm'
+import { and, asc, eq, gte, isNull, sql } from 'drizzle-orm'
 import type { Database } from '../db/client'
 import { newId } from '../db/ids'
 import { orders, orderStatusHistory, refunds } from '../db/schema'
@@ -170,9 +170,34 @@ async function settleNamedRefund(tx: Database, order: LockedOrder, totals: { hel
     return changed && event.status !== 'pending' ? { refundId: known.id, note: event.status === 'succeeded' ? 'refund_succeeded' : 'refund_failed' } : { reason: 'no_refund' }
   }
   if (event.status === 'failed') return { reason: 'no_refund' }
+  const counted = await countedByTotal(tx, order, event)
+  if (counted) return counted
   if (totals.held + event.amount > order.amount) return { reason: 'amount_mismatch' }
   const refundId = await insertRefund(tx, order, { amount: event.amount, status: event.status, source: 'provider', reason: null, providerRefundId: event.providerRefundId, requestId: context.requestId })
   return { refundId, note: 'refund_at_provider' }
+}
+
+/**
+ * A provider refund that a total (charge.refunded) recorded before its own event came: the unnamed
+ * refund that holds it takes the event's name (split off when that refund counted several), so the
+ * sum never counts it twice. Undefined when no unnamed refund can hold it: the event is a new refund.
+ */
+async function countedByTotal(tx: Database, order: LockedOrder, event: RefundEventDetail): Promise<Settled | undefined> {
+  const [unnamed] = await tx.select({ id: refunds.id, amount: refunds.amount }).from(refunds)
+    .where(and(eq(refunds.orderId, order.id), eq(refunds.source, 'provider'), isNull(refunds.providerRefundId), gte(refunds.amount, event.amount)))
+    .orderBy(asc(refunds.createdAt), asc(refunds.id)).limit(1)
+  if (!unnamed) return undefined
+  if (unnamed.amount === event.amount) {
+    await tx.update(refunds).set({ providerRefundId: event.providerRefundId, updatedAt: sql`now()` }).where(eq(refunds.id, unnamed.id))
+    return { reason: 'no_refund' }
+  }
+  await tx.update(refunds).set({ amount: unnamed.amount - event.amount, updatedAt: sql`now()` }).where(eq(refunds.id, unnamed.id))
+  // The shopper was told of the whole total already: the part split off is named, not noticed again.
+  await tx.insert(refunds).values({
+    id: newId('re'), orderId: order.id, tenantId: order.tenantId, currency: order.currency,
+    amount: event.amount, status: 'succeeded', source: 'provider', reason: null, providerRefundId: event.providerRefundId, settledAt: sql`now()`,
+  })
+  return { reason: 'no_refund' }
 }
 
 async function recordProviderTotal(tx: Database, order: LockedOrder, totals: { held: number }, total: number, context: PaymentStatusContext): Promise<Settled> {

@@ -4,7 +4,7 @@ import { newId } from '../db/ids'
 import { jobs, orders, refunds } from '../db/schema'
 import { transaction } from '../db/transaction'
 import { createJobStore } from '../jobs/store'
-import { paymentCreateIntentJob } from '../jobs/types'
+import { paymentCreateIntentJob, paymentRefundJob } from '../jobs/types'
 import { applyRefundOutcome } from '../orders/payment-state'
 import { type IdempotencyDeps, runIdempotent } from '../idempotency/core'
 import { fingerprint } from '../idempotency/fingerprint'
@@ -47,28 +47,33 @@ export function reconcilePayments(options: ReconcileOptions): Promise<Maintenanc
 }
 
 /**
- * An order whose payment was never created because the provider stayed down past every attempt
- * (its payment.create_intent job is a dead letter): the job is redriven, under the same key, so the
- * order gets its payment when the provider is back, without an operator.
+ * Provider calls that ran out of attempts while the provider stayed down: an order's payment never
+ * created (its payment.create_intent job a dead letter), and a refund never asked for (its
+ * payment.refund job a dead letter, the refund still pending with no provider id). The jobs are
+ * redriven, under the same keys, so they complete when the provider is back, without an operator.
  */
 async function askAgainForMissingPayments({ handle, afterSeconds }: ReconcileOptions): Promise<Record<string, number>> {
   const { db } = handle
-  const stalled = await db.select({ id: jobs.id }).from(jobs)
-    .innerJoin(orders, eq(orders.id, jobs.dedupeKey))
-    .where(and(
-      eq(jobs.kind, paymentCreateIntentJob.kind),
-      eq(jobs.status, 'dead_letter'),
-      eq(orders.status, 'pending_payment'),
-      isNull(orders.paymentIntentId),
-      isNull(orders.paymentError),
-      lt(jobs.updatedAt, sql`now() - ${afterSeconds}::int * interval '1 second'`),
-    ))
-    .limit(RECONCILE_BATCH)
+  const deadFor = and(eq(jobs.status, 'dead_letter'), lt(jobs.updatedAt, sql`now() - ${afterSeconds}::int * interval '1 second'`))
+  const [payments, refundCalls] = await Promise.all([
+    db.select({ id: jobs.id }).from(jobs)
+      .innerJoin(orders, eq(orders.id, jobs.dedupeKey))
+      .where(and(eq(jobs.kind, paymentCreateIntentJob.kind), deadFor, eq(orders.status, 'pending_payment'), isNull(orders.paymentIntentId), isNull(orders.paymentError)))
+      .limit(RECONCILE_BATCH),
+    db.select({ id: jobs.id }).from(jobs)
+      .innerJoin(refunds, eq(refunds.id, jobs.dedupeKey))
+      .where(and(eq(jobs.kind, paymentRefundJob.kind), deadFor, eq(refunds.status, 'pending'), isNull(refunds.providerRefundId)))
+      .limit(RECONCILE_BATCH),
+  ])
   const store = createJobStore(db)
-  let redriven = 0
-  for (const { id } of stalled) if (await store.redrive(id)) redriven++
-  if (redriven) log.info('reconciliation asked again for payments never created', { redriven })
-  return { paymentsAskedAgain: redriven }
+  const redrive = async (rows: Array<{ id: string }>) => {
+    let redriven = 0
+    for (const { id } of rows) if (await store.redrive(id)) redriven++
+    return redriven
+  }
+  const counts = { paymentsAskedAgain: await redrive(payments), refundsAskedAgain: await redrive(refundCalls) }
+  if (counts.paymentsAskedAgain || counts.refundsAskedAgain) log.info('reconciliation asked the provider again for calls that ran out of attempts', counts)
+  return counts
 }
 
 /**

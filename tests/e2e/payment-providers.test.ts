@@ -110,6 +110,7 @@ describeWithServices('payment providers against local stand-ins of their APIs', 
         id: intent!.id,
         nextAction: { type: 'stripe_client_secret', clientSecret: intent!.client_secret },
         error: null,
+        status: 'ready',
       })
       // mockpay is off: its ledger was never written.
       expect(await stack.sql`select count(*)::int as count from payment_intents`).toEqual([{ count: 0 }])
@@ -233,7 +234,7 @@ describeWithServices('payment providers against local stand-ins of their APIs', 
         expect(intents).toHaveLength(1)
         expect((await getOrder(killStack, orderId)).json).toMatchObject({
           paymentIntentId: intents[0]!.id,
-          payment: { provider: 'stripe', id: intents[0]!.id, nextAction: { type: 'stripe_client_secret', clientSecret: intents[0]!.client_secret }, error: null },
+          payment: { provider: 'stripe', id: intents[0]!.id, nextAction: { type: 'stripe_client_secret', clientSecret: intents[0]!.client_secret }, error: null, status: 'ready' },
         })
         await workerB.stop()
       }
@@ -254,7 +255,7 @@ describeWithServices('payment providers against local stand-ins of their APIs', 
 
       const fetched = (await getOrder(stack, orderId)).json
       expect(fetched).toMatchObject({ status: 'payment_failed', paymentIntentId: null })
-      expect(fetched.payment).toEqual({ provider: 'stripe', id: null, nextAction: null, error: { code: 'amount_too_large', message: REFUSED_DETAILS_MESSAGE } })
+      expect(fetched.payment).toEqual({ provider: 'stripe', id: null, nextAction: null, error: { code: 'amount_too_large', message: REFUSED_DETAILS_MESSAGE }, status: 'refused' })
       // Stripe's own words are kept for the shop, not shown to the shopper.
       const [stored] = await stack.sql<Array<{ paymentError: Record<string, string> }>>`select payment_error as "paymentError" from orders where id = ${orderId}`
       expect(stored!.paymentError.providerMessage).toMatch(/^Amount must be no more than 999,999,999/)
@@ -398,6 +399,7 @@ describeWithServices('payment providers against local stand-ins of their APIs', 
         id: orderId,
         nextAction: { type: 'midtrans_bank_transfer', bank: 'bca', vaNumber: transaction.va_number, expiresAt: transaction.expiry_time },
         error: null,
+        status: 'ready',
       })
     })
 
@@ -420,6 +422,7 @@ describeWithServices('payment providers against local stand-ins of their APIs', 
         id: orderId,
         nextAction: { type: 'midtrans_bank_transfer', bank: 'bca', vaNumber: transaction.va_number, expiresAt: transaction.expiry_time },
         error: null,
+        status: 'ready',
       })
     })
 
@@ -510,7 +513,7 @@ describeWithServices('payment providers against local stand-ins of their APIs', 
       expect(api.transactions.has(cardId)).toBe(false)
       const cardOrder = (await getOrder(stack, cardId)).json
       expect(cardOrder).toMatchObject({ status: 'payment_failed', paymentIntentId: null })
-      expect(cardOrder.payment).toEqual({ provider: 'midtrans', id: null, nextAction: null, error: { code: 'payment_method_unsupported', message: expect.stringMatching(/^Card payments are not available/) } })
+      expect(cardOrder.payment).toEqual({ provider: 'midtrans', id: null, nextAction: null, error: { code: 'payment_method_unsupported', message: expect.stringMatching(/^Card payments are not available/) }, status: 'refused' })
       expect(await historyOf(stack.sql, cardId)).toEqual([expect.objectContaining({ fromStatus: 'pending_payment', toStatus: 'payment_failed', outcome: 'applied', jobId: card.id })])
     })
 
@@ -571,7 +574,7 @@ describe('Stripe on the embedded default: PGlite and in-process locks', () => {
     expect(create).toMatchObject({ idempotencyKey: paymentIdempotencyKey(orderId), answered: 200, body: { amount: String(body.amount), currency: 'usd', metadata: { order_id: orderId } } })
     const intents = stripeIntentsOf(api, orderId)
     expect(intents).toHaveLength(1)
-    expect(fetched.payment).toEqual({ provider: 'stripe', id: intents[0]!.id, nextAction: { type: 'stripe_client_secret', clientSecret: intents[0]!.client_secret }, error: null })
+    expect(fetched.payment).toEqual({ provider: 'stripe', id: intents[0]!.id, nextAction: { type: 'stripe_client_secret', clientSecret: intents[0]!.client_secret }, error: null, status: 'ready' })
 
     const jobs = await ops(app.url, `/api/ops/jobs?${new URLSearchParams({ resourceId: `order:${orderId}`, kind: CREATE })}`)
     expect(jobs.status, jobs.text).toBe(200)

@@ -336,9 +336,8 @@ describeWithServices('refunds and cancellation against the Stripe and Midtrans s
       await dashboardRefundSeenTwice(['refund.updated', 'charge.refunded'])
     })
 
-    // Fails today, refund counted twice: charge.refunded's total is recorded as a provider refund
-    // without Stripe's refund id, and the refund.updated naming that refund then adds another.
-    it.fails('a dashboard refund whose charge.refunded comes before its refund.updated appears once, with source provider', async () => {
+    // charge.refunded's total is recorded first, unnamed; the refund.updated naming that refund gives it its name.
+    it('a dashboard refund whose charge.refunded comes before its refund.updated appears once, with source provider', async () => {
       await dashboardRefundSeenTwice(['charge.refunded', 'refund.updated'])
     })
 

@@ -18,7 +18,7 @@ import { describeOnBothBackends, type LockBackend } from '../support/lock-backen
 import { pollUntil } from '../support/poll'
 
 /** The passes this suite does not exercise (payments never created, pending refunds): nothing found. */
-const NOTHING_ELSE = { paymentsAskedAgain: 0, refundsChecked: 0, refundsSettled: 0, refundsFailed: 0 }
+const NOTHING_ELSE = { paymentsAskedAgain: 0, refundsAskedAgain: 0, refundsChecked: 0, refundsSettled: 0, refundsFailed: 0 }
 
 // Reconciliation on both pairs the app runs on: what it finds at the provider (here mockpay's own
 // ledger, a real implementation of the provider interface) becomes one stored event and one
@@ -153,7 +153,7 @@ function reconcileContract(driver: DatabaseDriver, openLocks: () => Promise<Lock
     expect(await reconcile()).toEqual({ skipped: false, counts: { checked: 0, recorded: 0, alreadyRecorded: 0, unchanged: 0, missing: 0, failed: 0, ...NOTHING_ELSE } })
   }, 30_000)
 
-  it('asks again for a payment never created (its create_intent job out of attempts), and settles a refund left pending at the provider', async () => {
+  it('asks again for a payment and a refund never asked for (their jobs out of attempts), and settles a refund left pending at the provider', async () => {
     await db.delete(jobs)
     await db.update(orders).set({ status: 'paid' })
     const { orderIds: [neverPaid, recent] } = await seedOrders(db, 2)
@@ -174,9 +174,17 @@ function reconcileContract(driver: DatabaseDriver, openLocks: () => Promise<Lock
       providerRefundId: made.id, updatedAt: sql`now() - ${AFTER_SECONDS * 2}::int * interval '1 second'`,
     })
     await db.delete(jobs).where(eq(jobs.kind, 'mockpay.deliver'))
+    // A refund never asked for: its payment.refund job ran out of attempts while the provider was down.
+    await db.insert(refunds).values({ id: 're_never_asked', orderId, tenantId: 'ten_reconcile', amount: 10_000, currency: 'IDR', status: 'pending', source: 'api' })
+    await db.insert(jobs).values({
+      id: 'job_dead_refund', kind: 'payment.refund', dedupeKey: 're_never_asked', payload: { orderId, refundId: 're_never_asked' }, resourceId: `order:${orderId}`,
+      status: 'dead_letter', attempt: 20, maxAttempts: 20, lastError: 'ProviderUnavailable: down', updatedAt: sql`now() - ${AFTER_SECONDS * 2}::int * interval '1 second'`,
+    })
 
     const { counts } = await reconcile() as { counts: Record<string, number> }
-    expect(counts).toMatchObject({ paymentsAskedAgain: 1, refundsChecked: 1, refundsSettled: 1, refundsFailed: 0 })
+    expect(counts).toMatchObject({ paymentsAskedAgain: 1, refundsAskedAgain: 1, refundsChecked: 1, refundsSettled: 1, refundsFailed: 0 })
+    const [redrivenRefund] = await db.select({ status: jobs.status, attempt: jobs.attempt }).from(jobs).where(eq(jobs.id, 'job_dead_refund'))
+    expect(redrivenRefund).toEqual({ status: 'queued', attempt: 0 })
     const intentJobs = await db.select({ dedupeKey: jobs.dedupeKey, status: jobs.status, attempt: jobs.attempt }).from(jobs).where(eq(jobs.kind, paymentCreateIntentJob.kind))
     expect(Object.fromEntries(intentJobs.map(({ dedupeKey, ...job }) => [dedupeKey, job])))
       .toEqual({ [neverPaid!]: { status: 'queued', attempt: 0 }, [recent!]: { status: 'dead_letter', attempt: 20 } })
