@@ -34,6 +34,8 @@ interface PageGlobals {
   document: {
     activeElement: { getAttribute: (name: string) => string | null } | null
     createRange: () => { selectNodeContents: (node: unknown) => void, getClientRects: () => ArrayLike<{ top: number }> }
+    documentElement: { scrollWidth: number }
+    querySelectorAll: (selector: string) => ArrayLike<{ tagName: string, className: string, getBoundingClientRect: () => Box }>
   }
 }
 interface Box { left: number, right: number, top: number, bottom: number }
@@ -321,6 +323,13 @@ describeWithServices('ops console in Chromium: token gate, redrive, evidence tim
     await screenshot(page, 'evidence-by-order', true)
     await page.setViewportSize(mobileViewport)
     await screenshot(page, 'evidence-by-order-mobile', true)
+    // On a phone the timeline wraps its long ids and keys: the page does not scroll sideways.
+    const sideways = await page.evaluate((width) => {
+      const document = (globalThis as unknown as PageGlobals).document
+      const wider = Array.from(document.querySelectorAll('body *')).filter(element => element.getBoundingClientRect().right > width + 0.5)
+      return { scrollWidth: document.documentElement.scrollWidth, wider: wider.slice(0, 5).map(element => `${element.tagName.toLowerCase()}.${element.className}`) }
+    }, mobileViewport.width)
+    expect(sideways.scrollWidth, sideways.wider.join(', ')).toBeLessThanOrEqual(mobileViewport.width)
 
     // The live panel's bars read the same counters as /api/metrics (summed over routes), refreshed every few seconds.
     const expected = await outcomeCounts()
