@@ -208,7 +208,7 @@ describeWithServices('checkout session cookie (SPEC §2)', ['postgres', 'redis']
 
       expect(fetched.status, fetched.text).toBe(200)
       const { idempotency: _, ...order } = created.json
-      expect(fetched.json).toEqual({ ...order, paymentIntentId: null, payment: null })
+      expect(fetched.json).toEqual({ ...order, paymentIntentId: null, payment: null, amountRefunded: 0, refunds: [] })
       // The checkout page lists these as the placed order's items.
       expect(fetched.json.items).toEqual(body.items)
     })
@@ -267,6 +267,30 @@ describeWithServices('checkout session cookie (SPEC §2)', ['postgres', 'redis']
 
       expectProblem(response, 'unauthorized')
       expect(await countRows(stack.sql)).toEqual(before)
+    })
+  })
+
+  describe('cancel and refund with the session cookie', () => {
+    const cancelWith = (credentials: Record<string, string>, id: string) =>
+      request(stack.app.url, `/api/orders/${id}/cancel`, { method: 'POST', headers: { 'idempotency-key': newIdempotencyKey(), ...credentials } })
+
+    it('cancels an order only with the session that placed it: another session gets 404, the placing one 200 canceled', async () => {
+      const created = await postWith(cookie(demoCookie), newIdempotencyKey(), demoOrderBody())
+      expect(created.status, created.text).toBe(201)
+      const otherSession = sessionCookieOf(await startSession(stack.app.url)).pair
+      expectProblem(await cancelWith(cookie(otherSession), created.json.id), 'not-found')
+      expect((await getWith(cookie(demoCookie), created.json.id)).json.status).toBe('pending_payment')
+
+      const canceled = await cancelWith(cookie(demoCookie), created.json.id)
+      expect(canceled.status, canceled.text).toBe(200)
+      expect(canceled.json).toMatchObject({ id: created.json.id, status: 'canceled', amountRefunded: 0, refunds: [] })
+    })
+
+    it('never refunds with the session: a refund is the shop\'s act (401), and nothing is written', async () => {
+      const created = await postWith(cookie(demoCookie), newIdempotencyKey(), demoOrderBody())
+      const refused = await request(stack.app.url, `/api/orders/${created.json.id}/refunds`, { method: 'POST', headers: { 'idempotency-key': newIdempotencyKey(), ...cookie(demoCookie) }, body: {} })
+      expectProblem(refused, 'unauthorized')
+      expect(await stack.sql`select count(*)::int as n from refunds where order_id = ${created.json.id}`).toEqual([{ n: 0 }])
     })
   })
 
