@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { paymentIdempotencyKey } from '../../server/payments'
 import { REFUSED_DETAILS_MESSAGE } from '../../server/payments/types'
 import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '../support/app'
@@ -12,7 +12,7 @@ import { pollUntil } from '../support/poll'
 import {
   allJobsSettled, clearOfScheduledReconcile, effectsOf, getOrder, historyOf, jobsOf, midtransCallsOf, midtransEnv, ops, orderWhen,
   placeOrder, type ProviderStack, runReconcile, settledJob, startProviderStack, stripeCreates, stripeEnv, stripeIntentsOf, stripeSecretKey,
-  usdOrderBody, webhookEventsOf,
+  usdOrderBody, webhookEventsOf, withStandInStack,
 } from '../support/providers'
 import { describeWithServices, redisUrl } from '../support/services'
 import { type StripeApi, startStripeApi, stripeSignature } from '../support/stripe-api'
@@ -57,21 +57,14 @@ describeWithServices('payment providers against local stand-ins of their APIs', 
   describe('Stripe (PAYMENT_PROVIDER=stripe)', () => {
     let api: StripeApi
     let stack: ProviderStack
-
-    beforeAll(async () => {
-      api = await startStripeApi({ secretKey: stripeSecretKey })
-      stack = await startProviderStack('stripe', { ...stripeEnv(api), ...fastJobsEnv })
-    })
-
-    afterAll(async () => {
-      await stack?.close()
-      await api?.close()
-    })
-
-    beforeEach(() => {
-      // The intents stay (as at Stripe): reconciliation asks about every pending order's.
-      api.calls.length = 0
-      api.script.length = 0
+    // The intents stay (as at Stripe): reconciliation asks about every pending order's.
+    withStandInStack({
+      start: () => startStripeApi({ secretKey: stripeSecretKey }),
+      stack: api => startProviderStack('stripe', { ...stripeEnv(api), ...fastJobsEnv }),
+      use: (started, startedStack) => {
+        api = started
+        stack = startedStack
+      },
     })
 
     it('an order gets one PaymentIntent: one create call under order:<id>:payment with its amount, currency and order id; the order shows the intent and its client secret', async () => {
@@ -337,20 +330,13 @@ describeWithServices('payment providers against local stand-ins of their APIs', 
   describe('Midtrans (PAYMENT_PROVIDER=midtrans)', () => {
     let api: MidtransApi
     let stack: ProviderStack
-
-    beforeAll(async () => {
-      api = await startMidtransApi({ serverKey: testSecrets.midtransServerKey })
-      stack = await startProviderStack('midtrans', { ...midtransEnv(api), ...fastJobsEnv })
-    })
-
-    afterAll(async () => {
-      await stack?.close()
-      await api?.close()
-    })
-
-    beforeEach(() => {
-      api.calls.length = 0
-      api.script.length = 0
+    withStandInStack({
+      start: () => startMidtransApi({ serverKey: testSecrets.midtransServerKey }),
+      stack: api => startProviderStack('midtrans', { ...midtransEnv(api), ...fastJobsEnv }),
+      use: (started, startedStack) => {
+        api = started
+        stack = startedStack
+      },
     })
 
     /** An IDR bank-transfer order whose virtual account is stored. */

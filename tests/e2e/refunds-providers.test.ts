@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto'
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it } from 'vitest'
 import { fastJobsEnv, stopAll, testSecrets } from '../support/app'
 import { type MidtransApi, startMidtransApi } from '../support/midtrans-api'
-import { validOrderBody } from '../support/orders'
+import { expectCreatedRefund, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import {
-  clearOfScheduledReconcile, expectCreatedRefund, getOrder, getRefund, midtransCallsOf, midtransEnv, ops, orderWhen, placeOrder, postCancel,
+  clearOfScheduledReconcile, getOrder, getRefund, midtransCallsOf, midtransEnv, ops, orderWhen, placeOrder, postCancel,
   postMidtransNotification, postRefund, postStripeEvent, processedEvents, type ProviderStack, refundReasonsOf, runReconcile, settledJob,
-  settledRefundJob, startProviderStack, stripeEnv, stripeIntentsOf, stripeRefundCalls, stripeSecretKey, usdOrderBody,
+  settledRefundJob, startProviderStack, stripeEnv, stripeIntentsOf, stripeRefundCalls, stripeSecretKey, usdOrderBody, withStandInStack,
 } from '../support/providers'
 import { describeWithServices } from '../support/services'
 import { type StandInPaymentIntent, type StripeApi, startStripeApi } from '../support/stripe-api'
@@ -53,21 +53,14 @@ describeWithServices('refunds and cancellation against the Stripe and Midtrans s
   describe('Stripe', () => {
     let api: StripeApi
     let stack: ProviderStack
-
-    beforeAll(async () => {
-      api = await startStripeApi({ secretKey: stripeSecretKey })
-      stack = await startProviderStack('refunds_stripe', { ...stripeEnv(api), ...fastJobsEnv })
-    })
-
-    afterAll(async () => {
-      await stack?.close()
-      await api?.close()
-    })
-
-    beforeEach(() => {
-      api.calls.length = 0
-      api.script.length = 0
-      api.pendRefunds(0)
+    withStandInStack({
+      start: () => startStripeApi({ secretKey: stripeSecretKey }),
+      stack: api => startProviderStack('refunds_stripe', { ...stripeEnv(api), ...fastJobsEnv }),
+      use: (started, startedStack) => {
+        api = started
+        stack = startedStack
+      },
+      reset: api => api.pendRefunds(0),
     })
 
     /** An IDR order paid at the stand-in, its payment_intent.succeeded applied. */
@@ -408,20 +401,13 @@ describeWithServices('refunds and cancellation against the Stripe and Midtrans s
   describe('Midtrans', () => {
     let api: MidtransApi
     let stack: ProviderStack
-
-    beforeAll(async () => {
-      api = await startMidtransApi({ serverKey: testSecrets.midtransServerKey })
-      stack = await startProviderStack('refunds_midtrans', { ...midtransEnv(api), ...fastJobsEnv })
-    })
-
-    afterAll(async () => {
-      await stack?.close()
-      await api?.close()
-    })
-
-    beforeEach(() => {
-      api.calls.length = 0
-      api.script.length = 0
+    withStandInStack({
+      start: () => startMidtransApi({ serverKey: testSecrets.midtransServerKey }),
+      stack: api => startProviderStack('refunds_midtrans', { ...midtransEnv(api), ...fastJobsEnv }),
+      use: (started, startedStack) => {
+        api = started
+        stack = startedStack
+      },
     })
 
     /** An IDR order (GoPay unless said otherwise) settled at the stand-in, its notification applied; the calls so far forgotten. */

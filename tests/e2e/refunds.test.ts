@@ -3,7 +3,7 @@ import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type AppProcess, fastJobsEnv, startApp, testSecrets } from '../support/app'
 import { createTenant, request, type TestResponse } from '../support/http'
-import { expectProblem, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
+import { expectCreatedRefund, expectProblem, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
 
@@ -70,24 +70,6 @@ async function providerRefundIdOf(sql: postgres.Sql, refundId: string): Promise<
   return row!.id
 }
 
-function expectRefund(response: TestResponse, expected: { orderId: string, amount: number, key: string, reason?: string | null, replayed?: boolean }) {
-  expect(response.status, response.text).toBe(201)
-  expect(response.json).toEqual({
-    id: expect.stringMatching(/^re_/),
-    object: 'refund',
-    orderId: expected.orderId,
-    amount: expected.amount,
-    currency: 'IDR',
-    status: 'pending',
-    reason: expected.reason ?? null,
-    source: 'api',
-    createdAt: expect.any(String),
-    idempotency: { key: expected.key, replayed: expected.replayed ?? false },
-  })
-  expect(response.headers.get('location')).toBe(`/api/orders/${expected.orderId}/refunds/${response.json.id}`)
-  expect(response.headers.get('idempotent-replayed')).toBe(expected.replayed ? 'true' : null)
-}
-
 describeWithServices('refunds and cancellation, two instances on Postgres and Redis, mockpay', ['postgres', 'redis'], () => {
   let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined
   let stack: Stack
@@ -116,9 +98,9 @@ describeWithServices('refunds and cancellation, two instances on Postgres and Re
       const { orderId, intentId } = await paidOrder(a(), stack.tenant)
       const key = randomUUID()
       const first = await postRefund(a(), stack.tenant, orderId, key, { reason: 'requested_by_customer' })
-      expectRefund(first, { orderId, amount: ORDER_AMOUNT, key, reason: 'requested_by_customer' })
+      expectCreatedRefund(first, { orderId, amount: ORDER_AMOUNT, key, reason: 'requested_by_customer' })
       const again = await postRefund(b(), stack.tenant, orderId, key, { reason: 'requested_by_customer' })
-      expectRefund(again, { orderId, amount: ORDER_AMOUNT, key, reason: 'requested_by_customer', replayed: true })
+      expectCreatedRefund(again, { orderId, amount: ORDER_AMOUNT, key, reason: 'requested_by_customer', replayed: true })
       expect(again.json.id).toBe(first.json.id)
 
       const order = await orderWhen(a(), stack.tenant, orderId, 'is refunded', order => order.status === 'refunded')
@@ -148,8 +130,8 @@ describeWithServices('refunds and cancellation, two instances on Postgres and Re
     it('partial refunds: 40 % twice makes the order partially_refunded; a third 40 % is 409 refund-exceeds-remaining with what remains, stored and replayed', async () => {
       const { orderId, intentId } = await paidOrder(a(), stack.tenant)
       const part = ORDER_AMOUNT * 0.4
-      expectRefund(await postRefund(a(), stack.tenant, orderId, 'part-1', { amount: part }), { orderId, amount: part, key: 'part-1' })
-      expectRefund(await postRefund(b(), stack.tenant, orderId, 'part-2', { amount: part }), { orderId, amount: part, key: 'part-2' })
+      expectCreatedRefund(await postRefund(a(), stack.tenant, orderId, 'part-1', { amount: part }), { orderId, amount: part, key: 'part-1' })
+      expectCreatedRefund(await postRefund(b(), stack.tenant, orderId, 'part-2', { amount: part }), { orderId, amount: part, key: 'part-2' })
       const tooMuch = await postRefund(a(), stack.tenant, orderId, 'part-3', { amount: part })
       expectProblem(tooMuch, 'refund-exceeds-remaining')
       expect(tooMuch.json.remaining).toBe(ORDER_AMOUNT - 2 * part)
@@ -164,7 +146,7 @@ describeWithServices('refunds and cancellation, two instances on Postgres and Re
       expect((await providerRefunds(stack.sql, intentId)).map(refund => refund.amount)).toEqual([part, part])
 
       // What remains is refunded by default, and the order is refunded.
-      expectRefund(await postRefund(a(), stack.tenant, orderId, 'rest'), { orderId, amount: ORDER_AMOUNT - 2 * part, key: 'rest' })
+      expectCreatedRefund(await postRefund(a(), stack.tenant, orderId, 'rest'), { orderId, amount: ORDER_AMOUNT - 2 * part, key: 'rest' })
       await orderWhen(a(), stack.tenant, orderId, 'is refunded', order => order.status === 'refunded' && order.amountRefunded === ORDER_AMOUNT)
     })
 
@@ -221,7 +203,7 @@ describeWithServices('refunds and cancellation, two instances on Postgres and Re
       expect(order.status).toBe('partially_refunded')
       expect(order.refunds).toEqual([expect.objectContaining({ amount: 30_000, status: 'succeeded', source: 'provider', reason: null })])
       // What remains, through the API.
-      expectRefund(await postRefund(a(), stack.tenant, orderId, randomUUID()), { orderId, amount: ORDER_AMOUNT - 30_000, key: expect.any(String) as unknown as string })
+      expectCreatedRefund(await postRefund(a(), stack.tenant, orderId, randomUUID()), { orderId, amount: ORDER_AMOUNT - 30_000, key: expect.any(String) as unknown as string })
     })
   })
 

@@ -164,3 +164,22 @@ export async function startOrdersStack(label: string, env: Record<string, string
     throw error
   }
 }
+
+/** A refund's 201 (status pending, source api) with its Location, first executed or replayed under its key. */
+export function expectCreatedRefund(response: TestResponse, expected: { orderId: string, amount: number, key: string, currency?: string, reason?: string | null, replayed?: boolean }): void {
+  expect(response.status, response.text).toBe(201)
+  expect(response.json).toEqual({
+    id: expect.stringMatching(/^re_/),
+    object: 'refund',
+    orderId: expected.orderId,
+    amount: expected.amount,
+    currency: expected.currency ?? 'IDR',
+    status: 'pending',
+    reason: expected.reason ?? null,
+    source: 'api',
+    createdAt: expect.any(String),
+    idempotency: { key: expected.key, replayed: expected.replayed ?? false },
+  })
+  expect(response.headers.get('location')).toBe(`/api/orders/${expected.orderId}/refunds/${response.json.id}`)
+  expect(response.headers.get('idempotent-replayed')).toBe(expected.replayed ? 'true' : null)
+}

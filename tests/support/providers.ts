@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import postgres from 'postgres'
-import { expect } from 'vitest'
+import { afterAll, beforeAll, beforeEach, expect } from 'vitest'
 import type { JobErrorEntry } from '../../server/db/schema'
 import { type AppProcess, startApp, testSecrets } from './app'
 import { createTenant, request, type TestResponse } from './http'
@@ -224,25 +224,6 @@ export async function getRefund(stack: Pick<ProviderStack, 'app' | 'tenant'>, or
   return fetched.json
 }
 
-/** A new refund's 201: its body (status pending, source api), Location and no replay marker. */
-export function expectCreatedRefund(response: TestResponse, expected: { orderId: string, amount: number, currency: string, key: string, reason?: string }): void {
-  expect(response.status, response.text).toBe(201)
-  expect(response.json).toEqual({
-    id: expect.stringMatching(/^re_/),
-    object: 'refund',
-    orderId: expected.orderId,
-    amount: expected.amount,
-    currency: expected.currency,
-    status: 'pending',
-    reason: expected.reason ?? null,
-    source: 'api',
-    createdAt: expect.any(String),
-    idempotency: { key: expected.key, replayed: false },
-  })
-  expect(response.headers.get('location')).toBe(`/api/orders/${expected.orderId}/refunds/${response.json.id}`)
-  expect(response.headers.get('idempotent-replayed')).toBeNull()
-}
-
 /** A Stripe event signed with the app's WEBHOOK_STRIPE_SECRET, posted to /api/webhooks/stripe. */
 export function postStripeEvent(baseUrl: string, event: unknown): Promise<TestResponse> {
   const body = JSON.stringify(event)
@@ -312,5 +293,38 @@ export function midtransCallsOf(api: MidtransApi, orderId: string): Array<{ call
     if (call.method === 'GET' && call.path === `/v2/${orderId}/status`) return [{ call: 'status', answered: call.answered }]
     if (call.method === 'POST' && posts[call.path]) return [{ call: posts[call.path]!, answered: call.answered }]
     return []
+  })
+}
+
+/** What a suite resets on its stand-in before each test: the calls it saw and the faults scripted. */
+interface StandIn { calls: unknown[], script: unknown[], close(): Promise<void> }
+
+/**
+ * A suite's stand-in and the app stack pointed at it, started once and closed after the suite; its
+ * calls and scripted faults are forgotten before each test (the provider's own state stays, as at the
+ * provider). `use` hands them to the suite's variables.
+ */
+export function withStandInStack<Api extends StandIn>(options: {
+  start: () => Promise<Api>
+  stack: (api: Api) => Promise<ProviderStack>
+  use: (api: Api, stack: ProviderStack) => void
+  /** More to reset before each test. */
+  reset?: (api: Api) => void
+}): void {
+  let api: Api | undefined
+  let stack: ProviderStack | undefined
+  beforeAll(async () => {
+    api = await options.start()
+    stack = await options.stack(api)
+    options.use(api, stack)
+  })
+  afterAll(async () => {
+    await stack?.close()
+    await api?.close()
+  })
+  beforeEach(() => {
+    api!.calls.length = 0
+    api!.script.length = 0
+    options.reset?.(api!)
   })
 }
