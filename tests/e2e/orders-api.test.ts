@@ -362,7 +362,7 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
       expect(fetched.headers.get('content-type')).toMatch(/^application\/json\b/)
       // The stored creation response, plus the intent the worker attaches later (no worker runs here).
       const { idempotency: _, ...order } = created.json
-      expect(fetched.json).toEqual({ ...order, paymentIntentId: null, payment: null })
+      expect(fetched.json).toEqual({ ...order, paymentIntentId: null, payment: null, amountRefunded: 0, refunds: [] })
 
       expectProblem(await getOrder(tenantB.secretKey, created.json.id), 'not-found')
       expectProblem(await getOrder(tenant.secretKey, 'ord_doesnotexist'), 'not-found')
@@ -446,7 +446,7 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
 
     it.each([
       ['GET', '/api/no-such-route'],
-      ['POST', '/api/orders/ord_x/cancel'],
+      ['POST', '/api/orders/ord_x/capture'],
     ])('answers %s %s with 404 not-found problem+json', async (method, path) => {
       expectProblem(await request(stack.app.url, path, { method }), 'not-found')
     })
