@@ -182,4 +182,46 @@ describe('embedded mode: the checkout loop with mockpay and the in-app worker', 
     }, { timeoutMs: 20_000, intervalMs: 100 })
     expect(await readOrder()).toMatchObject({ id: orderId, status: 'paid', paymentIntentId: intentId })
   })
+
+  it('refunds and cancels on PGlite: concurrent 40 % refunds on one order admit exactly two, each made once at mockpay; an unpaid order is canceled', async () => {
+    const tenant = await createTenant(app!.url, 'embedded refunds')
+    const auth = { authorization: `Bearer ${tenant.secretKey}` }
+    const placed = async () => {
+      const created = await postOrder(app!.url, { secretKey: tenant.secretKey, key: `embedded-${randomUUID()}`, body: validOrderBody({ cartId: `cart-${randomUUID()}` }) })
+      expect(created.status, created.text).toBe(201)
+      let order: Record<string, any> = {}
+      await pollUntil(`order ${created.json.id} has a payment intent`, async () => {
+        order = (await request(app!.url, `/api/orders/${created.json.id}`, { headers: auth })).json
+        return order.paymentIntentId !== null
+      }, { timeoutMs: 20_000, intervalMs: 100 })
+      return order
+    }
+    const orderWhen = async (orderId: string, condition: (order: Record<string, any>) => boolean) => {
+      let order: Record<string, any> = {}
+      await pollUntil(`order ${orderId} settles`, async () => {
+        order = (await request(app!.url, `/api/orders/${orderId}`, { headers: auth })).json
+        return condition(order)
+      }, { timeoutMs: 20_000, intervalMs: 100 })
+      return order
+    }
+
+    const paid = await placed()
+    const confirmed = await request(app!.url, `/api/mockpay/intents/${paid.paymentIntentId}/confirm`, { method: 'POST', body: { outcome: 'succeed' } })
+    expect(confirmed.status, confirmed.text).toBe(200)
+    await orderWhen(paid.id, order => order.status === 'paid')
+    const answers = await Promise.all(Array.from({ length: 5 }, () => request(app!.url, `/api/orders/${paid.id}/refunds`, {
+      method: 'POST', headers: { ...auth, 'idempotency-key': randomUUID() }, body: { amount: 60_000 },
+    })))
+    expect(answers.map(answer => answer.status).sort()).toEqual([201, 201, 409, 409, 409])
+    const refunded = await orderWhen(paid.id, order => order.amountRefunded === 120_000)
+    expect(refunded.status).toBe('partially_refunded')
+    const intent = await request(app!.url, `/api/mockpay/intents/${paid.paymentIntentId}`)
+    expect(intent.json).toMatchObject({ status: 'succeeded', amountRefunded: 120_000 })
+
+    const unpaid = await placed()
+    const canceled = await request(app!.url, `/api/orders/${unpaid.id}/cancel`, { method: 'POST', headers: { ...auth, 'idempotency-key': randomUUID() } })
+    expect(canceled.status, canceled.text).toBe(200)
+    expect(canceled.json.status).toBe('canceled')
+    await pollUntil('the intent is canceled at mockpay', async () => (await request(app!.url, `/api/mockpay/intents/${unpaid.paymentIntentId}`)).json.status === 'canceled', { timeoutMs: 20_000, intervalMs: 100 })
+  })
 })
