@@ -7,9 +7,9 @@ import { type Balancer, startBalancer } from '../support/chaos/balancer'
 import { runFaultSchedule } from '../support/chaos/faults'
 import { type Fleet, startFleet } from '../support/chaos/fleet'
 import { checkInvariants, invariantNames, type InvariantResult } from '../support/chaos/invariants'
-import { loadClientHeader, runLoad } from '../support/chaos/load'
+import { loadClientHeader, readMockpayEvents, runLoad } from '../support/chaos/load'
 import { startPostgresServer, type TestPostgresServer } from '../support/chaos/postgres-server'
-import { printEvidence, printFigures, printInvariants } from '../support/chaos/report'
+import { printEvidence, printFigures, printInvariants, printRefundRows } from '../support/chaos/report'
 import { createTenant } from '../support/http'
 import { type Pgbouncer, startPgbouncer } from '../support/pgbouncer.mjs'
 import { startRedisServer, type TestRedisServer } from '../support/redis-server'
@@ -17,9 +17,10 @@ import { uniqueRedisPrefix } from '../support/services'
 
 // "Never twice, never lost" under faults: three built app instances and two standalone workers on
 // a Postgres and a Redis this file owns, behind a round-robin balancer, under a fixed-length load
-// of retrying clients, while instances and a worker are SIGKILLed, Redis is flushed and lost, and
-// Postgres crashes. Once everything has settled the rows are checked against what the clients were
-// told; each invariant is one test below. The run is made twice: the instances and workers reaching
+// of retrying clients that order, pay, refund and cancel, while instances and a worker are
+// SIGKILLed, Redis is flushed and lost, and Postgres crashes. Once everything has settled the rows
+// are checked against what the clients were told and what mockpay recorded; each invariant is one
+// test below. The run is made twice: the instances and workers reaching
 // Postgres directly, then through PgBouncer in transaction mode (no direct URL), which is also
 // SIGKILLed for 5 s.
 
@@ -100,6 +101,8 @@ for (const topology of topologies) describe(topology.name, () => {
         clients: virtualClients,
         durationMs,
         requestDeadlineMs,
+        // The worker waits out the outages and backs off; behind PgBouncer a Postgres restart heals only at its next login retry.
+        workDeadlineMs: settleTimeoutMs,
         maxCrashFaults: 4,
         answers,
         clock,
@@ -112,9 +115,11 @@ for (const topology of topologies) describe(topology.name, () => {
     await fleet.allUp(60_000)
     const settled = await waitUntilSettled(sql, settleTimeoutMs)
     note(settled ? 'settled: no job pending or running, every event processed' : `not settled after ${settleTimeoutMs / 1000} s`)
+    await readMockpayEvents(balancer.url, tenant.secretKey, load)
 
     results = await checkInvariants({ sql, tenantId: tenant.tenantId, load, answers, baseUrl: balancer.url, fleetEvents: fleet.events })
     printFigures({ durationMs, load, answers, faults, fleetEvents: fleet.events })
+    await printRefundRows(sql, tenant.tenantId)
     printInvariants(results)
     if (results.some(result => result.violations.length)) await printEvidence(balancer.url, results)
   })

@@ -9,6 +9,8 @@ export type RequestKind
     | 'order read'
     | 'mockpay action'
     | 'mockpay intent read'
+    | 'refund'
+    | 'cancel'
     | 'webhook standard'
     | 'webhook stripe'
     | 'webhook midtrans'

@@ -4,7 +4,8 @@ import { opsHeaders } from '../ops'
 import type { AnswerLog } from './answers'
 import type { FleetEvent } from './fleet'
 import type { LoadResult } from './load'
-import { type AcceptedEvent, type EffectKind, effectsOf, expectedPaymentStatus } from './model'
+import { type AcceptedEvent, expectedPaymentStatus, statusAfterRefunds } from './model'
+import { type PaymentStatus, paymentStatusPrecedence } from '../../../server/orders/payment-state'
 import { orderIdOfResource, tenantScope } from '../../../shared/resources'
 
 /**
@@ -26,6 +27,12 @@ export const invariantNames = [
   '10. audit: no exactly-once violation',
   '11. every request got its final answer',
   '12. every process death was one the run caused',
+  '13. each acknowledged refund exists, one per key',
+  '14. refunds held ≤ order amount',
+  '15. order status = Σ succeeded refunds',
+  '16. provider refunds ≤ amount paid',
+  '17. each refund asked at the provider once, under its own key',
+  '18. a canceled order is never confirmed',
 ] as const
 
 export type InvariantName = typeof invariantNames[number]
@@ -57,8 +64,8 @@ export async function checkInvariants(input: InvariantInput): Promise<InvariantR
   /** The intent as its violations name it: key, copies fired, injected fault. */
   const described = (intent: LoadResult['orderIntents'][number]) => `key ${intent.key} (${intent.copies} ${intent.copies > 1 ? 'copies' : 'copy'}${intent.fault ? `, ${intent.fault}` : ''})`
   const result = (invariant: InvariantName, checked: number): InvariantResult => ({ invariant, checked, violations: [], offenders: [] })
-  const orderRows = await sql<Array<{ id: string, key: string | null, cartId: string, status: string }>>`
-    select id, idempotency_key as key, cart_id as "cartId", status from orders where tenant_id = ${tenantId}`
+  const orderRows = await sql<Array<{ id: string, key: string | null, cartId: string, status: string, amount: number }>>`
+    select id, idempotency_key as key, cart_id as "cartId", status, amount::int as amount from orders where tenant_id = ${tenantId}`
   const orderById = new Map(orderRows.map(row => [row.id, row]))
   const ordersPerKey = new Map<string, number>()
   for (const row of orderRows) if (row.key) ordersPerKey.set(row.key, (ordersPerKey.get(row.key) ?? 0) + 1)
@@ -146,30 +153,60 @@ export async function checkInvariants(input: InvariantInput): Promise<InvariantR
     }
   }
 
-  // 5. Effects follow the state reached, once each: the intent always, emails and invoice as the status implies.
-  const effectRows = await sql<Array<{ id: string, status: string, intents: number, markers: Record<string, number>, confirmed: number, refunded: number, emails: number, invoices: number }>>`
+  // The refunds, the provider's (mockpay's) ledger of the refunds it made, and the cancels that took effect.
+  type RefundRow = { id: string, orderId: string, key: string | null, amount: number, status: string, source: string }
+  const refundRows = await sql<RefundRow[]>`
+    select id, order_id as "orderId", idempotency_key as key, amount::int as amount, status, source from refunds where tenant_id = ${tenantId} order by created_at, id`
+  const refundsOf = new Map<string, RefundRow[]>()
+  for (const row of refundRows) refundsOf.set(row.orderId, [...(refundsOf.get(row.orderId) ?? []), row])
+  const intentRows = await sql<Array<{ id: string, orderId: string, status: string, amount: number, amountRefunded: number }>>`
+    select p.id, p.order_id as "orderId", p.status, p.amount::int as amount, p.amount_refunded::int as "amountRefunded"
+    from payment_intents p join orders o on o.id = p.order_id where o.tenant_id = ${tenantId}`
+  type LedgerRow = { id: string, intentId: string, token: string | null, amount: number }
+  const ledgerRows = await sql<LedgerRow[]>`
+    select l.id, l.intent_id as "intentId", l.idempotency_token as token, l.amount::int as amount
+    from payment_intent_refunds l join payment_intents p on p.id = l.intent_id join orders o on o.id = p.order_id where o.tenant_id = ${tenantId}`
+  const ledgerOf = new Map<string, LedgerRow[]>()
+  for (const row of ledgerRows) ledgerOf.set(row.intentId, [...(ledgerOf.get(row.intentId) ?? []), row])
+  const canceledRows = await sql<Array<{ orderId: string }>>`
+    select distinct h.order_id as "orderId" from order_status_history h join orders o on o.id = h.order_id
+    where o.tenant_id = ${tenantId} and h.reason = 'canceled' and h.outcome = 'applied'`
+  const canceled = new Set(canceledRows.map(row => row.orderId))
+  const isPaid = (status: string) => paymentStatusPrecedence.indexOf(status as PaymentStatus) >= paymentStatusPrecedence.indexOf('paid')
+  const succeededOf = (orderId: string) => (refundsOf.get(orderId) ?? []).filter(row => row.status === 'succeeded')
+  const sum = (rows: Array<{ amount: number }>) => rows.reduce((total, row) => total + row.amount, 0)
+
+  // 5. Effects follow the state reached, once each: the intent always; the confirmation and the
+  // invoice once paid, unless the order was canceled first; a notice per succeeded refund of a paid order.
+  const effectRows = await sql<Array<{ id: string, status: string, intents: number, markers: Record<string, number>, confirmed: number, refundEmails: number, emails: number, invoices: number }>>`
     select o.id, o.status,
       (select count(*)::int from payment_intents p where p.order_id = o.id) as intents,
       (select coalesce(jsonb_object_agg(effect, n), '{}'::jsonb) from (select effect, count(*)::int as n from side_effects s where s.order_id = o.id group by effect) e) as markers,
       (select count(*)::int from mailbox m where m.order_id = o.id and m.subject = 'Order ' || o.id || ' confirmed') as confirmed,
-      (select count(*)::int from mailbox m where m.order_id = o.id and m.subject = 'Order ' || o.id || ' refunded') as refunded,
+      (select count(*)::int from mailbox m where m.order_id = o.id and m.subject in ('Order ' || o.id || ' refunded', 'Part of order ' || o.id || ' refunded')) as "refundEmails",
       (select count(*)::int from mailbox m where m.order_id = o.id) as emails,
       (select count(*)::int from invoices i where i.order_id = o.id) as invoices
     from orders o where o.tenant_id = ${tenantId}`
-  const effects = result('5. each side effect once per order and kind', effectRows.length * 4)
+  const effects = result('5. each side effect once per order and kind', 0)
   for (const row of effectRows) {
-    const implied = effectsOf(row.status)
-    const once = (effect: EffectKind) => (implied.includes(effect) ? 1 : 0)
+    const confirmed = isPaid(row.status) && !canceled.has(row.id) ? 1 : 0
+    const notices = isPaid(row.status) ? succeededOf(row.id).map(refund => `refund_notice:${refund.id}`) : []
     // [effect, its rows (the marker, then what it produced), how many of each it must have]
+    // An order canceled before the worker created its payment never gets one.
+    const intents = canceled.has(row.id) ? Math.min(row.intents, 1) : 1
     const checks: Array<[string, Record<string, number>, number]> = [
-      ['payment intent', { intent: row.intents }, 1],
-      ['confirmation email', { marker: row.markers.confirmation_email ?? 0, email: row.confirmed }, once('confirmation_email')],
-      ['invoice', { marker: row.markers.invoice ?? 0, invoice: row.invoices }, once('invoice')],
-      ['refund notice', { marker: row.markers.refund_notice ?? 0, email: row.refunded }, once('refund_notice')],
+      ['payment intent', { intent: row.intents }, intents],
+      ['confirmation email', { marker: row.markers.confirmation_email ?? 0, email: row.confirmed }, confirmed],
+      ['invoice', { marker: row.markers.invoice ?? 0, invoice: row.invoices }, confirmed],
+      ...notices.map((effect): [string, Record<string, number>, number] => [effect, { marker: row.markers[effect] ?? 0 }, 1]),
+      ['refund notice emails', { email: row.refundEmails }, notices.length],
     ]
+    effects.checked += checks.length
     const wrong = checks.filter(([, rows, expected]) => Object.values(rows).some(count => count !== expected))
       .map(([effect, rows, expected]) => `${effect}: ${Object.entries(rows).map(([what, count]) => `${count} ${what}`).join(', ')} (expected ${expected} each)`)
-    const expectedEmails = once('confirmation_email') + once('refund_notice')
+    const strayNotices = Object.keys(row.markers).filter(effect => effect.startsWith('refund_notice:') && !notices.includes(effect))
+    if (strayNotices.length) wrong.push(`${strayNotices.join(', ')}: no succeeded refund of a paid order to notify`)
+    const expectedEmails = confirmed + notices.length
     if (row.emails !== expectedEmails) wrong.push(`${row.emails} emails in all (expected ${expectedEmails})`)
     if (wrong.length) {
       effects.violations.push(`order ${row.id} (${row.status}): ${wrong.join('; ')}`)
@@ -177,13 +214,14 @@ export async function checkInvariants(input: InvariantInput): Promise<InvariantR
     }
   }
 
-  // 6. The model: the highest status any accepted event asked for.
+  // 6. The model: the highest status any accepted event asked for (or canceled), above paid the most the provider said it refunded.
   const finalStatus = result('6. final payment status = model', load.orders.length)
   for (const order of load.orders) {
-    const expected = expectedPaymentStatus(order.events)
+    const expected = expectedPaymentStatus(order)
     const actual = orderById.get(order.orderId)?.status
     if (actual !== expected) {
-      finalStatus.violations.push(`order ${order.orderId} (${order.path}; events ${order.events.map(event => `${event.requested ?? 'informational'}`).join(', ') || 'none'}): ${actual ?? 'missing'}, model says ${expected}`)
+      const events = order.events.map(event => `${event.requested ?? 'informational'}${event.refundedTotal === undefined ? '' : ` ${event.refundedTotal}`}`).join(', ') || 'none'
+      finalStatus.violations.push(`order ${order.orderId} (${order.path}, amount ${order.amount}${order.cancel ? `, cancel: ${order.cancel}` : ''}; events ${events}): ${actual ?? 'missing'}, model says ${expected}`)
       finalStatus.offenders.push({ orderId: order.orderId })
     }
   }
@@ -233,6 +271,7 @@ export async function checkInvariants(input: InvariantInput): Promise<InvariantR
   const requests = input.answers.answers.length
   const answered = result('11. every request got its final answer', requests)
   answered.violations.push(...load.figures.abandoned, ...load.figures.unexpectedFinals)
+  answered.offenders.push(...load.figures.stalledOrders.map(orderId => ({ orderId })))
 
   // 12. A process may die by the schedule's SIGKILL or by crash-after-commit (also a SIGKILL); one
   // that exits by itself (an uncaught error, say) is a finding, even though the supervisor restarts it.
@@ -242,5 +281,115 @@ export async function checkInvariants(input: InvariantInput): Promise<InvariantR
     caused.violations.push(`${death.member} at +${(death.atMs / 1000).toFixed(1)} s, ${death.detail}; its output ended with:\n${death.lastOutput!.trim().split('\n').slice(-8).join('\n')}`)
   }
 
-  return [acknowledged, perKey, perCart, events, effects, finalStatus, drained, explained, outages, audit, answered, caused]
+  // 13. Every refund a key was acknowledged (201) for exists once, as asked; a refused key made none; no API refund nobody asked for.
+  const refundsPerKey = new Map<string, RefundRow[]>()
+  for (const row of refundRows) if (row.source === 'api' && row.key) refundsPerKey.set(row.key, [...(refundsPerKey.get(row.key) ?? []), row])
+  const refundIntents = load.orders.flatMap(order => order.refunds)
+  const refundKeys = result('13. each acknowledged refund exists, one per key', refundIntents.length)
+  for (const intent of refundIntents) {
+    const ids = new Set(intent.finals.flatMap(final => final?.refundId ? [final.refundId] : []))
+    const rows = refundsPerKey.get(intent.key) ?? []
+    const told = `key ${intent.key} on order ${intent.orderId} (${intent.copies} asks${intent.fault ? `, ${intent.fault}` : ''}; answers ${intent.finals.map(final => final ? `${final.status}${final.problem ? ` ${final.problem}` : ''}` : 'none').join(', ')})`
+    const [row] = rows
+    const problems = [
+      ...(ids.size > 1 ? [`copies told refunds ${[...ids].join(', ')}`] : []),
+      ...(ids.size && rows.length !== 1 ? [`${rows.length} refund rows`] : []),
+      ...(!ids.size && rows.length && intent.finals.some(final => final?.problem) ? [`refused, yet ${rows.length} refund rows`] : []),
+      ...(ids.size === 1 && row && (!ids.has(row.id) || row.orderId !== intent.orderId || (intent.amount !== undefined && row.amount !== intent.amount))
+        ? [`the row is ${JSON.stringify(row)}`]
+        : []),
+    ]
+    if (problems.length) {
+      refundKeys.violations.push(`${told}: ${problems.join(', ')}`)
+      refundKeys.offenders.push({ key: intent.key, scope })
+    }
+  }
+  const askedKeys = new Set(refundIntents.map(intent => intent.key))
+  for (const [key, rows] of refundsPerKey) {
+    if (!askedKeys.has(key)) {
+      refundKeys.violations.push(`key ${key}: ${rows.length} API refunds nobody was told of`)
+      refundKeys.offenders.push({ key, scope })
+    }
+  }
+
+  // 14. The refundable balance: refunds not failed never hold more than the order's amount.
+  const held = result('14. refunds held ≤ order amount', orderRows.length)
+  for (const order of orderRows) {
+    const holding = sum((refundsOf.get(order.id) ?? []).filter(row => row.status !== 'failed'))
+    if (holding > order.amount) {
+      held.violations.push(`order ${order.id}: refunds not failed hold ${holding} of ${order.amount} (${(refundsOf.get(order.id) ?? []).map(row => `${row.id} ${row.amount} ${row.status} ${row.source}`).join(', ')})`)
+      held.offenders.push({ orderId: order.id })
+    }
+  }
+
+  // 15. Above paid the status is what succeeded refunds add up to, no refund is left pending, and
+  // an order paid at mockpay has had refunded what mockpay refunded, no more and no less.
+  const intentOf = new Map(intentRows.map(row => [row.orderId, row]))
+  const refundState = result('15. order status = Σ succeeded refunds', orderRows.length)
+  for (const order of orderRows) {
+    const succeeded = sum(succeededOf(order.id))
+    const intent = intentOf.get(order.id)
+    const problems = [
+      ...(isPaid(order.status) && order.status !== statusAfterRefunds(order.amount, succeeded) ? [`${order.status} with ${succeeded} of ${order.amount} refunded`] : []),
+      ...(refundsOf.get(order.id) ?? []).filter(row => row.status === 'pending').map(row => `refund ${row.id} still pending`),
+      ...(intent && ['succeeded', 'refunded'].includes(intent.status) && intent.amountRefunded !== succeeded ? [`mockpay refunded ${intent.amountRefunded}, the order ${succeeded}`] : []),
+    ]
+    if (problems.length) {
+      refundState.violations.push(`order ${order.id}: ${problems.join(', ')}`)
+      refundState.offenders.push({ orderId: order.id })
+    }
+  }
+
+  // 16. The provider never gave back more than it took: per intent, its ledger's refunds ≤ what was paid, and its total is their sum.
+  const providerRefunds = result('16. provider refunds ≤ amount paid', intentRows.length)
+  for (const intent of intentRows) {
+    const paid = ['succeeded', 'refunded'].includes(intent.status) ? intent.amount : 0
+    const given = sum(ledgerOf.get(intent.id) ?? [])
+    if (given > paid || given !== intent.amountRefunded) {
+      providerRefunds.violations.push(`intent ${intent.id} (order ${intent.orderId}, ${intent.status}): ledger refunds ${given} of ${paid} paid, amount_refunded ${intent.amountRefunded}`)
+      providerRefunds.offenders.push({ orderId: intent.orderId })
+    }
+  }
+
+  // 17. Each refund of ours reached the provider under refund:<id> and was made there once: one
+  // ledger row if it succeeded, none if it failed; every keyed ledger row is one of the order's refunds.
+  const refundById = new Map(refundRows.map(row => [row.id, row]))
+  const ledgerByToken = new Map<string, LedgerRow[]>()
+  for (const row of ledgerRows) if (row.token) ledgerByToken.set(row.token, [...(ledgerByToken.get(row.token) ?? []), row])
+  const ours = refundRows.filter(row => row.source !== 'provider')
+  const askedOnce = result('17. each refund asked at the provider once, under its own key', ours.length + ledgerRows.length)
+  for (const refund of ours) {
+    const made = ledgerByToken.get(`refund:${refund.id}`) ?? []
+    const expected = refund.status === 'succeeded' ? 1 : 0
+    if (made.length !== expected || made.some(row => row.intentId !== intentOf.get(refund.orderId)?.id)) {
+      askedOnce.violations.push(`refund ${refund.id} (${refund.source}, ${refund.status}) of order ${refund.orderId}: ${made.length} provider refunds under its key (expected ${expected})${made.length ? `: ${made.map(row => `${row.id} on ${row.intentId}`).join(', ')}` : ''}`)
+      askedOnce.offenders.push({ orderId: refund.orderId })
+    }
+  }
+  for (const row of ledgerRows) {
+    const refund = row.token?.startsWith('refund:') ? refundById.get(row.token.slice('refund:'.length)) : undefined
+    if (row.token && (!refund || refund.source === 'provider')) {
+      askedOnce.violations.push(`provider refund ${row.id} on ${row.intentId} under ${row.token}: no refund of ours has that key`)
+    }
+  }
+
+  // 18. A canceled order gets its money back, never a confirmation: the cancels the shop was told of, and those in the history.
+  const canceledOrders = new Set([...load.orders.filter(order => order.cancel === 'canceled').map(order => order.orderId), ...canceled])
+  const neverConfirmed = result('18. a canceled order is never confirmed', canceledOrders.size)
+  const effectsOf = new Map(effectRows.map(row => [row.id, row]))
+  for (const orderId of canceledOrders) {
+    const row = effectsOf.get(orderId)
+    const problems = [
+      ...(!canceled.has(orderId) ? ['the shop was told it was canceled, its history has no cancel'] : []),
+      ...(row && (row.markers.confirmation_email || row.confirmed || row.markers.invoice || row.invoices)
+        ? [`${row.markers.confirmation_email ?? 0} confirmation markers, ${row.confirmed} confirmation emails, ${row.invoices} invoices`]
+        : []),
+    ]
+    if (problems.length) {
+      neverConfirmed.violations.push(`order ${orderId} (${row?.status ?? 'missing'}): ${problems.join(', ')}`)
+      neverConfirmed.offenders.push({ orderId })
+    }
+  }
+
+  return [acknowledged, perKey, perCart, events, effects, finalStatus, drained, explained, outages, audit, answered, caused, refundKeys, held, refundState, providerRefunds, askedOnce, neverConfirmed]
 }

@@ -4,20 +4,24 @@ import type { PaymentStatus } from '../../../server/orders/payment-state'
 import { requestedStatusOf, type PaymentEventType } from '../../../server/webhooks/types'
 import { isRetryable } from '../cluster'
 import { request, type TestResponse } from '../http'
-import { postOrder, validOrderBody } from '../orders'
+import { postOrder, problemSlug, validOrderBody } from '../orders'
 import { deliver, midtransDelivery, midtransStatusCode, newWebhookId, type SignedDelivery, standardBody, standardDelivery, stripeBody, stripeDelivery, type StripeEventType } from '../webhooks'
 import type { AnswerLog, RequestKind } from './answers'
 import { balancerHeader } from './balancer'
-import type { AcceptedEvent, OrderModel, PaymentPath, Provider } from './model'
+import type { AcceptedEvent, CancelOutcome, OrderModel, PaymentPath, Provider, RefundIntent } from './model'
 
 /**
  * The chaos run's load: a fixed number of virtual clients, each looping over intents until the
  * run's time is up. An intent is an order (a new key and cart; some fired as 2–3 identical copies
  * at once at different instances, some first attempts carrying a drop- or crash-after-commit
  * fault), then its payment through mockpay or through signed webhooks of one provider, each event
- * delivered several times, concurrently and later, sometimes in reversed order. Every request is
- * retried with the same key or event until it has a final answer, as a careful client or a
- * provider would. What was acknowledged is remembered: it is the model the database is checked against.
+ * delivered several times, concurrently and later, sometimes in reversed order. A paid mockpay
+ * order may then be refunded: in full or in parts through the API (keys fired as concurrent copies
+ * and replayed later, several keys at once on one order), in mockpay's dashboard, or both at once;
+ * an unpaid one canceled, sometimes while the shopper pays; one paid through another provider's
+ * webhooks is sometimes refunded, which mockpay refuses. Every request is retried with the same
+ * key or event until it has a final answer, as a careful client or a provider would. What was
+ * acknowledged is remembered: it is the model the database is checked against.
  */
 
 /** Marks the load generator's requests, so the balancer does not count them a second time. */
@@ -39,6 +43,8 @@ export interface LoadOptions {
   durationMs: number
   /** How long a request is retried before it counts as lost (outlives any outage of the run). */
   requestDeadlineMs: number
+  /** How long the worker may take to bring an order where a client waits for it (its intent, its payment). */
+  workDeadlineMs: number
   maxCrashFaults: number
   answers: AnswerLog
   clock: () => number
@@ -61,11 +67,16 @@ export interface LoadFigures {
   duplicatedIntents: { twoCopies: number, threeCopies: number }
   faults: { 'drop-after-commit': number, 'crash-after-commit': number }
   webhooks: Record<Provider, { events: number, deliveries: number, concurrentCopies: number, laterRedeliveries: number, replayedAnswers: number }>
-  mockpay: Record<'succeed' | 'fail' | 'refund', { actions: number, deliveriesScheduled: number }>
+  /** refund: the dashboard's; refused: a 409 of the provider (an intent canceled first, less left than asked). */
+  mockpay: Record<'succeed' | 'fail' | 'refund', { actions: number, deliveriesScheduled: number, refused: number }>
+  refunds: { 'keys': number, 'requests': number, 'laterReplays': number, 'drop-after-commit': number, 'created': number, 'replayedAnswers': number, 'refund-exceeds-remaining': number, 'order-not-refundable': number }
+  cancels: { 'keys': number, 'requests': number, 'racingThePayment': number, 'canceled': number, 'order-not-cancelable': number, 'paidAfterCancel': number }
   /** Final answers nobody should have got (a 4xx to a valid request, say), with what they were. */
   unexpectedFinals: string[]
-  /** Requests that had no final answer when their deadline passed. */
+  /** Requests that had no final answer when their deadline passed, and orders that never reached what was waited for. */
   abandoned: string[]
+  /** The orders of those waits, for the evidence locker. */
+  stalledOrders: string[]
 }
 
 export interface LoadResult {
@@ -75,6 +86,8 @@ export interface LoadResult {
 }
 
 type Target = { url: string, route: 'direct' | 'balancer' }
+/** What the signed webhooks of the run ask for; a refund's total is all of the order. */
+type WebhookStatus = Extract<PaymentStatus, 'payment_failed' | 'paid' | 'refunded'>
 
 const pick = <T>(choices: readonly T[]): T => choices[Math.floor(Math.random() * choices.length)]!
 const shuffled = <T>(items: T[]): T[] => items.map(item => ({ item, order: Math.random() })).sort((a, b) => a.order - b.order).map(({ item }) => item)
@@ -92,9 +105,12 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
       stripe: { events: 0, deliveries: 0, concurrentCopies: 0, laterRedeliveries: 0, replayedAnswers: 0 },
       midtrans: { events: 0, deliveries: 0, concurrentCopies: 0, laterRedeliveries: 0, replayedAnswers: 0 },
     },
-    mockpay: { succeed: { actions: 0, deliveriesScheduled: 0 }, fail: { actions: 0, deliveriesScheduled: 0 }, refund: { actions: 0, deliveriesScheduled: 0 } },
+    mockpay: { succeed: { actions: 0, deliveriesScheduled: 0, refused: 0 }, fail: { actions: 0, deliveriesScheduled: 0, refused: 0 }, refund: { actions: 0, deliveriesScheduled: 0, refused: 0 } },
+    refunds: { 'keys': 0, 'requests': 0, 'laterReplays': 0, 'drop-after-commit': 0, 'created': 0, 'replayedAnswers': 0, 'refund-exceeds-remaining': 0, 'order-not-refundable': 0 },
+    cancels: { 'keys': 0, 'requests': 0, 'racingThePayment': 0, 'canceled': 0, 'order-not-cancelable': 0, 'paidAfterCancel': 0 },
     unexpectedFinals: [],
     abandoned: [],
+    stalledOrders: [],
   }
   const auth = { authorization: `Bearer ${options.secretKey}`, [loadClientHeader]: 'load' }
   const viaBalancer = (): Target => ({ url: options.balancerUrl, route: 'balancer' })
@@ -183,9 +199,9 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     }
   }
 
-  /** GET until 200 (retrying like any other request), then polls until the worker stored the intent. */
-  async function paymentIntentOf(orderId: string): Promise<string | undefined> {
-    const deadline = Date.now() + options.requestDeadlineMs
+  /** GET until 200 (retrying like any other request), then polls until `condition` holds; undefined at the deadline. */
+  async function orderWhen(orderId: string, what: string, condition: (order: any) => boolean): Promise<any> {
+    const deadline = Date.now() + options.workDeadlineMs
     while (Date.now() < deadline) {
       const read = await untilFinal('order read', orderId, viaBalancer, url => request(url, `/api/orders/${orderId}`, { headers: auth }))
       if (!read) return undefined
@@ -193,45 +209,188 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
         unexpected(`GET order ${orderId}`, read)
         return undefined
       }
-      if (read.json.paymentIntentId) return read.json.paymentIntentId
+      if (condition(read.json)) return read.json
       await sleep(intentPollMs)
     }
-    figures.abandoned.push(`order ${orderId}: no paymentIntentId within ${options.requestDeadlineMs} ms`)
+    figures.abandoned.push(`order ${orderId}: not ${what} within ${options.workDeadlineMs} ms`)
+    figures.stalledOrders.push(orderId)
     return undefined
   }
 
-  async function payWithMockpay(orderId: string): Promise<AcceptedEvent[]> {
-    const intentId = await paymentIntentOf(orderId)
-    if (!intentId) return []
-    const scenario = pick([['succeed'], ['fail'], ['fail', 'succeed'], ['succeed', 'refund'], ['fail', 'succeed', 'refund']] as const)
-    for (const action of scenario) {
-      // mockpay's own chaos: extra copies, delays, the earlier events sent again.
-      const chaos = { duplicates: Math.floor(Math.random() * 3), maxDelayMs: 500, reorder: true }
-      const path = `/api/mockpay/intents/${intentId}/${action === 'refund' ? 'refund' : 'confirm'}`
-      const body = action === 'refund' ? { chaos } : { outcome: action, chaos }
-      const answer = await untilFinal('mockpay action', `${action} ${intentId}`, viaBalancer, url => request(url, path, { method: 'POST', headers: auth, body }))
-      if (!answer) break
-      if (answer.status !== 200) {
-        unexpected(`mockpay ${action} ${intentId}`, answer)
-        break
+  /** The intent the worker created for the order at mockpay. */
+  async function paymentIntentOf(orderId: string): Promise<string | undefined> {
+    return (await orderWhen(orderId, 'given its paymentIntentId', read => Boolean(read.paymentIntentId)))?.paymentIntentId
+  }
+
+  /**
+   * An action at mockpay's page or dashboard: 'done', 'refused' (409, allowed only where the action
+   * may race another: a payment the cancel got to first, a refund of more than is left), or
+   * undefined when it never got a final answer.
+   */
+  async function mockpayAction(intentId: string, action: 'succeed' | 'fail' | 'refund', { amount, mayBeRefused = false }: { amount?: number, mayBeRefused?: boolean } = {}): Promise<'done' | 'refused' | undefined> {
+    // mockpay's own chaos: extra copies, delays, the earlier events sent again.
+    const chaos = { duplicates: Math.floor(Math.random() * 3), maxDelayMs: 500, reorder: true }
+    const path = `/api/mockpay/intents/${intentId}/${action === 'refund' ? 'refund' : 'confirm'}`
+    const body = action === 'refund' ? { chaos, ...(amount !== undefined && { amount }) } : { outcome: action, chaos }
+    const answer = await untilFinal('mockpay action', `${action} ${intentId}`, viaBalancer, url => request(url, path, { method: 'POST', headers: auth, body }))
+    if (!answer) return undefined
+    if (answer.status === 409 && mayBeRefused && problemSlug(answer) === 'payment-state-conflict') {
+      figures.mockpay[action].refused++
+      return 'refused'
+    }
+    if (answer.status !== 200) {
+      unexpected(`mockpay ${action} ${intentId}`, answer)
+      return undefined
+    }
+    figures.mockpay[action].actions++
+    figures.mockpay[action].deliveriesScheduled += answer.json.deliveriesScheduled
+    return 'done'
+  }
+
+  /**
+   * One refund through the API under one key: fired as `copies` concurrent copies at different
+   * instances (the first attempt of one maybe dropped after its commit), and sometimes asked again
+   * once the answer came, which must replay it. `mayBeRefused`: a 409 refund-exceeds-remaining, or
+   * order-not-refundable for an order refunded meanwhile, is a final answer for it, not a finding.
+   */
+  async function refund(orderId: string, label: string, { amount, mayBeRefused = false }: { amount?: number, mayBeRefused?: boolean } = {}): Promise<RefundIntent> {
+    const key = `refund-${runId}-${label}`
+    const copies = Math.random() < 0.3 ? 2 + Math.floor(Math.random() * 2) : 1
+    const fault = Math.random() < 0.1 ? 'drop-after-commit' as const : undefined
+    const counts = figures.refunds
+    counts.keys++
+    if (fault) counts[fault]++
+    const ask = (target: (attempt: number) => Target, faultOnFirst: boolean) => untilFinal('refund', `${key} ${orderId}`, target, (url, attempt) => {
+      counts.requests++
+      return request(url, `/api/orders/${orderId}/refunds`, {
+        method: 'POST',
+        headers: { ...auth, 'idempotency-key': key, ...(faultOnFirst && attempt === 0 && fault ? { 'x-fault': fault } : {}) },
+        body: amount === undefined ? { reason: 'requested_by_customer' } : { amount, reason: 'requested_by_customer' },
+      })
+    })
+    const answers = await Promise.all(Array.from({ length: copies }, (_, copy) => ask(copies > 1 ? direct(copy) : viaBalancer, copy === 0)))
+    if (Math.random() < 0.3) {
+      counts.laterReplays++
+      answers.push(await ask(viaBalancer, false))
+    }
+    const finals = answers.map((answer) => {
+      if (!answer) return undefined
+      const problem = problemSlug(answer)
+      const refusal = problem === 'refund-exceeds-remaining' || (problem === 'order-not-refundable' && answer.json.orderStatus === 'refunded') ? problem : undefined
+      if (answer.status === 201) {
+        if (answer.json.idempotency?.replayed) counts.replayedAnswers++
       }
-      figures.mockpay[action].actions++
-      figures.mockpay[action].deliveriesScheduled += answer.json.deliveriesScheduled
+      else if (answer.status === 409 && mayBeRefused && refusal) counts[refusal]++
+      else unexpected(`refund ${key} of ${orderId}`, answer)
+      return { status: answer.status, ...(answer.status === 201 ? { refundId: answer.json.id as string } : { problem }) }
+    })
+    if (finals.some(final => final?.status === 201)) counts.created++
+    return { key, orderId, ...(amount !== undefined && { amount }), copies: answers.length, ...(fault && { fault }), finals }
+  }
+
+  /**
+   * The shop cancels the order under one key (1–2 concurrent copies, sometimes asked again later):
+   * canceled, or not cancelable when `mayBePaid` and the shopper's payment came first.
+   */
+  async function cancel(orderId: string, { mayBePaid }: { mayBePaid: boolean }): Promise<CancelOutcome | undefined> {
+    const key = `cancel-${runId}-${orderId}`
+    const copies = Math.random() < 0.3 ? 2 : 1
+    const counts = figures.cancels
+    counts.keys++
+    const ask = (target: (attempt: number) => Target) => untilFinal('cancel', `${key} ${orderId}`, target, (url) => {
+      counts.requests++
+      return request(url, `/api/orders/${orderId}/cancel`, { method: 'POST', headers: { ...auth, 'idempotency-key': key } })
+    })
+    const answers = await Promise.all(Array.from({ length: copies }, (_, copy) => ask(copies > 1 ? direct(copy) : viaBalancer)))
+    if (Math.random() < 0.3) answers.push(await ask(viaBalancer))
+    const outcomes = new Set<CancelOutcome>()
+    for (const answer of answers) {
+      if (!answer) continue
+      if (answer.status === 200 && answer.json.status === 'canceled') outcomes.add('canceled')
+      else if (answer.status === 409 && mayBePaid && problemSlug(answer) === 'order-not-cancelable') outcomes.add('not_cancelable')
+      else unexpected(`cancel ${key} of ${orderId}`, answer)
     }
-    // The provider's ledger: every event it recorded is delivered until a 2xx (or dead-lettered, which is checked).
-    const intent = await untilFinal('mockpay intent read', intentId, viaBalancer, url => request(url, `/api/mockpay/intents/${intentId}`, { headers: auth }))
-    if (!intent || intent.status !== 200) {
-      if (intent) unexpected(`GET mockpay intent ${intentId}`, intent)
-      return []
+    if (outcomes.size > 1) figures.unexpectedFinals.push(`cancel ${key} of ${orderId}: copies were told ${[...outcomes].join(' and ')}`)
+    const [outcome] = outcomes
+    if (outcome === 'canceled') counts.canceled++
+    if (outcome === 'not_cancelable') counts['order-not-cancelable']++
+    return outcome
+  }
+
+  /** Refunds of a paid order, in one of several plans; 30 %, 40 %… of an amount of whole 75,000s are whole. */
+  async function refundPaidOrder(order: { id: string, amount: number }, intentId: string, n: number): Promise<RefundIntent[]> {
+    const share = (fraction: number) => Math.round(order.amount * fraction)
+    const plan = pick(['full', 'concurrent parts', 'part, then the rest', 'dashboard part, then a part', 'dashboard racing the API'] as const)
+    if (plan === 'full') return [await refund(order.id, `${n}-full`)]
+    if (plan === 'concurrent parts') {
+      // Several keys at once, each 40 %: the balance admits two, the others are refused.
+      const keys = 2 + Math.floor(Math.random() * 3)
+      return Promise.all(Array.from({ length: keys }, (_, i) => refund(order.id, `${n}-part-${i}`, { amount: share(0.4), mayBeRefused: true })))
     }
-    return (intent.json.events as Array<{ id: string, type: PaymentEventType }>)
-      .map(event => ({ provider: 'mockpay', eventId: event.id, requested: requestedStatusOf[event.type] }))
+    if (plan === 'part, then the rest') {
+      const part = await refund(order.id, `${n}-part`, { amount: share(0.3) })
+      return [part, await refund(order.id, `${n}-rest`)]
+    }
+    // mockpay's dashboard refunds a part, before or while the API asks for one. Together they never
+    // exceed the amount, even with the dashboard's refund made twice (a retry whose answer was lost):
+    // a refund the provider refuses after a refund total came in meanwhile would leave the total
+    // unrecorded (server/orders/payment-state.ts counts a total net of refunds still pending).
+    const dashboard = () => mockpayAction(intentId, 'refund', { amount: share(pick([0.2, 0.3])), mayBeRefused: true })
+    const part = () => refund(order.id, `${n}-part`, { amount: share(0.4), mayBeRefused: true })
+    if (plan === 'dashboard part, then a part') {
+      await dashboard()
+      return [await part()]
+    }
+    const [, partIntent] = await Promise.all([dashboard(), part()])
+    return [partIntent]
+  }
+
+  type MockpayOutcome = Pick<OrderModel, 'intentId' | 'cancel' | 'refunds'>
+
+  /** The shopper at mockpay's page, and the shop's cancel or refunds; the events are read from mockpay's ledger once the run settled. */
+  async function payWithMockpay(order: { id: string, amount: number }, n: number): Promise<MockpayOutcome> {
+    const intentId = await paymentIntentOf(order.id)
+    if (!intentId) return { refunds: [] }
+    const scenario = pick([
+      ['succeed'], ['fail'], ['fail', 'succeed'], ['succeed', 'refund'], ['fail', 'succeed', 'refund'],
+      ['succeed', 'api refunds'], ['succeed', 'api refunds'], ['succeed', 'api refunds'],
+      ['cancel', 'succeed'], ['cancel racing succeed'], ['succeed', 'cancel'],
+    ] as const)
+    let cancelOutcome: CancelOutcome | undefined
+    let paidAtMockpay = false
+    let refunds: RefundIntent[] = []
+    for (const step of scenario) {
+      if (step === 'api refunds') {
+        const paid = await orderWhen(order.id, 'paid', read => read.status === 'paid')
+        if (!paid) break
+        refunds = await refundPaidOrder(order, intentId, n)
+      }
+      else if (step === 'cancel') {
+        // Paid just before: the cancel races the payment's webhook.
+        cancelOutcome = await cancel(order.id, { mayBePaid: paidAtMockpay })
+      }
+      else if (step === 'cancel racing succeed') {
+        figures.cancels.racingThePayment++
+        const [outcome, paid] = await Promise.all([cancel(order.id, { mayBePaid: true }), mockpayAction(intentId, 'succeed', { mayBeRefused: true })])
+        cancelOutcome = outcome
+        paidAtMockpay = paid === 'done'
+      }
+      else {
+        // A dashboard refund has no key: one retried after its answer was lost may find nothing left.
+        const done = await mockpayAction(intentId, step, { mayBeRefused: step === 'refund' || (step === 'succeed' && cancelOutcome !== undefined) })
+        if (!done) break
+        if (step === 'succeed') paidAtMockpay = done === 'done'
+      }
+    }
+    // The payment beat the cancel at mockpay: the order is canceled and its payment given back automatically.
+    if (cancelOutcome === 'canceled' && paidAtMockpay) figures.cancels.paidAfterCancel++
+    return { intentId, ...(cancelOutcome && { cancel: cancelOutcome }), refunds }
   }
 
   /** One provider event, ready to be (re)delivered: a fresh signature and timestamp per delivery. */
-  function providerEvent(provider: Provider, order: { id: string, amount: number }, requested: PaymentStatus | null): AcceptedEvent & { delivery: () => SignedDelivery } {
+  function providerEvent(provider: Provider, order: { id: string, amount: number }, requested: WebhookStatus | null): AcceptedEvent & { delivery: () => SignedDelivery } {
     if (provider === 'midtrans') {
-      const transactionStatus = requested ? ({ pending_payment: 'pending', payment_failed: 'deny', paid: 'settlement', refunded: 'refund' } as const)[requested] : 'pending'
+      const transactionStatus = requested ? ({ payment_failed: 'deny', paid: 'settlement', refunded: 'refund' } as const)[requested] : 'pending'
       const transactionId = `tx-${order.id}`
       const grossAmount = `${order.amount}.00`
       const delivery = midtransDelivery({ orderId: order.id, transactionId, transactionStatus, grossAmount, currency: 'IDR' })
@@ -253,7 +412,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
 
   async function payWithWebhooks(provider: Provider, order: { id: string, amount: number }): Promise<AcceptedEvent[]> {
     // Reversed orders on purpose: a refund before its success, a failure after it.
-    const scenario: Array<PaymentStatus | null> = [...pick([
+    const scenario: Array<WebhookStatus | null> = [...pick([
       ['paid'], ['payment_failed'], ['payment_failed', 'paid'], ['paid', 'refunded'], ['refunded', 'paid'], ['paid', 'payment_failed'],
     ] as const)]
     // Midtrans announces a pending transaction first: informational, it moves nothing.
@@ -286,6 +445,18 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     return [...accepted.values()]
   }
 
+  /**
+   * An order paid through another provider's webhooks, without a refund event, is sometimes refunded
+   * through the API: accepted (201), then refused by the configured provider (mockpay never took
+   * that payment), so it fails and frees its amount.
+   */
+  async function refundPaidElsewhere(order: { id: string, amount: number }, events: AcceptedEvent[], n: number): Promise<RefundIntent[]> {
+    const paidOnly = events.some(event => event.requested === 'paid') && !events.some(event => event.requested === 'refunded')
+    if (!paidOnly || Math.random() >= 0.3) return []
+    const paid = await orderWhen(order.id, 'paid', read => read.status === 'paid')
+    return paid ? [await refund(order.id, `${n}-elsewhere`)] : []
+  }
+
   let nextIntent = 0
   async function virtualClient(): Promise<void> {
     while (options.clock() < options.durationMs) {
@@ -297,14 +468,49 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
       if (!created?.orderId) continue
       const order = { id: created.orderId, amount: intent.amount }
       const roll = Math.random()
-      const path: PaymentPath = roll < 0.45 ? 'mockpay' : roll < 0.9 ? pick(['standard', 'stripe', 'midtrans'] as const) : 'unpaid'
-      const events = path === 'mockpay' ? await payWithMockpay(order.id) : path === 'unpaid' ? [] : await payWithWebhooks(path, order)
-      orders.push({ orderId: order.id, key: intent.key, path, events })
+      const path: PaymentPath = roll < 0.5 ? 'mockpay' : roll < 0.9 ? pick(['standard', 'stripe', 'midtrans'] as const) : 'unpaid'
+      const model = { orderId: order.id, key: intent.key, amount: order.amount, path }
+      if (path === 'mockpay') {
+        orders.push({ ...model, events: [], ...await payWithMockpay(order, n) })
+      }
+      else if (path === 'unpaid') {
+        const canceled = Math.random() < 0.5 ? await cancel(order.id, { mayBePaid: false }) : undefined
+        orders.push({ ...model, events: [], ...(canceled && { cancel: canceled }), refunds: [] })
+      }
+      else {
+        const events = await payWithWebhooks(path, order)
+        orders.push({ ...model, events, refunds: await refundPaidElsewhere(order, events, n) })
+      }
     }
   }
 
   await Promise.all(Array.from({ length: options.clients }, () => virtualClient()))
   return { orderIntents, orders, figures }
+}
+
+/**
+ * Once the run has settled: the events mockpay recorded for each intent (what it delivers until a
+ * 2xx) become its order's accepted events, each refund's with the total refunded when it happened.
+ * Read after the refunds' jobs and the automatic refund of a payment that beat its cancel are done.
+ */
+export async function readMockpayEvents(baseUrl: string, secretKey: string, load: LoadResult): Promise<void> {
+  for (const order of load.orders) {
+    if (!order.intentId) continue
+    const intent = await request(baseUrl, `/api/mockpay/intents/${order.intentId}`, { headers: { authorization: `Bearer ${secretKey}`, [loadClientHeader]: 'ledger' } })
+    if (intent.status !== 200) {
+      load.figures.unexpectedFinals.push(`GET mockpay intent ${order.intentId}: ${intent.status} ${intent.text.slice(0, 300)}`)
+      continue
+    }
+    const recorded = intent.json.events as Array<{ id: string, type: PaymentEventType, amount?: number }>
+    // mockpay records a cancel as its intent's last event and never delivers it: nobody is told of the merchant's own act.
+    const delivered = intent.json.status === 'canceled' ? recorded.slice(0, -1) : recorded
+    order.events = delivered.map(event => ({
+      provider: 'mockpay',
+      eventId: event.id,
+      requested: requestedStatusOf[event.type],
+      ...(event.type === 'payment.refunded' && event.amount !== undefined && { refundedTotal: event.amount }),
+    }))
+  }
 }
 
 function withClientHeader(delivery: SignedDelivery): SignedDelivery {

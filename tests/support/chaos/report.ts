@@ -1,3 +1,5 @@
+import type postgres from 'postgres'
+import { paymentStatusPrecedence } from '../../../server/orders/payment-state'
 import { opsRequest } from '../ops'
 import type { AnswerLog } from './answers'
 import type { InjectedFault } from './faults'
@@ -64,16 +66,36 @@ export function printFigures({ durationMs, load, answers, faults, fleetEvents }:
 
   console.log('Direct webhook deliveries by provider:')
   console.table(figures.webhooks)
-  console.log('mockpay actions (deliveries scheduled: events × copies, plus earlier events sent again):')
+  console.log('mockpay actions (refund: the dashboard\'s; deliveries scheduled: events × copies, plus earlier events sent again; refused: 409):')
   console.table(figures.mockpay)
+  console.log('Refunds through the API (keys, and the requests their copies, retries and later replays made; answers by kind):')
+  console.table({ refunds: figures.refunds })
+  console.log('Cancels (racing the payment: sent at the same moment as the shopper\'s payment; paid after cancel: the shopper\'s payment went through too):')
+  console.table({ cancels: figures.cancels })
 
   const paths: Record<string, Record<string, number>> = {}
   for (const order of load.orders) {
-    const row = (paths[order.path] ??= { pending_payment: 0, payment_failed: 0, paid: 0, refunded: 0 })
-    row[expectedPaymentStatus(order.events)]! += 1
+    const row = (paths[order.path] ??= Object.fromEntries(paymentStatusPrecedence.map(status => [status, 0])))
+    row[expectedPaymentStatus(order)]! += 1
   }
   console.log('Orders by payment path and the final status the model expects:')
   console.table(paths)
+}
+
+/** The refunds the run left, by source and state, and mockpay's ledger of the refunds it made. */
+export async function printRefundRows(sql: postgres.Sql, tenantId: string): Promise<void> {
+  const refunds = await sql<Array<{ source: string, status: string, count: number, amount: number }>>`
+    select source, status, count(*)::int as count, sum(amount)::float8 as amount from refunds where tenant_id = ${tenantId} group by source, status order by source, status`
+  console.log('Refunds by source and state:')
+  console.table(refunds)
+  const [ledger] = await sql<[{ rows: number, keyed: number, askedAgain: number, dashboard: number }]>`
+    select count(*)::int as rows,
+      count(*) filter (where l.idempotency_token is not null)::int as keyed,
+      count(*) filter (where l.requests > 1)::int as "askedAgain",
+      count(*) filter (where l.idempotency_token is null)::int as dashboard
+    from payment_intent_refunds l join payment_intents p on p.id = l.intent_id join orders o on o.id = p.order_id where o.tenant_id = ${tenantId}`
+  console.log('mockpay\'s refund ledger (keyed: asked by the app under refund:<id>; asked again: a key the app repeated, answered with the first refund; dashboard: no key):')
+  console.table({ 'provider refunds': ledger })
 }
 
 export function printInvariants(results: InvariantResult[]): void {
