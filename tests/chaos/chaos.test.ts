@@ -40,6 +40,8 @@ const timingEnv = {
   JOB_HEARTBEAT_TIMEOUT_MS: '5000',
   JOB_LOCK_TTL_MS: '5000',
   IDEMPOTENCY_LOCK_TTL_MS: '5000',
+  // Refunds and cancels run leased: a claim whose instance was killed is taken over after this, not after the default 30 s.
+  IDEMPOTENCY_LEASE_MS: '5000',
   MOCKPAY_ENABLED: 'true',
 }
 

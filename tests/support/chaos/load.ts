@@ -75,7 +75,7 @@ export interface LoadFigures {
   unexpectedFinals: string[]
   /** Requests that had no final answer when their deadline passed, and orders that never reached what was waited for. */
   abandoned: string[]
-  /** The orders of those waits, for the evidence locker. */
+  /** The orders those concern, for the evidence locker. */
   stalledOrders: string[]
 }
 
@@ -123,9 +123,9 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   /**
    * Sends until a final answer: network errors, the balancer's 502, any 5xx and 409
    * request-in-progress are retried (same key, same event) after Retry-After (capped) or a short
-   * pause. Undefined when the deadline passed first.
+   * pause. Undefined when the deadline passed first (`orderId`: the order the request is about).
    */
-  async function untilFinal(kind: RequestKind, label: string, target: (attempt: number) => Target, send: (baseUrl: string, attempt: number) => Promise<TestResponse>): Promise<TestResponse | undefined> {
+  async function untilFinal(kind: RequestKind, label: string, target: (attempt: number) => Target, send: (baseUrl: string, attempt: number) => Promise<TestResponse>, orderId?: string): Promise<TestResponse | undefined> {
     const deadline = Date.now() + options.requestDeadlineMs
     for (let attempt = 0; Date.now() < deadline; attempt++) {
       const { url, route } = target(attempt)
@@ -147,6 +147,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
       await sleep(pause + Math.random() * 100)
     }
     figures.abandoned.push(`${kind} ${label}: no final answer within ${options.requestDeadlineMs} ms`)
+    if (orderId) figures.stalledOrders.push(orderId)
     return undefined
   }
 
@@ -203,7 +204,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   async function orderWhen(orderId: string, what: string, condition: (order: any) => boolean): Promise<any> {
     const deadline = Date.now() + options.workDeadlineMs
     while (Date.now() < deadline) {
-      const read = await untilFinal('order read', orderId, viaBalancer, url => request(url, `/api/orders/${orderId}`, { headers: auth }))
+      const read = await untilFinal('order read', orderId, viaBalancer, url => request(url, `/api/orders/${orderId}`, { headers: auth }), orderId)
       if (!read) return undefined
       if (read.status !== 200) {
         unexpected(`GET order ${orderId}`, read)
@@ -267,7 +268,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
         headers: { ...auth, 'idempotency-key': key, ...(faultOnFirst && attempt === 0 && fault ? { 'x-fault': fault } : {}) },
         body: amount === undefined ? { reason: 'requested_by_customer' } : { amount, reason: 'requested_by_customer' },
       })
-    })
+    }, orderId)
     const answers = await Promise.all(Array.from({ length: copies }, (_, copy) => ask(copies > 1 ? direct(copy) : viaBalancer, copy === 0)))
     if (Math.random() < 0.3) {
       counts.laterReplays++
@@ -300,7 +301,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     const ask = (target: (attempt: number) => Target) => untilFinal('cancel', `${key} ${orderId}`, target, (url) => {
       counts.requests++
       return request(url, `/api/orders/${orderId}/cancel`, { method: 'POST', headers: { ...auth, 'idempotency-key': key } })
-    })
+    }, orderId)
     const answers = await Promise.all(Array.from({ length: copies }, (_, copy) => ask(copies > 1 ? direct(copy) : viaBalancer)))
     if (Math.random() < 0.3) answers.push(await ask(viaBalancer))
     const outcomes = new Set<CancelOutcome>()
@@ -422,7 +423,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     const later: Array<() => Promise<void>> = []
     const deliverOnce = async (event: ReturnType<typeof providerEvent>, target: (attempt: number) => Target, copy: string): Promise<void> => {
       counts.deliveries++
-      const answer = await untilFinal(`webhook ${provider}`, `${event.eventId} ${copy}`, target, url => deliver(url, withClientHeader(event.delivery())))
+      const answer = await untilFinal(`webhook ${provider}`, `${event.eventId} ${copy}`, target, url => deliver(url, withClientHeader(event.delivery())), order.id)
       if (!answer) return
       if (answer.status !== 200) {
         unexpected(`${provider} event ${event.eventId} (${copy})`, answer)
