@@ -88,7 +88,7 @@ const EnvSchema = z.object({
   IDEMPOTENCY_TTL_SECONDS: intIn(60, 60 * 60 * 24 * 30, 60 * 60 * 24),
   WEBHOOK_IDEMPOTENCY_TTL_SECONDS: intIn(60, 60 * 60 * 24 * 365, 60 * 60 * 24 * 30),
   /** Lease of a claimed record (leased operations), renewed every third of it while the owner runs. */
-  IDEMPOTENCY_LEASE_MS: intIn(200, 10 * 60 * 1000, 30_000),
+  IDEMPOTENCY_LEASE_MS: intIn(200, 10 * 60 * 1000, 5_000),
   /** TTL of the processing lock on (scope, key), renewed every third of it while the owner runs. */
   IDEMPOTENCY_LOCK_TTL_MS: intIn(100, 60_000, 5000),
   /** This instance's cache of finished responses, bounded in bytes (replays without a database read). */
@@ -257,7 +257,7 @@ export const settingHelp: Readonly<Record<ConfigVariable, SettingHelp>> = {
   FAULTS_ENABLED: flagHelp('the X-Fault test header (tests only)'),
   IDEMPOTENCY_TTL_SECONDS: { expected: 'how long an order\'s key is remembered, in seconds (a whole number, 60–2592000)', example: '86400' },
   WEBHOOK_IDEMPOTENCY_TTL_SECONDS: { expected: 'how long a webhook event id is remembered, in seconds (a whole number, 60–31536000)', example: '2592000' },
-  IDEMPOTENCY_LEASE_MS: msHelp('the lease of a claimed record', 200, 600_000, 30_000),
+  IDEMPOTENCY_LEASE_MS: msHelp('the lease of a claimed record', 200, 600_000, 5_000),
   IDEMPOTENCY_LOCK_TTL_MS: msHelp('the processing lock of a key in flight', 100, 60_000, 5000),
   IDEMPOTENCY_REPLAY_CACHE_BYTES: { expected: 'the size of this instance\'s cache of finished responses, in bytes (a whole number, 0–2147483648)', example: '33554432' },
   WORKER_ENABLED: flagHelp('the job worker inside the app'),

@@ -101,9 +101,9 @@ export async function actOnIntent(db: Database, intentId: string, action: Mockpa
       await tx.insert(paymentIntentRefunds).values({ id: made.id, intentId, idempotencyToken: refund.idempotencyToken ?? null, amount })
     }
     const event: IntentEvent = { id: newId('msg'), type: transition.type, timestamp: new Date().toISOString(), ...(action === 'refund' && { amount: amountRefunded }) }
-    const events = [...intent.events, event]
+    // A cancel is the merchant's own act: there is nothing to tell it, so no event is kept to send again.
+    const events = action === 'cancel' ? intent.events : [...intent.events, event]
     await tx.update(paymentIntents).set({ status, events, amountRefunded }).where(eq(paymentIntents.id, intentId))
-    // A cancel is the merchant's own act: there is nothing to tell it.
     const deliveriesScheduled = action === 'cancel' ? 0 : await scheduleDeliveries(tx, { ...intent, events: intent.events as IntentEvent[] }, event, chaos)
     return { ...intent, status, amountRefunded, events, deliveriesScheduled, ...(made && { refund: made }) }
   })

@@ -1,7 +1,7 @@
-import { and, asc, eq, gte, isNull, sql } from 'drizzle-orm'
+import { and, asc, eq, gte, isNull, lte, sql } from 'drizzle-orm'
 import type { Database } from '../db/client'
 import { newId } from '../db/ids'
-import { orders, orderStatusHistory, refunds } from '../db/schema'
+import { orders, orderStatusHistory, refunds, webhookEvents } from '../db/schema'
 import { enqueueJob } from '../jobs/enqueue'
 import { orderIssueInvoiceJob, orderSendConfirmationJob, paymentRefundJob, refundSendNoticeJob } from '../jobs/types'
 import type { RefundStatus } from '../../shared/orders'
@@ -167,6 +167,7 @@ async function settleNamedRefund(tx: Database, order: LockedOrder, totals: { hel
   if (known) {
     if (known.status !== 'pending') return { reason: 'no_refund' }
     const changed = await settleRefund(tx, known.id, { status: event.status, providerRefundId: event.providerRefundId })
+    if (changed && event.status === 'failed') await recordReportedTotal(tx, order, context)
     return changed && event.status !== 'pending' ? { refundId: known.id, note: event.status === 'succeeded' ? 'refund_succeeded' : 'refund_failed' } : { reason: 'no_refund' }
   }
   if (event.status === 'failed') return { reason: 'no_refund' }
@@ -206,6 +207,21 @@ async function recordProviderTotal(tx: Database, order: LockedOrder, totals: { h
   if (unknown <= 0) return { reason: 'no_refund' }
   const refundId = await insertRefund(tx, order, { amount: unknown, status: 'succeeded', source: 'provider', reason: null, providerRefundId: null, requestId: context.requestId })
   return { refundId, note: 'refund_at_provider' }
+}
+
+/**
+ * A refund of ours failed, freeing its hold: a provider total that the hold had covered (a dashboard
+ * refund reported while ours was pending) is recorded now, from the largest total the provider's
+ * signed events reported for the order, so it is never lost.
+ */
+async function recordReportedTotal(tx: Database, order: LockedOrder, context: PaymentStatusContext): Promise<void> {
+  const [reported] = await tx.select({ total: sql<string | null>`max(${webhookEvents.amount})` }).from(webhookEvents)
+    .where(and(eq(webhookEvents.orderId, order.id), eq(webhookEvents.type, 'payment.refunded'), eq(webhookEvents.currency, order.currency), lte(webhookEvents.amount, order.amount)))
+  if (!reported?.total) return
+  const recorded = await recordProviderTotal(tx, order, await refundTotals(tx, order.id), Number(reported.total), context)
+  if ('refundId' in recorded) {
+    await recordHistory(tx, { orderId: order.id, fromStatus: order.status, requestedStatus: null, toStatus: order.status, outcome: 'applied', reason: 'refund_at_provider', refundId: recorded.refundId }, context)
+  }
 }
 
 interface NewRefund {
@@ -256,6 +272,7 @@ export async function applyRefundOutcome(
   if (!order) return
   const changed = await settleRefund(tx, refundId, outcome)
   if (!changed || outcome.status === 'pending') return
+  if (outcome.status === 'failed') await recordReportedTotal(tx, order, context)
   const to = isPaid(order.status) ? statusAfterRefunds(order, (await refundTotals(tx, orderId)).succeeded) : order.status
   await moveTo(tx, order, to, context)
   await recordHistory(tx, {

@@ -1,7 +1,8 @@
 import { asc, eq } from 'drizzle-orm'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import type { Database } from '../../server/db/client'
-import { jobs, orders, refunds } from '../../server/db/schema'
+import { newId } from '../../server/db/ids'
+import { jobs, orders, refunds, webhookEvents } from '../../server/db/schema'
 import { transaction } from '../../server/db/transaction'
 import { setLogLevel } from '../../server/observability/logger'
 import { applyPaymentStatus, applyRefundOutcome } from '../../server/orders/payment-state'
@@ -92,6 +93,28 @@ function refundsContract(driver: DatabaseDriver) {
     const [refunded] = await db.select({ status: orders.status }).from(orders).where(eq(orders.id, orderId))
     expect(refunded!.status).toBe('refunded')
     await expect(refund(tenantId, orderId).catch(refusal)).resolves.toEqual({ type: '/problems/order-not-refundable', remaining: undefined, orderStatus: 'refunded' })
+  })
+
+  it('a provider total that a pending refund of ours covered is recorded when that refund fails, never lost', async () => {
+    const { tenantId, orderId } = await paidOrder()
+    const ours = await refund(tenantId, orderId, 100_000)
+    // A dashboard refund of 60,000 is reported while ours holds 100,000: nothing beyond the holds.
+    const eventId = newId('whe')
+    await db.insert(webhookEvents).values({
+      id: eventId, provider: 'standard', eventId: `msg_${eventId}`, type: 'payment.refunded', orderId, amount: 60_000, currency: 'IDR',
+      rawBody: '{}', signatureHeaders: {}, requestId: 'req_dashboard',
+    })
+    expect(await transaction(db, tx => applyPaymentStatus(tx, orderId, 'refunded', { amount: 60_000, currency: 'IDR', webhookEventId: eventId })))
+      .toEqual({ from: 'paid', to: 'paid', changed: false, reason: 'no_refund' })
+
+    // Ours is refused: its hold is freed, and the provider's 60,000 is recorded after all.
+    await transaction(db, tx => applyRefundOutcome(tx, orderId, ours.id, { status: 'failed', failure: 'amount_too_large: 90,000 remain' }, {}))
+    expect(await refundRows(orderId)).toEqual([
+      { amount: 100_000, status: 'failed', source: 'api' },
+      { amount: 60_000, status: 'succeeded', source: 'provider' },
+    ])
+    const [order] = await db.select({ status: orders.status }).from(orders).where(eq(orders.id, orderId))
+    expect(order!.status).toBe('partially_refunded')
   })
 
   it('refuses an unpaid order and another tenant\'s; cancels an unpaid order once, and a paid one never', async () => {
