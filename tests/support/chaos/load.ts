@@ -332,11 +332,11 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
       const part = await refund(order.id, `${n}-part`, { amount: share(0.3) })
       return [part, await refund(order.id, `${n}-rest`)]
     }
-    // mockpay's dashboard refunds a part, before or while the API asks for one. Together they never
-    // exceed the amount, even with the dashboard's refund made twice (a retry whose answer was lost):
-    // a refund the provider refuses after a refund total came in meanwhile would leave the total
-    // unrecorded (server/orders/payment-state.ts counts a total net of refunds still pending).
-    const dashboard = () => mockpayAction(intentId, 'refund', { amount: share(pick([0.2, 0.3])), mayBeRefused: true })
+    // mockpay's dashboard refunds a part, before or while the API asks for one; 70 % and 40 % do not
+    // both fit, so one is refused — by our balance (409) when the dashboard's total came in first, by
+    // mockpay when ours was admitted before it: our refund then fails, and the total its hold had
+    // covered is recorded then.
+    const dashboard = () => mockpayAction(intentId, 'refund', { amount: share(pick([0.2, 0.3, 0.7])), mayBeRefused: true })
     const part = () => refund(order.id, `${n}-part`, { amount: share(0.4), mayBeRefused: true })
     if (plan === 'dashboard part, then a part') {
       await dashboard()
