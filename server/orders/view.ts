@@ -1,20 +1,37 @@
-import { and, eq } from 'drizzle-orm'
+import { and, eq, getTableName, sql } from 'drizzle-orm'
 import { useConfig } from '../config'
 import type { Database } from '../db/client'
-import { jobs, type orders } from '../db/schema'
+import { jobs, orders, refunds } from '../db/schema'
 import { paymentCreateIntentJob } from '../jobs/types'
-import { listRefunds, serializeRefund } from '../refunds/service'
-import type { OrderPaymentView, OrderView } from '../../shared/orders'
+import type { OrderPaymentView, OrderView, RefundView } from '../../shared/orders'
 import { serializeOrder, serializePayment } from './service'
 
 type OrderRow = typeof orders.$inferSelect
 
-/** GET /api/orders/:id: the order, its payment, and its refunds (oldest first) with the Σ that succeeded. */
-export async function orderView(db: Database, order: OrderRow): Promise<OrderView> {
-  const [refunds, payment] = await Promise.all([listRefunds(db, order.id), paymentOf(db, order)])
-  const views = refunds.map(serializeRefund)
+/**
+ * The order's refunds, oldest first, as views: built in the statement that reads the order. Spelled
+ * out with an alias: drizzle writes a one-table query's columns unqualified, which inside this
+ * subquery would name the refund's own id instead of the order's.
+ */
+const refundViews = sql<Array<Omit<RefundView, 'createdAt'> & { createdAt: string }>>`coalesce((
+  select json_agg(json_build_object('id', r.id, 'object', 'refund', 'orderId', r.order_id, 'amount', r.amount, 'currency', r.currency,
+    'status', r.status, 'reason', r.reason, 'source', r.source, 'createdAt', r.created_at) order by r.created_at, r.id)
+  from ${refunds} r where r.order_id = ${sql.raw(`"${getTableName(orders)}"."id"`)}), '[]'::json)`
+
+/**
+ * GET /api/orders/:id: the order, its payment, and its refunds (oldest first) with the Σ that
+ * succeeded. The order and its refunds are one statement, one snapshot: a refund settled between two
+ * reads would otherwise show as succeeded beside the order's status from before it.
+ */
+export async function findOrderView(db: Database, orderId: string, tenantId?: string): Promise<(OrderView & { tenantId: string }) | undefined> {
+  const [found] = await db.select({ order: orders, refunds: refundViews }).from(orders)
+    .where(tenantId === undefined ? eq(orders.id, orderId) : and(eq(orders.id, orderId), eq(orders.tenantId, tenantId)))
+  if (!found) return undefined
+  const { order } = found
+  const views = found.refunds.map(refund => ({ ...refund, createdAt: new Date(refund.createdAt).toISOString() }))
   const amountRefunded = views.reduce((sum, refund) => refund.status === 'succeeded' ? sum + refund.amount : sum, 0)
-  return { ...serializeOrder(order), paymentIntentId: order.paymentIntentId, payment, amountRefunded, refunds: views }
+  const payment = await paymentOf(db, order)
+  return { ...serializeOrder(order), paymentIntentId: order.paymentIntentId, payment, amountRefunded, refunds: views, tenantId: order.tenantId }
 }
 
 /**

@@ -2,9 +2,8 @@ import { getRouterParam, type H3Event } from 'h3'
 import { useConfig } from '../config'
 import { readOptionalValidatedJson } from '../http/body'
 import { requireIdempotencyKey, runIdempotent } from '../idempotency/handler'
-import { findOrder } from '../orders/service'
 import { OrderIdSchema } from '../orders/schema'
-import { orderView } from '../orders/view'
+import { findOrderView } from '../orders/view'
 import { recordOperatorAction } from '../ops/operator-actions'
 import { problem } from '../problems'
 import { tenantScope } from '../../shared/resources'
@@ -76,8 +75,8 @@ export async function cancelOrderRoute(event: H3Event, tenantId: string, checkou
     ttlSeconds: useConfig().IDEMPOTENCY_TTL_SECONDS,
     execute: async (tx) => {
       await cancelOrder(tx, { tenantId, orderId, checkoutSessionId, idempotencyKey: key, requestId: event.context.requestId })
-      const order = await findOrder(tx, tenantId, orderId)
-      return { status: 200, body: await orderView(tx, order!), resourceType: 'order', resourceId: orderId }
+      const { tenantId: _, ...order } = (await findOrderView(tx, orderId, tenantId))!
+      return { status: 200, body: order, resourceType: 'order', resourceId: orderId }
     },
   })
   return reply.body

@@ -1,4 +1,4 @@
-import { and, asc, eq, sql } from 'drizzle-orm'
+import { and, eq, sql } from 'drizzle-orm'
 import type { Database } from '../db/client'
 import { orders, refunds } from '../db/schema'
 import { enqueueJob } from '../jobs/enqueue'
@@ -22,11 +22,6 @@ export function serializeRefund(refund: RefundRow): RefundView {
     source: refund.source as RefundSource,
     createdAt: refund.createdAt.toISOString(),
   }
-}
-
-/** The order's refunds, oldest first. */
-export function listRefunds(db: Database, orderId: string): Promise<RefundRow[]> {
-  return db.select().from(refunds).where(eq(refunds.orderId, orderId)).orderBy(asc(refunds.createdAt), asc(refunds.id))
 }
 
 export async function findRefund(db: Database, tenantId: string, orderId: string, refundId: string): Promise<RefundRow | undefined> {
