@@ -59,11 +59,11 @@ export interface PaymentStatusContext {
   unconfirmed?: boolean
 }
 
-type LockedOrder = { id: string, tenantId: string, status: string, amount: number, currency: string }
+type LockedOrder = { id: string, tenantId: string, status: string, amount: number, currency: string, checkoutSessionId: string | null }
 
 /** The order, row-locked: every change of an order's state and refunds serialises on it. */
 export async function lockOrder(tx: Database, orderId: string, tenantId?: string): Promise<LockedOrder | undefined> {
-  const [order] = await tx.select({ id: orders.id, tenantId: orders.tenantId, status: orders.status, amount: orders.amount, currency: orders.currency })
+  const [order] = await tx.select({ id: orders.id, tenantId: orders.tenantId, status: orders.status, amount: orders.amount, currency: orders.currency, checkoutSessionId: orders.checkoutSessionId })
     .from(orders).where(tenantId === undefined ? eq(orders.id, orderId) : and(eq(orders.id, orderId), eq(orders.tenantId, tenantId))).for('update')
   return order
 }

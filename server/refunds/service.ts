@@ -85,10 +85,7 @@ const cancelable = new Set(['pending_payment', 'payment_failed'])
 export async function cancelOrder(tx: Database, context: CancelContext): Promise<void> {
   const order = await lockOrder(tx, context.orderId, context.tenantId)
   if (!order) throw notFound(context.orderId)
-  if (context.checkoutSessionId !== undefined) {
-    const [owner] = await tx.select({ sessionId: orders.checkoutSessionId }).from(orders).where(eq(orders.id, order.id))
-    if (owner?.sessionId !== context.checkoutSessionId) throw notFound(context.orderId)
-  }
+  if (context.checkoutSessionId !== undefined && order.checkoutSessionId !== context.checkoutSessionId) throw notFound(context.orderId)
   if (order.status === 'canceled') return
   if (!cancelable.has(order.status)) {
     throw problem('order-not-cancelable', `Order ${order.id} is ${order.status}; only an unpaid order can be canceled. Refund a paid one instead: POST /api/orders/${order.id}/refunds.`, { extensions: { orderStatus: order.status } })
