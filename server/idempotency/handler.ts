@@ -11,7 +11,7 @@ import { problem } from '../problems'
 import { useRedis } from '../redis'
 import { type AtomicPlan, type IdempotencyDeps, type IdempotentOutcome, type IdempotentResult, runIdempotent as runCore } from './core'
 import { fingerprint } from './fingerprint'
-import { checkIdempotencyKey } from './key'
+import { parseIdempotencyKeyHeader } from './key'
 import { createReplayCache, type ReplayCache } from './replay-cache'
 
 /**
@@ -70,12 +70,12 @@ const REPLAY_MOUNT = 'idempotency-replays'
 
 /** The validated Idempotency-Key header, or a 400 problem. */
 export function requireIdempotencyKey(event: H3Event): string {
-  const checked = checkIdempotencyKey(getHeader(event, 'idempotency-key'))
+  const checked = parseIdempotencyKeyHeader(getHeader(event, 'idempotency-key'))
   if (checked.ok) return checked.key
   noteOutcome(event, checked.reason === 'missing' ? 'missing_key' : 'invalid', `${event.method} ${event.context.matchedRoute?.path ?? 'unmatched'}`)
   throw checked.reason === 'missing'
     ? problem('idempotency-key-missing', 'Send an Idempotency-Key header (for example a UUID v4) and reuse it when you retry this request.')
-    : problem('idempotency-key-invalid', 'The Idempotency-Key must be 1–255 visible ASCII characters (0x21–0x7E); generate a UUID v4 and use that.')
+    : problem('idempotency-key-invalid', 'The Idempotency-Key must be 1–255 visible ASCII characters (0x21–0x7E), sent once, either bare or as one RFC 8941 string ("…", with \\" and \\\\ escaped); generate a UUID v4 and use that.')
 }
 
 /**

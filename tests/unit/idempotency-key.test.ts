@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { checkIdempotencyKey } from '../../server/idempotency/key'
+import { checkIdempotencyKey, parseIdempotencyKeyHeader } from '../../server/idempotency/key'
 
 /** SPEC §3: 1–255 visible ASCII characters (0x21–0x7E). */
 const FIRST_VISIBLE = 0x21
@@ -56,6 +56,52 @@ describe('checkIdempotencyKey', () => {
       fc.string({ unit: visibleChar, maxLength: 100 }),
       (before, outsider, after) => {
         expect(checkIdempotencyKey(`${before}${outsider}${after}`)).toEqual({ ok: false, reason: 'invalid' })
+      },
+    ))
+  })
+})
+
+describe('parseIdempotencyKeyHeader (draft-ietf-httpapi-idempotency-key-header: the key is an RFC 8941 sf-string)', () => {
+  it.each([
+    ['a quoted UUID', '"3f2b8c1e-9d4a-4f6b-8e2a-7c5d9b1a0e34"', '3f2b8c1e-9d4a-4f6b-8e2a-7c5d9b1a0e34'],
+    ['an escaped quote and backslash', String.raw`"a\"b\\c"`, String.raw`a"b\c`],
+    ['parameters, which mean nothing here', '"k1";v=1', 'k1'],
+    ['255 characters inside the quotes', `"${'~'.repeat(MAX_KEY_LENGTH)}"`, '~'.repeat(MAX_KEY_LENGTH)],
+  ])('reads %s as the unquoted string', (_, header, key) => {
+    expect(parseIdempotencyKeyHeader(header)).toEqual({ ok: true, key })
+  })
+
+  it.each([
+    ['an unterminated string', '"k1'],
+    ['two keys (two headers, joined by a comma)', '"k1", "k2"'],
+    ['an empty string', '""'],
+    ['a space inside the quotes (a valid sf-string, not a valid key)', '"order 1"'],
+    ['an unescaped backslash', String.raw`"a\b"`],
+    ['256 characters inside the quotes', `"${'a'.repeat(MAX_KEY_LENGTH + 1)}"`],
+    ['non-ASCII inside the quotes', '"ключ"'],
+  ])('refuses %s as invalid', (_, header) => {
+    expect(parseIdempotencyKeyHeader(header)).toEqual({ ok: false, reason: 'invalid' })
+  })
+
+  it.each([undefined, null, ''])('reports %j as missing', (header) => {
+    expect(parseIdempotencyKeyHeader(header)).toEqual({ ok: false, reason: 'missing' })
+  })
+
+  it('reads a bare key that does not open with a quote exactly as checkIdempotencyKey does', () => {
+    fc.assert(fc.property(
+      fc.string({ unit: visibleChar, minLength: 1, maxLength: MAX_KEY_LENGTH }).filter(key => !key.startsWith('"')),
+      (key) => {
+        expect(parseIdempotencyKeyHeader(key)).toEqual({ ok: true, key })
+      },
+    ))
+  })
+
+  it('reads any valid key, quoted and escaped, as itself: "k" and k are one key', () => {
+    fc.assert(fc.property(
+      fc.string({ unit: visibleChar, minLength: 1, maxLength: MAX_KEY_LENGTH }),
+      (key) => {
+        const quoted = `"${key.replace(/[\\"]/g, char => `\\${char}`)}"`
+        expect(parseIdempotencyKeyHeader(quoted)).toEqual({ ok: true, key })
       },
     ))
   })
