@@ -104,11 +104,14 @@ export type IdempotentOutcome = Notes & (
 
 /** Atomic keys longer than this are hashed in the lock's name, to keep Redis keys short. */
 const MAX_LOCK_KEY_LENGTH = 200
+/** Raw and hashed names apart: a key that spells a hashed name (`sha256:…`) must not share that key's lock. */
+const RAW_LOCK_PREFIX = 'key:'
+const HASHED_LOCK_PREFIX = 'sha256:'
 /** Each pass either decides or sees someone else's progress (a record deleted or reused meanwhile). */
 const MAX_PASSES = 3
 
 export function processingLockKey(scope: string, key: string): string {
-  const name = key.length > MAX_LOCK_KEY_LENGTH ? `sha256:${createHash('sha256').update(key).digest('hex')}` : key
+  const name = key.length > MAX_LOCK_KEY_LENGTH ? `${HASHED_LOCK_PREFIX}${createHash('sha256').update(key).digest('hex')}` : `${RAW_LOCK_PREFIX}${key}`
   return `idempotency:${scope}:${name}`
 }
 
