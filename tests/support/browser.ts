@@ -110,7 +110,7 @@ export async function storedIntent(page: Page, cartId: string): Promise<StoredIn
   return raw ? JSON.parse(raw) as StoredIntent : undefined
 }
 
-/** The widths the README's checkout screenshots are taken at. */
+/** The widths the checkout screenshots in docs/checkout-page.md are taken at. */
 export const screenshotViewports = [{ width: 1280, height: 800 }, { width: 375, height: 812 }]
 
 /** One PNG per width in screenshotViewports (`<name>-1280.png`, `<name>-375.png`), then back to the desktop viewport. */
