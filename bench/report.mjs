@@ -66,7 +66,9 @@ const keyValueTable = (header, entries) => markdownTable(Object.entries(entries)
 
 /** Writes the whole document; the drain section stays pending until drain.mjs fills it. */
 export function writeBenchmarks({ environment, settings, scenarios, targets, targetNotes, ratios, storm }) {
-  const document = `# Benchmarks
+  const document = `[← README](../README.md) · [all documentation](../README.md#documentation)
+
+# Benchmarks
 
 Throughput, latency and memory of the built server on loopback, each scenario next to a floor: a
 bare \`node:http\` server doing one \`INSERT\` per request on postgres.js, with no framework, no

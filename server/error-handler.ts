@@ -34,7 +34,7 @@ export default <NitroErrorHandler> function problemErrorHandler(error, event) {
     const status = error.statusCode ?? 500
     const slug = slugByStatus[status] ?? 'internal-error'
     body = problemBody(slug, status === 404
-      ? `No API route matches ${event.method} ${event.path.split('?')[0]}. See the README for the routes.`
+      ? `No API route matches ${event.method} ${event.path.split('?')[0]}. The routes are described at GET /api/openapi.json and rendered at /docs.`
       : status === 405
         ? `${event.method} is not allowed on ${event.path.split('?')[0]}.`
         : 'Something went wrong on our side; nothing was committed. Retry the request (with the same Idempotency-Key, if it had one).')
