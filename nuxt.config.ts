@@ -1,4 +1,4 @@
-import { cpSync } from 'node:fs'
+import { cpSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { answerUnparseableRequests } from './server/http/client-errors'
@@ -7,6 +7,8 @@ import { answerUnparseableRequests } from './server/http/client-errors'
 // start-up, never here: this file is frozen at build time.
 // APP_BUILD_ROOT puts .nuxt and .output elsewhere, so separate builds can be run side by side.
 const buildRoot = process.env.APP_BUILD_ROOT
+/** Where the API reference's Redoc bundle is served from. */
+const REDOC_BASE_URL = '/_redoc'
 const moduleSyncOnlyFiles = ['async-function/require.mjs', 'async-generator-function/require.mjs', 'generator-function/require.mjs']
 
 export default defineNuxtConfig({
@@ -37,6 +39,9 @@ export default defineNuxtConfig({
       // `module-sync` export, which the file tracer only follows on Node 22: ship those files too.
       traceInclude: moduleSyncOnlyFiles.map(file => fileURLToPath(new URL(`./node_modules/${file}`, import.meta.url))),
     },
+    // The API reference at /docs (server/routes/docs.get.ts) loads Redoc's bundle from the build
+    // itself; the file never changes within a build, so browsers may keep it for a day.
+    routeRules: { [`${REDOC_BASE_URL}/**`]: { headers: { 'cache-control': 'public, max-age=86400' } } },
     hooks: {
       // The server applies the migrations at start-up: ship them, so `.output` alone deploys and
       // starts from any working directory (see shippedMigrationsDir in server/db/client.ts).
@@ -46,6 +51,13 @@ export default defineNuxtConfig({
     },
   },
   hooks: {
+    // Redoc's one standalone file, not its folder: its source maps would triple what ships. Copied
+    // with the other public assets, before the build lists them for the static handler.
+    'nitro:build:public-assets'(nitro) {
+      const target = join(nitro.options.output.publicDir, REDOC_BASE_URL)
+      mkdirSync(target, { recursive: true })
+      cpSync(fileURLToPath(new URL('./node_modules/redoc/bundles/redoc.standalone.js', import.meta.url)), join(target, 'redoc.standalone.js'))
+    },
     // `nuxt dev` serves clients from its own listener: answer what Node's parser rejects there as the built server does.
     listen(server) {
       answerUnparseableRequests(server)

@@ -1,0 +1,524 @@
+import { z } from 'zod'
+import type { oas31 } from 'zod-openapi'
+import {
+  CanceledOrderResponseSchema, CheckoutSessionSchema, CreatedOrderResponseSchema, DuplicatesAuditSchema, EvidenceSchema, HealthSchema,
+  MockpayActionResultSchema, MockpayIntentSchema, OpsApiKeyListSchema, OpsCreatedTenantSchema, OpsIdempotencyRecordListSchema,
+  OpsIssuedApiKeySchema, OpsJobListSchema, OpsJobSchema, OpsMailboxMessageListSchema, OpsOrderSchema, OpsTaskRunSchema,
+  OrderSchema, ReadinessSchema, RefundResponseSchema, RefundSchema, WebhookReceivedSchema,
+} from '../../shared/api-schemas'
+import { ConfirmIntentSchema, RefundIntentSchema } from '../mockpay/service'
+import { CreateOrderSchema, OrderIdSchema } from '../orders/schema'
+import type { ProblemSlug } from '../problems'
+import { CreateRefundSchema, RefundIdSchema } from '../refunds/schema'
+import type { ResponseHeaderOptions, parameterComponents } from './headers'
+import {
+  ApiKeyIdParam, AuditQuery, CreateTenantBody, DismissJobBody, EvidenceQuery, IssueKeyBody, JobsQuery, MailboxQuery, RecordsQuery,
+  runnableTasks, TenantIdParam,
+} from './route-inputs'
+import { MidtransNotification, StandardWebhookEvent, StripeWebhookEvent } from './webhook-payloads'
+
+/**
+ * Every route under server/api, described once: what it takes (built from the zod schemas the
+ * route validates with), who may call it, and every answer it can give. server/openapi/document.ts
+ * turns this into the OpenAPI document; tests/unit/openapi.test.ts holds it to the route files.
+ */
+
+export type SecurityName = 'secretKey' | 'checkoutSession' | 'opsToken' | 'standardWebhookSignature' | 'mockpayWebhookSignature' | 'stripeSignature'
+
+/** An answer that is not a problem (a success, or the readiness report's 503). */
+export interface SuccessResponse {
+  status: number
+  description: string
+  schema?: z.ZodType
+  /** application/json unless said. */
+  mediaType?: string
+  headers?: ResponseHeaderOptions
+  examples?: Record<string, oas31.ExampleObject>
+}
+
+export interface ApiOperation {
+  method: 'get' | 'post' | 'delete'
+  /** The OpenAPI path: `{id}` where the route file has `[id]`; a fixed segment where one file serves several documented paths (webhooks). */
+  path: string
+  operationId: string
+  summary: string
+  description?: string
+  tag: string
+  /** Alternatives: any one of them authenticates. Empty: the route takes no credentials. An empty-array alternative: credentials optional. */
+  security: SecurityName[][]
+  pathParams?: z.ZodObject
+  query?: z.ZodObject
+  /** The route requires an Idempotency-Key (and honours `Prefer: wait`). */
+  idempotent?: boolean
+  /** Header parameters besides Idempotency-Key and Prefer. */
+  headerParams?: Array<keyof typeof parameterComponents>
+  body?: { schema: z.ZodType, required: boolean, description?: string, examples?: Record<string, oas31.ExampleObject> }
+  success: SuccessResponse[]
+  /** Route-specific problems; those every route can answer are added by the document. */
+  problems: ProblemSlug[]
+  /** Answers besides the success and the problems (a readiness report with 503). */
+  others?: SuccessResponse[]
+}
+
+const id = { id: OrderIdSchema.meta({ description: 'An order id, `ord_…`; any other value is 404.', example: 'ord_8cf2b5a4d0e1' }) }
+const orderPath = z.object(id)
+
+const jsonBody = ['unsupported-media-type', 'payload-too-large', 'malformed-json', 'validation-failed'] as const satisfies ProblemSlug[]
+const keyed = ['idempotency-key-missing', 'idempotency-key-invalid', 'idempotency-key-reused', 'request-in-progress'] as const satisfies ProblemSlug[]
+const keyedAnswer: ResponseHeaderOptions = { replayed: true, preferenceApplied: true }
+const tenantOrSession: SecurityName[][] = [['secretKey'], ['checkoutSession']]
+const ops: SecurityName[][] = [['opsToken']]
+
+const orderRequestExample = {
+  cartId: 'crt_123',
+  currency: 'IDR',
+  amount: 150000,
+  paymentMethod: 'bank_transfer',
+  items: [{ sku: 'SKU-1', quantity: 2, unitPrice: 75000 }],
+  customer: { email: 'a@b.co' },
+}
+const idempotencyExample = { key: '5f0c8a52-3f0e-4c7e-9a59-0c1c6f1f6b1e', replayed: false }
+const createdOrderExample = { id: 'ord_8cf2b5a4d0e1', object: 'order', status: 'pending_payment', ...orderRequestExample, createdAt: '2026-12-01T09:14:03.120Z', idempotency: idempotencyExample }
+const refundExample = {
+  id: 're_51b0c3e2a9f4', object: 'refund', orderId: 'ord_8cf2b5a4d0e1', amount: 60000, currency: 'IDR', status: 'pending',
+  reason: 'requested_by_customer', source: 'api', createdAt: '2026-12-01T10:02:11.480Z',
+}
+
+const webhookSuccess: SuccessResponse = {
+  status: 200,
+  description: 'Stored with its processing job (`replayed: false`), or a redelivery of an event already stored (`replayed: true`, `Idempotent-Replayed: true`), days later too: never processed twice.',
+  schema: WebhookReceivedSchema,
+  headers: { replayed: true },
+  examples: { received: { value: { received: true, eventId: 'msg_2KWPBgLlAfxdpx2AI54pPJ85f4W', idempotency: { key: 'msg_2KWPBgLlAfxdpx2AI54pPJ85f4W', replayed: false } } } },
+}
+const webhookProblems: ProblemSlug[] = ['not-found', 'payload-too-large', 'webhook-signature-invalid', 'payload-invalid', 'idempotency-key-reused', 'request-in-progress']
+const webhookDescription = (provider: string, signature: string) =>
+  `What ${provider} calls. ${signature} The raw body is verified before anything is read; a new event is stored with its \`webhook.apply\` job in one transaction and answered at once, a redelivery is answered as stored. `
+  + 'Concurrent copies of one delivery wait (up to 5 s) for the first one\'s answer. 404 where this provider is off (its secret is not set).'
+
+export const apiOperations: ApiOperation[] = [
+  // ---------------------------------------------------------------------------------------------
+  // orders and refunds
+  // ---------------------------------------------------------------------------------------------
+  {
+    method: 'post',
+    path: '/api/orders',
+    operationId: 'createOrder',
+    summary: 'Create an order, exactly once per Idempotency-Key',
+    description: 'The order, its idempotency record and its `payment.create_intent` job commit in one transaction. '
+      + 'The same key and body again — a retry after a timeout, a double click, another instance — answers the **same** status and body with `idempotency.replayed: true` and `Idempotent-Replayed: true`. '
+      + 'Key order, whitespace and unknown fields do not change the request\'s fingerprint. A body that fails validation stores nothing: the key stays free for the corrected order.',
+    tag: 'Orders',
+    security: tenantOrSession,
+    idempotent: true,
+    body: {
+      schema: CreateOrderSchema,
+      required: true,
+      description: 'Amounts are integers in the currency\'s minor unit (IDR: whole rupiah); `amount` must equal Σ quantity × unitPrice. Unknown fields are ignored.',
+      examples: { bankTransfer: { summary: 'Two items, paid by bank transfer', value: orderRequestExample } },
+    },
+    success: [{
+      status: 201,
+      description: 'Created — or the replay of the order this key created.',
+      schema: CreatedOrderResponseSchema,
+      headers: { location: true, ...keyedAnswer },
+      examples: { created: { value: createdOrderExample }, replayed: { summary: 'The same request again', value: { ...createdOrderExample, idempotency: { ...idempotencyExample, replayed: true } } } },
+    }],
+    problems: ['unauthorized', ...keyed, ...jsonBody, 'currency-not-supported', 'cart-already-ordered'],
+  },
+  {
+    method: 'get',
+    path: '/api/orders/{id}',
+    operationId: 'getOrder',
+    summary: 'Read an order with its payment and refunds',
+    description: 'The payment appears once the worker asked the provider for it; `refunds` are oldest first. Another tenant\'s order is 404.',
+    tag: 'Orders',
+    security: tenantOrSession,
+    pathParams: orderPath,
+    success: [{ status: 200, description: 'The order.', schema: OrderSchema }],
+    problems: ['unauthorized', 'not-found'],
+  },
+  {
+    method: 'post',
+    path: '/api/orders/{id}/cancel',
+    operationId: 'cancelOrder',
+    summary: 'Cancel an unpaid order',
+    description: 'By the shop\'s key or by the checkout session that placed the order. The provider\'s payment is canceled through the outbox; a payment that still arrives is refunded automatically. '
+      + 'Canceling a canceled order answers it as it is; a paid or refunded order is 409 `order-not-cancelable`, stored and replayed under the key. Takes no body.',
+    tag: 'Orders',
+    security: tenantOrSession,
+    pathParams: orderPath,
+    idempotent: true,
+    success: [{ status: 200, description: 'The order as the cancel left it (`status: canceled`) — or the replay of that answer.', schema: CanceledOrderResponseSchema, headers: keyedAnswer }],
+    problems: ['unauthorized', 'not-found', ...keyed, 'order-not-cancelable'],
+  },
+  {
+    method: 'post',
+    path: '/api/orders/{id}/refunds',
+    operationId: 'createRefund',
+    summary: 'Refund (part of) a paid order, exactly once per Idempotency-Key',
+    description: 'The shop\'s act: the secret key only (the checkout session is 401). Admitted under the order\'s row lock, so the refunds that have not failed never exceed what was paid, across instances. '
+      + 'Refusals (`order-not-refundable`, `refund-exceeds-remaining`) are stored and replayed under the key. The provider is asked once, under a key derived from the refund.',
+    tag: 'Refunds',
+    security: [['secretKey']],
+    pathParams: orderPath,
+    idempotent: true,
+    body: {
+      schema: CreateRefundSchema,
+      required: false,
+      description: '`amount` defaults to all that remains. No body (or `{}`) refunds everything that remains.',
+      examples: { partial: { value: { amount: 60000, reason: 'requested_by_customer' } }, everything: { value: {} } },
+    },
+    success: [{
+      status: 201,
+      description: 'Admitted (`status: pending` until the provider settles it) — or the replay of the refund this key made.',
+      schema: RefundResponseSchema,
+      headers: { location: true, ...keyedAnswer },
+      examples: { admitted: { value: { ...refundExample, idempotency: { key: '9a1e4c1b-7c0e-4a55-8d0b-5a3f0e2b9c11', replayed: false } } } },
+    }],
+    problems: ['unauthorized', 'not-found', ...keyed, ...jsonBody, 'order-not-refundable', 'refund-exceeds-remaining'],
+  },
+  {
+    method: 'get',
+    path: '/api/orders/{id}/refunds/{refundId}',
+    operationId: 'getRefund',
+    summary: 'Read one refund of an order',
+    tag: 'Refunds',
+    security: tenantOrSession,
+    pathParams: z.object({ ...id, refundId: RefundIdSchema.meta({ description: 'A refund id, `re_…`; any other value is 404.', example: 're_51b0c3e2a9f4' }) }),
+    success: [{ status: 200, description: 'The refund.', schema: RefundSchema, examples: { pending: { value: refundExample } } }],
+    problems: ['unauthorized', 'not-found'],
+  },
+
+  // ---------------------------------------------------------------------------------------------
+  // webhooks: one file serves every provider; each is its own path here
+  // ---------------------------------------------------------------------------------------------
+  {
+    method: 'post',
+    path: '/api/webhooks/standard',
+    operationId: 'receiveStandardWebhook',
+    summary: 'Receive a Standard Webhooks event',
+    description: webhookDescription('A provider speaking Standard Webhooks', '`webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">` (space-separated during a key rotation), keyed by `WEBHOOK_STANDARD_SECRET`; the event id is `webhook-id`.'),
+    tag: 'Webhooks',
+    security: [['standardWebhookSignature']],
+    headerParams: ['WebhookId', 'WebhookTimestamp'],
+    body: { schema: StandardWebhookEvent, required: true },
+    success: [webhookSuccess],
+    problems: webhookProblems,
+  },
+  {
+    method: 'post',
+    path: '/api/webhooks/mockpay',
+    operationId: 'receiveMockpayWebhook',
+    summary: 'Receive a mockpay event (Standard Webhooks, mockpay\'s own key)',
+    description: webhookDescription('The simulated provider', 'Standard Webhooks signed with `MOCKPAY_WEBHOOK_SECRET`, never the standard endpoint\'s key: a standard-signed delivery is 401 here.'),
+    tag: 'Webhooks',
+    security: [['mockpayWebhookSignature']],
+    headerParams: ['WebhookId', 'WebhookTimestamp'],
+    body: { schema: StandardWebhookEvent, required: true },
+    success: [webhookSuccess],
+    problems: webhookProblems,
+  },
+  {
+    method: 'post',
+    path: '/api/webhooks/stripe',
+    operationId: 'receiveStripeWebhook',
+    summary: 'Receive a Stripe event',
+    description: webhookDescription('Stripe', '`Stripe-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "t.body">` keyed by `WEBHOOK_STRIPE_SECRET`; any v1 may match, v0 never counts; a timestamp more than 300 s old or in the future is 401. The event id is `id`.'),
+    tag: 'Webhooks',
+    security: [['stripeSignature']],
+    body: { schema: StripeWebhookEvent, required: true },
+    success: [webhookSuccess],
+    problems: webhookProblems,
+  },
+  {
+    method: 'post',
+    path: '/api/webhooks/midtrans',
+    operationId: 'receiveMidtransNotification',
+    summary: 'Receive a Midtrans notification',
+    description: webhookDescription('Midtrans', 'The signature is in the body: `signature_key` = hex SHA-512(order_id + status_code + gross_amount + `MIDTRANS_SERVER_KEY`); a wrong one is 401. The event id is `order_id:status_code:gross_amount:transaction_status`.'),
+    tag: 'Webhooks',
+    security: [],
+    body: { schema: MidtransNotification, required: true },
+    success: [webhookSuccess],
+    problems: webhookProblems,
+  },
+
+  // ---------------------------------------------------------------------------------------------
+  // checkout page, mockpay, health
+  // ---------------------------------------------------------------------------------------------
+  {
+    method: 'get',
+    path: '/api/checkout/session',
+    operationId: 'startCheckoutSession',
+    summary: 'Start the demo store\'s checkout session',
+    description: 'Sets the sealed session cookie the checkout page pays with (no secret key in the page). Only where `CHECKOUT_DEMO_ENABLED`; 404 elsewhere.',
+    tag: 'Checkout',
+    security: [],
+    success: [{ status: 200, description: 'The demo store; the session in `Set-Cookie`.', schema: CheckoutSessionSchema, headers: { setCookie: true } }],
+    problems: ['not-found'],
+  },
+  {
+    method: 'get',
+    path: '/api/mockpay/intents/{id}',
+    operationId: 'getMockpayIntent',
+    summary: 'Read a payment intent at the simulated provider',
+    description: 'Only where mockpay is enabled (404 elsewhere). Unauthenticated: it plays the provider\'s page.',
+    tag: 'Mockpay',
+    security: [],
+    pathParams: z.object({ id: z.string().meta({ description: 'The intent id: the order\'s `paymentIntentId`.', example: 'pi_3b9f0e1c2d4a' }) }),
+    success: [{ status: 200, description: 'The intent.', schema: MockpayIntentSchema }],
+    problems: ['not-found'],
+  },
+  {
+    method: 'post',
+    path: '/api/mockpay/intents/{id}/confirm',
+    operationId: 'confirmMockpayIntent',
+    summary: 'Pay (or fail) an intent, as the shopper on the provider\'s page',
+    description: 'Each transition is one event delivered to `/api/webhooks/mockpay` with the chaos a real provider shows (copies, delays, earlier events again). The same button twice changes nothing; an impossible transition is 409 `payment-state-conflict`.',
+    tag: 'Mockpay',
+    security: [],
+    pathParams: z.object({ id: z.string().meta({ description: 'The intent id.', example: 'pi_3b9f0e1c2d4a' }) }),
+    body: { schema: ConfirmIntentSchema, required: true, examples: { succeed: { value: { outcome: 'succeed', chaos: { duplicates: 3, maxDelayMs: 500, reorder: true } } } } },
+    success: [{ status: 200, description: 'The intent after the transition.', schema: MockpayActionResultSchema }],
+    problems: ['not-found', ...jsonBody, 'payment-state-conflict'],
+  },
+  {
+    method: 'post',
+    path: '/api/mockpay/intents/{id}/refund',
+    operationId: 'refundMockpayIntent',
+    summary: 'Refund an intent in the simulated provider\'s dashboard',
+    description: 'The merchant\'s refund at the provider: the app learns of it from the webhook, as a refund of `source: provider`. `amount` defaults to all that remains; more than remains is 409 `payment-state-conflict` with `remaining`.',
+    tag: 'Mockpay',
+    security: [],
+    pathParams: z.object({ id: z.string().meta({ description: 'The intent id.', example: 'pi_3b9f0e1c2d4a' }) }),
+    body: { schema: RefundIntentSchema, required: false, examples: { part: { value: { amount: 50000 } } } },
+    success: [{ status: 200, description: 'The intent after the refund, with the refund made.', schema: MockpayActionResultSchema }],
+    problems: ['not-found', ...jsonBody, 'payment-state-conflict'],
+  },
+  {
+    method: 'get',
+    path: '/api/health',
+    operationId: 'health',
+    summary: 'Liveness',
+    description: 'Answers while the process runs, before and regardless of the database.',
+    tag: 'Health',
+    security: [],
+    success: [{ status: 200, description: 'The process is up.', schema: HealthSchema }],
+    problems: [],
+  },
+  {
+    method: 'get',
+    path: '/api/ready',
+    operationId: 'ready',
+    summary: 'Readiness: Postgres and the lock backend answer',
+    description: 'Each check is bounded to 2 s. With the ops token the report adds `payments`, whether the payment provider is failing (never a reason to be unready).',
+    tag: 'Health',
+    security: [[], ['opsToken']],
+    success: [{ status: 200, description: 'Ready.', schema: ReadinessSchema }],
+    others: [{ status: 503, description: 'A check failed (`ok: false`), with `Retry-After`.', schema: ReadinessSchema, headers: { retryAfter: true } }],
+    problems: [],
+  },
+  {
+    method: 'get',
+    path: '/api/metrics',
+    operationId: 'metrics',
+    summary: 'Prometheus metrics of this process',
+    description: 'Prometheus text exposition (`text/plain; version=0.0.4`), never cached. Each process counts its own: scrape every instance.',
+    tag: 'Ops',
+    security: ops,
+    success: [{ status: 200, description: 'The metrics.', schema: z.string(), mediaType: 'text/plain' }],
+    problems: ['unauthorized'],
+  },
+  {
+    method: 'get',
+    path: '/api/openapi.json',
+    operationId: 'openApiDocument',
+    summary: 'This description',
+    description: 'The OpenAPI 3.1 document of every `/api` route, generated from the schemas the routes validate with. Rendered at `/docs`.',
+    tag: 'Meta',
+    security: [],
+    success: [{
+      status: 200,
+      description: 'The document.',
+      schema: z.looseObject({ openapi: z.literal('3.1.0'), info: z.looseObject({ title: z.string(), version: z.string() }), paths: z.record(z.string(), z.unknown()) }),
+    }],
+    problems: [],
+  },
+
+  // ---------------------------------------------------------------------------------------------
+  // ops: every /api/ops path needs the ops token (server/middleware/01.ops-guard.ts)
+  // ---------------------------------------------------------------------------------------------
+  {
+    method: 'post',
+    path: '/api/ops/tenants',
+    operationId: 'createTenant',
+    summary: 'Create a tenant and its first secret key',
+    description: 'The secret key is shown this once (stored hashed). Kept in `operator_actions` as `tenant.created`.',
+    tag: 'Ops: tenants',
+    security: ops,
+    body: { schema: CreateTenantBody, required: true },
+    success: [{
+      status: 201,
+      description: 'Created.',
+      schema: OpsCreatedTenantSchema,
+      headers: { cacheControl: true },
+      examples: { created: { value: { tenant: { id: 'ten_0f3a9c', name: 'acme' }, secretKey: 'sk_Zl3kq9Xw2mP0vTn8RcY4aB' } } },
+    }],
+    problems: ['unauthorized', ...jsonBody],
+  },
+  {
+    method: 'get',
+    path: '/api/ops/tenants/{id}/keys',
+    operationId: 'listApiKeys',
+    summary: 'List a tenant\'s secret keys (never the secrets)',
+    tag: 'Ops: tenants',
+    security: ops,
+    pathParams: z.object({ id: TenantIdParam }),
+    success: [{ status: 200, description: 'Newest first.', schema: OpsApiKeyListSchema }],
+    problems: ['unauthorized', 'not-found'],
+  },
+  {
+    method: 'post',
+    path: '/api/ops/tenants/{id}/keys',
+    operationId: 'issueApiKey',
+    summary: 'Issue another secret key (rotation)',
+    description: 'The tenant\'s other keys keep working until revoked. Takes no body, or `{}`.',
+    tag: 'Ops: tenants',
+    security: ops,
+    pathParams: z.object({ id: TenantIdParam }),
+    body: { schema: IssueKeyBody, required: false },
+    success: [{ status: 201, description: 'Issued: the secret is shown this once.', schema: OpsIssuedApiKeySchema, headers: { cacheControl: true } }],
+    problems: ['unauthorized', 'not-found', ...jsonBody],
+  },
+  {
+    method: 'delete',
+    path: '/api/ops/tenants/{id}/keys/{keyId}',
+    operationId: 'revokeApiKey',
+    summary: 'Revoke a secret key',
+    description: '401 at once on the instance that revoked it, within 10 s on the others. Revoking a revoked key is 204 again.',
+    tag: 'Ops: tenants',
+    security: ops,
+    pathParams: z.object({ id: TenantIdParam, keyId: ApiKeyIdParam }),
+    success: [{ status: 204, description: 'Revoked (or already).' }],
+    problems: ['unauthorized', 'not-found'],
+  },
+  {
+    method: 'get',
+    path: '/api/ops/jobs',
+    operationId: 'listJobs',
+    summary: 'List outbox jobs',
+    tag: 'Ops: jobs',
+    security: ops,
+    query: JobsQuery,
+    success: [{ status: 200, description: 'Newest first.', schema: OpsJobListSchema }],
+    problems: ['unauthorized', 'validation-failed'],
+  },
+  {
+    method: 'post',
+    path: '/api/ops/jobs/{id}/retry',
+    operationId: 'redriveJob',
+    summary: 'Redrive a dead letter',
+    description: 'Queued now with a fresh set of attempts, its error history kept. Any other status is 409 `job-not-retryable`.',
+    tag: 'Ops: jobs',
+    security: ops,
+    pathParams: z.object({ id: z.string().meta({ description: 'A job id, `job_…`.' }) }),
+    success: [{ status: 200, description: 'The job, queued again.', schema: OpsJobSchema }],
+    problems: ['unauthorized', 'not-found', 'job-not-retryable'],
+  },
+  {
+    method: 'post',
+    path: '/api/ops/jobs/{id}/dismiss',
+    operationId: 'dismissJob',
+    summary: 'Dismiss a dead letter that can never succeed',
+    description: 'Final: never claimed, rescued or redriven again. Kept in `operator_actions` as `job.dismissed` with the reason.',
+    tag: 'Ops: jobs',
+    security: ops,
+    pathParams: z.object({ id: z.string().meta({ description: 'A job id, `job_…`.' }) }),
+    body: { schema: DismissJobBody, required: true },
+    success: [{ status: 200, description: 'The job, now `dismissed`.', schema: OpsJobSchema }],
+    problems: ['unauthorized', ...jsonBody, 'not-found', 'job-not-dismissable'],
+  },
+  {
+    method: 'post',
+    path: '/api/ops/tasks/{name}',
+    operationId: 'runTask',
+    summary: 'Run a maintenance task now',
+    description: 'They also run on their schedule; each takes a lock, so it is safe with many instances.',
+    tag: 'Ops: jobs',
+    security: ops,
+    pathParams: z.object({ name: z.enum(runnableTasks) }),
+    success: [{ status: 200, description: 'What the task reported.', schema: OpsTaskRunSchema }],
+    problems: ['unauthorized', 'not-found'],
+  },
+  {
+    method: 'get',
+    path: '/api/ops/orders/{id}',
+    operationId: 'getOpsOrder',
+    summary: 'Read any tenant\'s order',
+    tag: 'Ops: orders',
+    security: ops,
+    pathParams: orderPath,
+    success: [{ status: 200, description: 'The order as its tenant reads it, with the tenant.', schema: OpsOrderSchema }],
+    problems: ['unauthorized', 'not-found'],
+  },
+  {
+    method: 'post',
+    path: '/api/ops/orders/{id}/refunds',
+    operationId: 'createOpsRefund',
+    summary: 'Refund an order as an operator, exactly once per Idempotency-Key',
+    description: 'The same refund as the shop\'s, under the operators\' own key scope, kept in `operator_actions` as `refund.created`.',
+    tag: 'Ops: orders',
+    security: ops,
+    pathParams: orderPath,
+    idempotent: true,
+    body: { schema: CreateRefundSchema, required: false, examples: { partial: { value: { amount: 60000, reason: 'requested_by_customer' } } } },
+    success: [{ status: 201, description: 'Admitted — or the replay of the refund this key made.', schema: RefundResponseSchema, headers: { location: true, ...keyedAnswer } }],
+    problems: ['unauthorized', 'not-found', ...keyed, ...jsonBody, 'order-not-refundable', 'refund-exceeds-remaining'],
+  },
+  {
+    method: 'get',
+    path: '/api/ops/evidence',
+    operationId: 'getEvidence',
+    summary: 'The evidence timeline of a key, order, event, request or API key',
+    description: 'Exactly one of `key`, `orderId`, `eventId`, `requestId`, `keyId` (`scope` narrows `key`); anything else is 400 `validation-failed`.',
+    tag: 'Ops: evidence',
+    security: ops,
+    query: EvidenceQuery,
+    success: [{ status: 200, description: 'One chronological timeline.', schema: EvidenceSchema }],
+    problems: ['unauthorized', 'validation-failed'],
+  },
+  {
+    method: 'get',
+    path: '/api/ops/audit/duplicates',
+    operationId: 'auditDuplicates',
+    summary: 'Exactly-once violations and suspects',
+    tag: 'Ops: evidence',
+    security: ops,
+    query: AuditQuery,
+    success: [{ status: 200, description: 'The audit.', schema: DuplicatesAuditSchema }],
+    problems: ['unauthorized', 'validation-failed'],
+  },
+  {
+    method: 'get',
+    path: '/api/ops/idempotency',
+    operationId: 'listIdempotencyRecords',
+    summary: 'List idempotency records',
+    tag: 'Ops: evidence',
+    security: ops,
+    query: RecordsQuery,
+    success: [{ status: 200, description: 'Newest first.', schema: OpsIdempotencyRecordListSchema }],
+    problems: ['unauthorized', 'validation-failed'],
+  },
+  {
+    method: 'get',
+    path: '/api/ops/mailbox',
+    operationId: 'listMailbox',
+    summary: 'The dev mailbox',
+    tag: 'Ops: evidence',
+    security: ops,
+    query: MailboxQuery,
+    success: [{ status: 200, description: 'Newest first.', schema: OpsMailboxMessageListSchema }],
+    problems: ['unauthorized', 'validation-failed'],
+  },
+]

@@ -1,0 +1,303 @@
+import { z } from 'zod'
+import type * as OpsApi from './ops-api'
+import { refundSources, refundStatuses } from './orders'
+import { idempotencyStatuses, jobStatuses } from './statuses'
+
+/**
+ * The API's answers as zod schemas: the OpenAPI description (server/openapi) documents them, the
+ * order types in ./orders derive from them, and the ops types in ./ops-api are held equal to them
+ * below, so a change on either side fails the type check. Only the server imports this file at
+ * runtime; the pages import the types.
+ */
+
+const isoTime = z.iso.datetime({ offset: true }).meta({ description: 'ISO 8601 date and time (UTC, `Z`).', example: '2026-12-01T09:14:03.120Z' })
+const minorUnits = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER)
+const currency = z.string().meta({ description: 'ISO 4217 code, 3 upper-case letters.', example: 'IDR' })
+
+/** The key a response was made under; `replayed` is true on every answer after the first. */
+export const IdempotencySchema = z.object({
+  key: z.string().meta({ description: 'The request\'s Idempotency-Key (a webhook\'s event id).' }),
+  replayed: z.boolean().meta({ description: 'True when this is the stored answer of an earlier request with the same key.' }),
+}).meta({ id: 'Idempotency', description: 'The idempotency key this answer belongs to.' })
+
+export const OrderItemSchema = z.object({
+  sku: z.string(),
+  quantity: z.number().int().min(1),
+  unitPrice: minorUnits,
+}).meta({ id: 'OrderItem' })
+
+/** The provider's next step for the shopper, stored on the order once its payment was created. */
+export const PaymentNextActionSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('mockpay') }),
+  z.object({ type: z.literal('stripe_client_secret'), clientSecret: z.string().meta({ description: 'Handed to Stripe.js (Payment Element) with the publishable key; the page never sees the secret key.' }) }),
+  z.object({ type: z.literal('midtrans_bank_transfer'), bank: z.string(), vaNumber: z.string(), expiresAt: z.string().optional() }),
+  z.object({ type: z.literal('midtrans_actions'), actions: z.array(z.object({ name: z.string(), method: z.string(), url: z.string() })), expiresAt: z.string().optional() }),
+]).meta({ id: 'PaymentNextAction', description: 'What the shopper does next at the provider.' })
+
+export const OrderPaymentSchema = z.object({
+  provider: z.string().meta({ description: 'mockpay, stripe or midtrans.' }),
+  id: z.string().nullable().meta({ description: 'The provider\'s payment id; null while the provider has not answered yet.' }),
+  nextAction: PaymentNextActionSchema.nullable(),
+  error: z.object({ code: z.string(), message: z.string() }).nullable().meta({ description: 'After a definitive refusal: the provider\'s code and the shopper\'s words.' }),
+  status: z.enum(['ready', 'refused', 'retrying']).meta({ description: 'ready: the next step is known. refused: see `error`. retrying: the provider has not answered yet (an outage); the payment is asked for again automatically.' }),
+  lastError: z.string().optional().meta({ description: 'While retrying: what went wrong, in the shop\'s words.' }),
+  retryAt: isoTime.optional().meta({ description: 'While retrying: when the provider is asked next.' }),
+}).meta({ id: 'OrderPayment', description: 'The order\'s payment at its provider: null until the payment.create_intent job ran.' })
+
+/** Its enum (the payment-state ladder) is the server's: server/openapi adds it to the document. */
+export const OrderStatusSchema = z.string().meta({ id: 'OrderStatus', description: 'pending_payment < payment_failed < canceled < paid < partially_refunded < refunded: events move an order only up this ladder.' })
+/** Its enum is the order schema's (server/orders/schema.ts): server/openapi adds it to the document. */
+export const PaymentMethodSchema = z.string().meta({ id: 'PaymentMethod' })
+
+export const CreatedOrderSchema = z.object({
+  id: z.string().meta({ example: 'ord_8cf2b5a4d0e1' }),
+  object: z.literal('order'),
+  status: OrderStatusSchema,
+  cartId: z.string(),
+  currency,
+  amount: minorUnits.meta({ description: 'Integer in the currency\'s minor unit (IDR: whole rupiah).' }),
+  paymentMethod: PaymentMethodSchema,
+  items: z.array(OrderItemSchema),
+  customer: z.object({ email: z.string() }),
+  createdAt: isoTime,
+}).meta({ id: 'CreatedOrder', description: 'An order as POST /api/orders creates it.' })
+
+export const RefundSchema = z.object({
+  id: z.string().meta({ example: 're_51b0c3e2a9f4' }),
+  object: z.literal('refund'),
+  orderId: z.string(),
+  amount: minorUnits.meta({ description: 'In the order\'s currency and units.' }),
+  currency,
+  status: z.enum(refundStatuses).meta({ description: 'pending: held against the order\'s balance, not yet settled by the provider. failed: the provider refused; its amount is free again.' }),
+  reason: z.string().nullable().meta({ description: 'One of requested_by_customer, duplicate, fraudulent; order_canceled for an automatic refund; or null.' }),
+  source: z.enum(refundSources).meta({ description: 'api: POST /api/orders/{id}/refunds (or the ops console). provider: made at the provider (its dashboard). automatic: a payment that arrived for a canceled order.' }),
+  createdAt: isoTime,
+}).meta({ id: 'Refund', description: 'A refund of (part of) an order\'s payment.' })
+
+export const OrderSchema = CreatedOrderSchema.extend({
+  paymentIntentId: z.string().nullable(),
+  payment: OrderPaymentSchema.nullable(),
+  amountRefunded: minorUnits.meta({ description: 'Σ of the succeeded refunds, in the order\'s units.' }),
+  refunds: z.array(RefundSchema).meta({ description: 'Oldest first.' }),
+}).meta({ id: 'Order', description: 'An order with its payment and refunds.' })
+
+const withIdempotency = <Shape extends z.ZodRawShape>(schema: z.ZodObject<Shape>) => schema.extend({ idempotency: IdempotencySchema })
+
+/** POST /api/orders (201, and every replay). */
+export const CreatedOrderResponseSchema = withIdempotency(CreatedOrderSchema).meta({ id: 'CreatedOrderResponse' })
+/** POST /api/orders/{id}/cancel (200, and every replay). */
+export const CanceledOrderResponseSchema = withIdempotency(OrderSchema).meta({ id: 'OrderWithIdempotency' })
+/** POST /api/orders/{id}/refunds and /api/ops/orders/{id}/refunds (201, and every replay). */
+export const RefundResponseSchema = withIdempotency(RefundSchema).meta({ id: 'RefundWithIdempotency' })
+
+// ---------------------------------------------------------------------------------------------
+// webhooks, mockpay, health
+// ---------------------------------------------------------------------------------------------
+
+export const WebhookReceivedSchema = z.object({
+  received: z.literal(true),
+  eventId: z.string().meta({ description: 'The provider\'s event id: the dedupe key.' }),
+  idempotency: IdempotencySchema,
+}).meta({ id: 'WebhookReceived', description: 'The event is stored with its processing job (or was already): processing is asynchronous.' })
+
+export const MockpayIntentSchema = z.object({
+  id: z.string().meta({ example: 'pi_3b9f0e1c2d4a' }),
+  orderId: z.string(),
+  status: z.enum(['requires_payment', 'succeeded', 'failed', 'refunded', 'canceled']),
+  amount: minorUnits,
+  amountRefunded: minorUnits,
+  currency,
+  events: z.array(z.object({ id: z.string(), type: z.string(), timestamp: isoTime, amount: minorUnits.optional() })).meta({ description: 'Every event of the intent, in order; a refund\'s amount is the total refunded when it happened.' }),
+}).meta({ id: 'MockpayIntent', description: 'A payment intent at the simulated provider.' })
+
+export const MockpayActionResultSchema = MockpayIntentSchema.extend({
+  deliveriesScheduled: z.number().int().min(0).meta({ description: 'Webhook deliveries this action scheduled (copies and re-sent earlier events included); 0 when it changed nothing.' }),
+  refund: z.object({ id: z.string(), amount: minorUnits }).optional().meta({ description: 'The refund this request made (refund only).' }),
+}).meta({ id: 'MockpayActionResult' })
+
+export const HealthSchema = z.object({ status: z.literal('ok') }).meta({ id: 'Health' })
+
+const timedCheck = { ok: z.boolean(), latencyMs: z.number().min(0) }
+export const ReadinessSchema = z.object({
+  status: z.enum(['ready', 'unavailable']),
+  checks: z.object({
+    database: z.object({ driver: z.enum(['postgres', 'pglite']), poolMode: z.enum(['session', 'transaction']).optional(), ...timedCheck }),
+    locks: z.object({ backend: z.enum(['redis', 'memory']), ...timedCheck }),
+  }),
+  warnings: z.array(z.object({ setting: z.string(), detail: z.string() })).optional().meta({ description: 'For operators: the unsafe test and demo switches this deployment has on (never a reason to be unready).' }),
+  webhooks: z.object({ providers: z.array(z.enum(['standard', 'stripe', 'midtrans', 'mockpay'])) }).optional().meta({ description: 'For operators: the webhook endpoints this deployment serves.' }),
+  payments: z.object({
+    provider: z.string(),
+    failing: z.boolean(),
+    callsWaitingForRetry: z.number().int(),
+    callsOutOfAttempts: z.number().int(),
+    lastError: z.object({ kind: z.string(), error: z.string().nullable(), at: isoTime }).optional(),
+  }).optional().meta({ description: 'With the ops token only: whether the payment provider is failing.' }),
+}).meta({ id: 'Readiness' })
+
+export const CheckoutSessionSchema = z.object({
+  tenant: z.object({ id: z.string(), name: z.string() }),
+  currency,
+  catalogue: z.array(z.object({ sku: z.string(), name: z.string(), description: z.string(), unitPrice: minorUnits })),
+  mockpay: z.boolean().meta({ description: 'Whether the simulated provider\'s buttons are offered.' }),
+  faults: z.boolean().meta({ description: 'Whether the X-Fault test header is honoured.' }),
+}).meta({ id: 'CheckoutSession', description: 'The demo store, and (in Set-Cookie) the page\'s session.' })
+
+// ---------------------------------------------------------------------------------------------
+// ops
+// ---------------------------------------------------------------------------------------------
+
+const opsList = <Row extends z.ZodType>(row: Row) => z.object({ object: z.literal('list'), data: z.array(row).meta({ description: 'Newest first, at most `limit` rows.' }) })
+
+export const OpsJobErrorSchema = z.object({
+  attempt: z.number().int(),
+  at: isoTime,
+  startedAt: isoTime.nullable(),
+  retryAt: isoTime.nullable(),
+  errorClass: z.string().meta({ description: 'retryable, permanent or rescued.' }),
+  message: z.string(),
+  worker: z.string().nullable(),
+}).meta({ id: 'OpsJobError' })
+
+export const OpsJobSchema = z.object({
+  id: z.string(),
+  kind: z.string(),
+  dedupeKey: z.string(),
+  payload: z.record(z.string(), z.unknown()),
+  status: z.enum(jobStatuses),
+  attempt: z.number().int(),
+  maxAttempts: z.number().int(),
+  snoozes: z.number().int(),
+  runAt: isoTime,
+  lastError: z.string().nullable(),
+  errors: z.array(OpsJobErrorSchema),
+  resourceId: z.string().nullable(),
+  idempotencyKey: z.string().nullable(),
+  requestId: z.string().nullable(),
+  lockedBy: z.string().nullable(),
+  fence: z.number().int().nullable(),
+  faults: z.record(z.string(), z.unknown()).nullable(),
+  startedAt: isoTime.nullable(),
+  heartbeatAt: isoTime.nullable(),
+  completedAt: isoTime.nullable(),
+  dismissedReason: z.string().nullable(),
+  dismissedAt: isoTime.nullable(),
+  createdAt: isoTime,
+  updatedAt: isoTime,
+}).meta({ id: 'OpsJob', description: 'An outbox job.' })
+export const OpsJobListSchema = opsList(OpsJobSchema).meta({ id: 'OpsJobList' })
+
+export const OpsIdempotencyRecordSchema = z.object({
+  id: z.string(),
+  scope: z.string(),
+  key: z.string(),
+  route: z.string(),
+  status: z.enum(idempotencyStatuses),
+  attempts: z.number().int(),
+  requestId: z.string().nullable(),
+  responseStatus: z.number().int().nullable(),
+  resourceType: z.string().nullable(),
+  resourceId: z.string().nullable(),
+  error: z.string().nullable(),
+  createdAt: isoTime,
+  updatedAt: isoTime,
+  expiresAt: isoTime,
+  leaseExpiresAt: isoTime.nullable(),
+}).meta({ id: 'OpsIdempotencyRecord', description: 'An idempotency record: never its lease token or stored response body.' })
+export const OpsIdempotencyRecordListSchema = opsList(OpsIdempotencyRecordSchema).meta({ id: 'OpsIdempotencyRecordList' })
+
+export const OpsMailboxMessageSchema = z.object({
+  id: z.string(),
+  tenantId: z.string(),
+  orderId: z.string().nullable(),
+  to: z.string(),
+  subject: z.string(),
+  body: z.string(),
+  createdAt: isoTime,
+}).meta({ id: 'OpsMailboxMessage' })
+export const OpsMailboxMessageListSchema = opsList(OpsMailboxMessageSchema).meta({ id: 'OpsMailboxMessageList' })
+
+export const OpsTenantSchema = z.object({ id: z.string().meta({ example: 'ten_0f3a9c' }), name: z.string() }).meta({ id: 'OpsTenant' })
+export const OpsCreatedTenantSchema = z.object({ tenant: OpsTenantSchema, secretKey: z.string().meta({ description: 'Shown this once; only its hash is stored.', example: 'sk_Z3k…' }) }).meta({ id: 'OpsCreatedTenant' })
+export const OpsIssuedApiKeySchema = z.object({
+  object: z.literal('api_key'),
+  keyId: z.string(),
+  secretKey: z.string().meta({ description: 'Shown this once; only its hash is stored.' }),
+  createdAt: isoTime,
+}).meta({ id: 'OpsIssuedApiKey' })
+export const OpsApiKeySchema = z.object({
+  keyId: z.string(),
+  keyPrefix: z.string().meta({ description: 'The key\'s first 10 characters.' }),
+  createdAt: isoTime,
+  lastUsedAt: isoTime.nullable(),
+  revokedAt: isoTime.nullable(),
+}).meta({ id: 'OpsApiKey', description: 'What identifies a key: never its secret or hash.' })
+export const OpsApiKeyListSchema = opsList(OpsApiKeySchema).meta({ id: 'OpsApiKeyList' })
+
+export const OpsTaskRunSchema = z.object({ result: z.unknown().optional().meta({ description: 'What the task reported.' }) }).meta({ id: 'OpsTaskRun' })
+
+const evidenceKinds = ['request', 'idempotency_record', 'job', 'job_attempt', 'webhook_event', 'order', 'refund', 'order_status', 'side_effect', 'email', 'invoice', 'operator_action'] as const
+const optionalText = z.string().optional()
+export const EvidenceQuerySchema = z.object({ key: optionalText, scope: optionalText, orderId: optionalText, eventId: optionalText, requestId: optionalText, keyId: optionalText }).meta({ id: 'EvidenceQuery' })
+export const EvidenceEntrySchema = z.object({
+  at: isoTime,
+  kind: z.enum(evidenceKinds),
+  summary: z.string(),
+  ids: z.object({
+    requestId: optionalText,
+    key: optionalText,
+    scope: optionalText,
+    orderId: optionalText,
+    jobId: optionalText,
+    eventId: optionalText,
+    webhookEventId: optionalText,
+    tenantId: optionalText,
+    keyId: optionalText,
+  }),
+  detail: z.record(z.string(), z.unknown()),
+  verified: z.boolean().optional().meta({ description: 'Request entries only: false when the request proved no identity.' }),
+}).meta({ id: 'EvidenceEntry' })
+export const EvidenceSchema = z.object({
+  query: EvidenceQuerySchema,
+  timeline: z.array(EvidenceEntrySchema),
+  truncated: z.boolean(),
+}).meta({ id: 'Evidence', description: 'One chronological timeline, capped at 500 entries (`truncated` says so).' })
+
+const violationKinds = ['side_effect', 'email', 'invoice', 'order_per_cart', 'order_per_key', 'webhook_event', 'refund_per_key', 'refunds_over_amount', 'provider_refund_per_key', 'provider_refunds_over_amount'] as const
+export const DuplicatesAuditSchema = z.object({
+  healthy: z.boolean().meta({ description: 'True when no exactly-once violation was found; suspects do not count.' }),
+  window: z.object({ minutes: z.number().int() }),
+  exactlyOnceViolations: z.array(z.object({ kind: z.enum(violationKinds), ids: z.record(z.string(), z.unknown()), count: z.number().int() })),
+  suspects: z.object({
+    businessDuplicates: z.array(z.object({
+      tenantId: z.string(),
+      customerEmail: z.string(),
+      amount: z.number().int(),
+      currency: z.string(),
+      orders: z.array(z.object({ id: z.string(), cartId: z.string(), createdAt: isoTime })),
+    })),
+    frequentReplays: z.array(z.object({ scope: z.string().nullable(), key: z.string(), replays: z.number().int() })),
+  }),
+}).meta({ id: 'DuplicatesAudit' })
+
+export const OpsOrderSchema = OrderSchema.extend({ tenantId: z.string() }).meta({ id: 'OpsOrder', description: 'The order as its tenant reads it, and whose it is.' })
+
+// The ops answer types are declared in ./ops-api (generic over the server's Date rows); each must
+// be exactly what its schema says on the wire, or the type check fails here.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false
+type Holds<Check extends true> = Check
+export type OpsTypesMatchSchemas = [
+  Holds<Same<OpsApi.OpsJob, z.output<typeof OpsJobSchema>>>,
+  Holds<Same<OpsApi.OpsJobError, z.output<typeof OpsJobErrorSchema>>>,
+  Holds<Same<OpsApi.OpsList<OpsApi.OpsJob>, z.output<typeof OpsJobListSchema>>>,
+  Holds<Same<OpsApi.OpsIdempotencyRecord, z.output<typeof OpsIdempotencyRecordSchema>>>,
+  Holds<Same<OpsApi.OpsMailboxMessage, z.output<typeof OpsMailboxMessageSchema>>>,
+  Holds<Same<OpsApi.OpsCreatedTenant, z.output<typeof OpsCreatedTenantSchema>>>,
+  Holds<Same<OpsApi.OpsIssuedApiKey, z.output<typeof OpsIssuedApiKeySchema>>>,
+  Holds<Same<OpsApi.OpsApiKey, z.output<typeof OpsApiKeySchema>>>,
+  Holds<Same<OpsApi.OpsTaskRun, z.output<typeof OpsTaskRunSchema>>>,
+  Holds<Same<OpsApi.Evidence, z.output<typeof EvidenceSchema>>>,
+  Holds<Same<OpsApi.DuplicatesAudit, z.output<typeof DuplicatesAuditSchema>>>,
+  Holds<Same<OpsApi.OpsOrder, z.output<typeof OpsOrderSchema>>>,
+  Holds<Same<OpsApi.OpsRefund, z.output<typeof RefundResponseSchema>>>,
+]
