@@ -14,8 +14,10 @@ async function timed(check: () => Promise<boolean>): Promise<{ ok: boolean, late
 }
 
 // Readiness: Postgres (or PGlite) answers and the lock backend (Redis, when configured) answers,
-// each with its round-trip time; 503 + Retry-After when either does not. `warnings` lists the test
-// and demo features this deployment has switched on (never a reason to be unready).
+// each with its round-trip time; 503 + Retry-After when either does not. Anyone may ask (load
+// balancers do); what this deployment has switched on is for operators only (the ops token): the
+// unsafe test and demo features (`warnings`, never a reason to be unready), the webhook endpoints it
+// serves, and the payment provider's health.
 export default defineEventHandler(async (event) => {
   const handle = useDatabaseHandle()
   const [database, locks] = await Promise.all([
@@ -25,14 +27,18 @@ export default defineEventHandler(async (event) => {
   const ready = database.ok && locks.ok
   if (!ready) setResponseHeader(event, 'Retry-After', 2)
   setResponseStatus(event, ready ? 200 : 503)
-  return {
+  const readiness = {
     status: ready ? 'ready' : 'unavailable',
     checks: { database: { driver: handle.driver, poolMode: handle.poolMode, ...database }, locks: { backend: useLocks().kind, ...locks } },
+  }
+  if (!hasOpsToken(event)) return readiness
+  return {
+    ...readiness,
     warnings: useConfig().warnings,
-    // The webhook endpoints this deployment serves (a provider without its secret answers 404).
+    // A provider without its secret answers 404.
     webhooks: { providers: useConfig().webhookProviders },
-    // Operators only: whether the payment provider is failing (calls waiting for their retry). A
-    // provider outage never makes the app unready: orders are taken and their payments asked for later.
-    ...(hasOpsToken(event) && database.ok && { payments: await providerHealth(handle.db).catch(() => undefined) }),
+    // Whether the payment provider is failing (calls waiting for their retry). A provider outage
+    // never makes the app unready: orders are taken and their payments asked for later.
+    ...(database.ok && { payments: await providerHealth(handle.db).catch(() => undefined) }),
   }
 })

@@ -35,18 +35,23 @@ describe('embedded mode: PGlite and in-process locks', () => {
   })
 
   it('is ready on PGlite with the in-process lock backend', async () => {
-    const ready = await request(app.url, '/api/ready')
+    const checks = {
+      database: { driver: 'pglite', ok: true, latencyMs: expect.any(Number) },
+      locks: { backend: 'memory', ok: true, latencyMs: expect.any(Number) },
+    }
+    const anonymous = await request(app.url, '/api/ready')
+    expect(anonymous.status).toBe(200)
+    expect(anonymous.json).toEqual({ status: 'ready', checks })
+    const ready = await opsRequest(app.url, '/api/ready')
     expect(ready.status).toBe(200)
     expect(ready.json).toEqual({
       status: 'ready',
-      checks: {
-        database: { driver: 'pglite', ok: true, latencyMs: expect.any(Number) },
-        locks: { backend: 'memory', ok: true, latencyMs: expect.any(Number) },
-      },
+      checks,
       // Embedded is a laptop, not a deployment: nothing to warn about.
       warnings: [],
       // Every missing secret is generated embedded, so every provider is served.
       webhooks: { providers: ['standard', 'stripe', 'midtrans', 'mockpay'] },
+      payments: { provider: 'mockpay', failing: false, callsWaitingForRetry: 0, callsOutOfAttempts: 0 },
     })
   })
 

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { AppProcess } from '../support/app'
 import { type Stack, startStack } from '../support/cluster'
 import { createTenant, request } from '../support/http'
+import { opsRequest } from '../support/ops'
 import { openOrderRows, type OrderRows } from '../support/order-rows'
 import { appDatabase } from '../support/postgres-topology'
 import { postOrder, validOrderBody } from '../support/orders'
@@ -84,7 +85,7 @@ describeWithServices('Redis lost and back', ['postgres'], () => {
 
     it('/api/ready answers 503 naming the unreachable lock backend', async () => {
       for (const instance of instances) {
-        const ready = await request(instance.url, '/api/ready')
+        const ready = await opsRequest(instance.url, '/api/ready')
         expect(ready.status).toBe(503)
         expect(ready.headers.get('retry-after')).toBe('2')
         expect(ready.json).toEqual({
@@ -97,6 +98,7 @@ describeWithServices('Redis lost and back', ['postgres'], () => {
           warnings: [{ setting: 'FAULTS_ENABLED', detail: expect.any(String) }, { setting: 'MOCKPAY_ENABLED', detail: expect.any(String) }],
           // Every provider's secret is set for test instances.
           webhooks: { providers: ['standard', 'stripe', 'midtrans', 'mockpay'] },
+          payments: expect.objectContaining({ provider: 'mockpay' }),
         })
       }
     })
@@ -110,7 +112,7 @@ describeWithServices('Redis lost and back', ['postgres'], () => {
     it('/api/ready returns to 200 within a few seconds and orders still work', async () => {
       for (const instance of instances) {
         await pollUntil(`${instance.url}/api/ready answers 200`, async () => (await request(instance.url, '/api/ready')).status === 200, { timeoutMs: 8_000, intervalMs: 200 })
-        const ready = await request(instance.url, '/api/ready')
+        const ready = await opsRequest(instance.url, '/api/ready')
         expect(ready.json).toEqual({
           status: 'ready',
           checks: {
@@ -120,6 +122,7 @@ describeWithServices('Redis lost and back', ['postgres'], () => {
           warnings: [{ setting: 'FAULTS_ENABLED', detail: expect.any(String) }, { setting: 'MOCKPAY_ENABLED', detail: expect.any(String) }],
           // Every provider's secret is set for test instances.
           webhooks: { providers: ['standard', 'stripe', 'midtrans', 'mockpay'] },
+          payments: expect.objectContaining({ provider: 'mockpay' }),
         })
       }
       await createAndReplayOrder(instances[1]!.url, 'redis-back')

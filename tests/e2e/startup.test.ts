@@ -93,7 +93,7 @@ describeWithServices('start-up', ['postgres', 'redis'], () => {
       // Every setting of another provider, mockpay, the demo or the faults left unset.
       const unset = Object.fromEntries(['WEBHOOK_STANDARD_SECRET', 'MIDTRANS_SERVER_KEY', 'MOCKPAY_ENABLED', 'MOCKPAY_WEBHOOK_SECRET', 'SESSION_PASSWORD', 'FAULTS_ENABLED', 'CHECKOUT_DEMO_ENABLED'].map(name => [name, '']))
       const app = await startApp({ databaseUrl: fresh.url, redisUrl, label: 'startup-stripe-only', env: { ...unset, PAYMENT_PROVIDER: 'stripe', STRIPE_SECRET_KEY: 'sk_test_startup0123456789', STRIPE_API_BASE: 'http://127.0.0.1:9' } })
-      const ready = await request(app.url, '/api/ready')
+      const ready = await opsRequest(app.url, '/api/ready')
       expect(ready.status, ready.text).toBe(200)
       expect(ready.json.webhooks).toEqual({ providers: ['stripe'] })
       expect(ready.json.warnings).toEqual([])
@@ -181,9 +181,17 @@ describeWithServices('start-up', ['postgres', 'redis'], () => {
     await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*\n {2}MOCKPAY_WEBHOOK_SECRET: missing — /)
   })
 
-  it('warns in the log and in /api/ready about each of FAULTS_ENABLED, MOCKPAY_ENABLED and CHECKOUT_DEMO_ENABLED on with DATABASE_URL', async () => {
+  it('warns in the log and, to the ops token only, in /api/ready about each of FAULTS_ENABLED, MOCKPAY_ENABLED and CHECKOUT_DEMO_ENABLED on with DATABASE_URL', async () => {
     const app = await startApp({ databaseUrl: database.url, redisUrl, label: 'startup-warnings', env: { FAULTS_ENABLED: 'true', MOCKPAY_ENABLED: 'true', CHECKOUT_DEMO_ENABLED: 'true' } })
-    const ready = await request(app.url, '/api/ready')
+    // Anyone (a load balancer) learns whether the instance is ready, never which unsafe switches are on.
+    for (const headers of [{}, { authorization: 'Bearer not-the-ops-token' }] as Array<Record<string, string>>) {
+      const anonymous = await request(app.url, '/api/ready', { headers })
+      expect(anonymous.status, anonymous.text).toBe(200)
+      expect(Object.keys(anonymous.json).sort()).toEqual(['checks', 'status'])
+      expect(anonymous.json.status).toBe('ready')
+      expect(anonymous.text).not.toMatch(/FAULTS_ENABLED|MOCKPAY|CHECKOUT_DEMO|webhooks|payments/)
+    }
+    const ready = await opsRequest(app.url, '/api/ready')
     expect(ready.status, ready.text).toBe(200)
     expect(ready.json.warnings).toEqual([
       { setting: 'FAULTS_ENABLED', detail: expect.stringMatching(/X-Fault header\. Tests only: unset it in production\.$/) },
@@ -198,7 +206,7 @@ describeWithServices('start-up', ['postgres', 'redis'], () => {
   it('lists no warnings when none of them is on', async () => {
     // MOCKPAY_ENABLED=false (in stripeOff) needs another provider than mockpay.
     const app = await startApp({ databaseUrl: database.url, redisUrl, label: 'startup-no-warnings', env: { FAULTS_ENABLED: 'false', CHECKOUT_DEMO_ENABLED: 'false', ...stripeOff } })
-    const ready = await request(app.url, '/api/ready')
+    const ready = await opsRequest(app.url, '/api/ready')
     expect(ready.status, ready.text).toBe(200)
     expect(ready.json.warnings).toEqual([])
     expect(app.output()).not.toMatch(/unsafe in production/)
