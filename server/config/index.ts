@@ -205,7 +205,8 @@ export type AppConfig = Omit<Env, 'OPS_TOKEN' | 'PAYMENT_PROVIDER' | 'MOCKPAY_EN
   MOCKPAY_WEBHOOK_SECRET: string | undefined
   /**
    * The webhook endpoints this process serves, each with the secret it verifies with: a provider
-   * without its secret is off (its route answers 404). In dev/embedded every one has a secret.
+   * without its secret is off (its route answers 404). In dev/embedded every one has a secret, but
+   * Midtrans is served only with PAYMENT_PROVIDER=midtrans (see parseConfig).
    */
   webhookSecrets: Partial<Record<WebhookProviderName, string>>
   /** The keys of webhookSecrets, in webhookProviderNames' order (what /api/ready lists). */
@@ -493,7 +494,9 @@ export function parseConfig(env: Record<string, string | undefined>, options: Pa
   const webhookSecrets: AppConfig['webhookSecrets'] = {
     standard: secrets.WEBHOOK_STANDARD_SECRET,
     stripe: secrets.WEBHOOK_STRIPE_SECRET,
-    midtrans: secrets.MIDTRANS_SERVER_KEY,
+    // Midtrans signs too little of a notification to apply it as sent: only the worker of a Midtrans
+    // deployment confirms each one with the status API, so no other deployment may take them in.
+    midtrans: paymentProvider === 'midtrans' ? secrets.MIDTRANS_SERVER_KEY : undefined,
     mockpay: mockpaySecret,
   }
   const switches = { FAULTS_ENABLED: values.FAULTS_ENABLED, MOCKPAY_ENABLED: mockpayEnabled, CHECKOUT_DEMO_ENABLED: checkoutDemoEnabled }

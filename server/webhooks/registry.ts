@@ -25,7 +25,8 @@ const isProviderName = (name: string | undefined): name is WebhookProviderName =
 
 /**
  * The provider named in the URL with its secret, or 404: an unknown provider, and a known one that
- * is off here because its secret is not set (nothing verifies with a made-up key).
+ * is off here because its secret is not set (nothing verifies with a made-up key) — Midtrans too
+ * unless PAYMENT_PROVIDER=midtrans, whose worker confirms its notifications (server/config).
  */
 export function requireWebhookProvider(name: string | undefined): RegisteredProvider {
   const config = useConfig()

@@ -49,8 +49,8 @@ describe('embedded mode: PGlite and in-process locks', () => {
       checks,
       // Embedded is a laptop, not a deployment: nothing to warn about.
       warnings: [],
-      // Every missing secret is generated embedded, so every provider is served.
-      webhooks: { providers: ['standard', 'stripe', 'midtrans', 'mockpay'] },
+      // Every missing secret is generated embedded, so every provider is served but Midtrans (PAYMENT_PROVIDER is mockpay).
+      webhooks: { providers: ['standard', 'stripe', 'mockpay'] },
       payments: { provider: 'mockpay', failing: false, callsWaitingForRetry: 0, callsOutOfAttempts: 0 },
     })
   })

@@ -7,7 +7,7 @@ import { REFUSED_DETAILS_MESSAGE } from '../../server/payments/types'
 import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '../support/app'
 import { createTenant, request, type TestResponse } from '../support/http'
 import { type MidtransApi, startMidtransApi } from '../support/midtrans-api'
-import { validOrderBody } from '../support/orders'
+import { expectProblem, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import {
   allJobsSettled, clearOfScheduledReconcile, effectsOf, getOrder, historyOf, jobsOf, midtransCallsOf, midtransEnv, ops, orderWhen,
@@ -16,6 +16,7 @@ import {
 } from '../support/providers'
 import { describeWithServices, redisUrl } from '../support/services'
 import { type StripeApi, startStripeApi, stripeSignature } from '../support/stripe-api'
+import { webhookRowCounts } from '../support/webhooks'
 import { logLines, startWorker } from '../support/worker'
 
 // The real payment adapters (server/payments/stripe.ts through the official stripe client,
@@ -463,6 +464,23 @@ describeWithServices('payment providers against local stand-ins of their APIs', 
         fromStatus: 'pending_payment', requestedStatus: 'paid', toStatus: 'pending_payment', outcome: 'ignored', reason: 'unconfirmed', webhookEventId: events[0]!.id,
       })])
       expect(await effectsOf(stack.sql, orderId)).toEqual({ emails: [], invoices: 0, markers: [] })
+    })
+
+    it('refuses a forged signature_key with 401 and a signed pending notification relabelled settlement with 400 payload-invalid: nothing stored, the status API never asked', async () => {
+      const orderId = await orderWithVirtualAccount()
+      const before = await webhookRowCounts(stack.sql)
+      const pending = api.notification(orderId)
+      expect(pending).toMatchObject({ status_code: '201', transaction_status: 'pending' })
+
+      expectProblem(await notify({ ...pending, signature_key: 'ab'.repeat(64) }), 'webhook-signature-invalid')
+      // status_code and the signature stay as Midtrans sent them; only the unsigned status is rewritten.
+      const relabelled = await notify({ ...pending, transaction_status: 'settlement' })
+      expectProblem(relabelled, 'payload-invalid')
+      expect(relabelled.json.detail).toContain('transaction_status "settlement" does not go with status_code "201" (settlement needs 200)')
+
+      expect(await webhookRowCounts(stack.sql)).toEqual(before)
+      expect(midtransCallsOf(api, orderId)).toEqual([{ call: 'charge', answered: 200 }])
+      expect((await getOrder(stack, orderId)).json.status).toBe('pending_payment')
     })
 
     it('a settlement notification that arrives before the status API shows it is asked about again, and applied once the API confirms it', async () => {

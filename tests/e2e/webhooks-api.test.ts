@@ -11,7 +11,6 @@ import type { HistoryView } from '../support/providers'
 import { describeWithServices } from '../support/services'
 import {
   deliver,
-  midtransDelivery,
   newWebhookId,
   nowSeconds,
   type SignedDelivery,
@@ -477,73 +476,6 @@ describeWithServices('POST /api/webhooks/:provider (SPEC §5) with the in-app wo
       ])
       expect(await sql()`select amount::int, status, source from refunds where order_id = ${order.id}`).toEqual([{ amount: partlyRefunded, status: 'succeeded', source: 'provider' }])
       await expectEffectsOnce(order.id, { confirmed: true, refunded: false, partlyRefunded: true })
-    })
-  })
-
-  describe('midtrans', () => {
-    it('applies a valid settlement, refuses a forged signature_key with 401, and replays a duplicate notification', async () => {
-      const order = await createOrder()
-      const notification = { orderId: order.id, transactionId: randomUUID(), transactionStatus: 'settlement', grossAmount: `${order.amount}.00` }
-      // The signed fields and the status they are bound to; never the unsigned transaction id.
-      const eventId = `${order.id}:200:${order.amount}.00:settlement`
-      const before = await webhookRowCounts(sql())
-
-      const forged = await send(midtransDelivery(notification, { serverKey: 'not-the-server-key' }))
-      expectProblem(forged, 'webhook-signature-invalid')
-      expect(await webhookRowCounts(sql())).toEqual(before)
-
-      const delivery = midtransDelivery(notification)
-      const first = await send(delivery)
-      expectReceived(first, eventId, false)
-      const duplicate = await send(delivery)
-      expectReceived(duplicate, eventId, true)
-
-      await settled(order.id)
-      expect(await orderStatus(order.id)).toBe('paid')
-      expect(await eventsOfOrder(order.id)).toEqual([expect.objectContaining({
-        provider: 'midtrans',
-        eventId,
-        type: 'payment.succeeded',
-        amount: order.amount,
-        currency: 'IDR',
-        rawBody: delivery.body,
-        signatureHeaders: {},
-        status: 'applied',
-      })])
-      expect(await idempotencyRecordsFor(eventId)).toEqual([expect.objectContaining({ scope: 'provider:midtrans', status: 'succeeded' })])
-      expect(await applyJobsOf(order.id)).toHaveLength(1)
-      await expectEffectsOnce(order.id, { confirmed: true, refunded: false })
-    })
-
-    it('refuses a signed pending notification replayed as settlement: 400 payload-invalid, nothing stored, the order stays pending_payment', async () => {
-      const order = await createOrder()
-      const pending = midtransDelivery({ orderId: order.id, transactionId: randomUUID(), transactionStatus: 'pending', grossAmount: `${order.amount}.00` })
-      expect(JSON.parse(pending.body)).toMatchObject({ status_code: '201', transaction_status: 'pending' })
-      // status_code and the signature stay as Midtrans sent them; only the unsigned status is rewritten.
-      const replayedAsSettlement = { ...pending, body: pending.body.replace('"transaction_status":"pending"', '"transaction_status":"settlement"') }
-      expect(JSON.parse(replayedAsSettlement.body)).toMatchObject({ status_code: '201', transaction_status: 'settlement', signature_key: JSON.parse(pending.body).signature_key })
-      const before = await webhookRowCounts(sql())
-
-      const refused = await send(replayedAsSettlement)
-
-      expectProblem(refused, 'payload-invalid')
-      expect(refused.json.detail).toContain('transaction_status "settlement" does not go with status_code "201" (settlement needs 200)')
-      expect(await webhookRowCounts(sql())).toEqual(before)
-      expect(await eventsOfOrder(order.id)).toEqual([])
-
-      // The genuine notification is accepted, and informs without moving the order.
-      const eventId = `${order.id}:201:${order.amount}.00:pending`
-      expectReceived(await send(pending), eventId, false)
-      await settled(order.id)
-      const read = await request(stack.app.url, `/api/orders/${order.id}`, { headers: { authorization: `Bearer ${stack.tenant.secretKey}` } })
-      expect(read.status, read.text).toBe(200)
-      expect(read.json).toMatchObject({ id: order.id, status: 'pending_payment' })
-      const events = await eventsOfOrder(order.id)
-      expect(events).toEqual([expect.objectContaining({ eventId, type: 'payment.updated', status: 'ignored', rawBody: pending.body })])
-      expect(await historyOf(order.id)).toEqual([
-        { fromStatus: 'pending_payment', requestedStatus: null, toStatus: 'pending_payment', outcome: 'ignored', reason: 'informational', webhookEventId: events[0]!.id },
-      ])
-      await expectEffectsOnce(order.id, { confirmed: false, refunded: false })
     })
   })
 

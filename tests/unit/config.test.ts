@@ -585,11 +585,18 @@ describe('parseConfig: a deployment is asked only for what it turns on', () => {
   })
 
   it('turns on each other webhook by its secret alone', () => {
-    expect(parseConfig({ ...stripeOnly, MIDTRANS_SERVER_KEY: providedSecrets.MIDTRANS_SERVER_KEY }).webhookProviders).toEqual(['stripe', 'midtrans'])
     expect(parseConfig({ ...stripeOnly, WEBHOOK_STANDARD_SECRET: providedSecrets.WEBHOOK_STANDARD_SECRET }).webhookProviders).toEqual(['standard', 'stripe'])
     expect(parseConfig({ ...stripeOnly, MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_SECRET: mockpaySecret }).webhookSecrets).toEqual({ stripe: providedSecrets.WEBHOOK_STRIPE_SECRET, mockpay: mockpaySecret })
     // mockpay's secret while mockpay is off turns nothing on.
     expect(parseConfig({ ...stripeOnly, MOCKPAY_WEBHOOK_SECRET: mockpaySecret }).webhookProviders).toEqual(['stripe'])
+  })
+
+  it('serves Midtrans notifications only with PAYMENT_PROVIDER=midtrans, whose worker confirms each one: its server key alone turns nothing on', () => {
+    const config = parseConfig({ ...stripeOnly, MIDTRANS_SERVER_KEY: providedSecrets.MIDTRANS_SERVER_KEY })
+    expect(config.MIDTRANS_SERVER_KEY).toBe(providedSecrets.MIDTRANS_SERVER_KEY)
+    expect(config.webhookProviders).toEqual(['stripe'])
+    expect(config.webhookSecrets).toEqual({ stripe: providedSecrets.WEBHOOK_STRIPE_SECRET })
+    expect(parseConfig({ DATABASE_URL, PAYMENT_PROVIDER: 'mockpay', MOCKPAY_WEBHOOK_SECRET: mockpaySecret, OPS_TOKEN: providedSecrets.OPS_TOKEN, MIDTRANS_SERVER_KEY: providedSecrets.MIDTRANS_SERVER_KEY }).webhookProviders).toEqual(['mockpay'])
   })
 
   it('runs a Midtrans-only shop on its server key, which also verifies its notifications', () => {
@@ -602,9 +609,10 @@ describe('parseConfig: a deployment is asked only for what it turns on', () => {
     expect(config.webhookProviders).toEqual(['mockpay'])
   })
 
-  it('serves every webhook when embedded or in development, with generated secrets', () => {
-    expect(parseConfig({}).webhookProviders).toEqual(['standard', 'stripe', 'midtrans', 'mockpay'])
-    expect(parseConfig({ DATABASE_URL, PAYMENT_PROVIDER: 'stripe', STRIPE_SECRET_KEY: stripeKey }, { dev: true }).webhookProviders).toEqual(['standard', 'stripe', 'midtrans'])
+  it('serves every webhook but Midtrans\'s when embedded or in development, with generated secrets', () => {
+    expect(parseConfig({}).webhookProviders).toEqual(['standard', 'stripe', 'mockpay'])
+    expect(parseConfig({ DATABASE_URL, PAYMENT_PROVIDER: 'stripe', STRIPE_SECRET_KEY: stripeKey }, { dev: true }).webhookProviders).toEqual(['standard', 'stripe'])
+    expect(parseConfig({ PAYMENT_PROVIDER: 'midtrans', MIDTRANS_SERVER_KEY: providedSecrets.MIDTRANS_SERVER_KEY }).webhookProviders).toEqual(['standard', 'stripe', 'midtrans'])
   })
 })
 

@@ -13,7 +13,6 @@ export type RequestKind
     | 'cancel'
     | 'webhook standard'
     | 'webhook stripe'
-    | 'webhook midtrans'
     | 'mockpay delivery (worker)'
 
 export type Outcome = number | 'network error' | 'balancer 502'

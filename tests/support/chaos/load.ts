@@ -5,7 +5,7 @@ import { requestedStatusOf, type PaymentEventType } from '../../../server/webhoo
 import { isRetryable } from '../cluster'
 import { request, type TestResponse } from '../http'
 import { postOrder, problemSlug, validOrderBody } from '../orders'
-import { deliver, midtransDelivery, midtransStatusCode, newWebhookId, type SignedDelivery, standardBody, standardDelivery, stripeBody, stripeDelivery, type StripeEventType } from '../webhooks'
+import { deliver, newWebhookId, type SignedDelivery, standardBody, standardDelivery, stripeBody, stripeDelivery, type StripeEventType } from '../webhooks'
 import type { AnswerLog, RequestKind } from './answers'
 import { balancerHeader } from './balancer'
 import type { AcceptedEvent, CancelOutcome, OrderModel, PaymentPath, Provider, RefundIntent } from './model'
@@ -103,7 +103,6 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     webhooks: {
       standard: { events: 0, deliveries: 0, concurrentCopies: 0, laterRedeliveries: 0, replayedAnswers: 0 },
       stripe: { events: 0, deliveries: 0, concurrentCopies: 0, laterRedeliveries: 0, replayedAnswers: 0 },
-      midtrans: { events: 0, deliveries: 0, concurrentCopies: 0, laterRedeliveries: 0, replayedAnswers: 0 },
     },
     mockpay: { succeed: { actions: 0, deliveriesScheduled: 0, refused: 0 }, fail: { actions: 0, deliveriesScheduled: 0, refused: 0 }, refund: { actions: 0, deliveriesScheduled: 0, refused: 0 } },
     refunds: { 'keys': 0, 'requests': 0, 'laterReplays': 0, 'drop-after-commit': 0, 'created': 0, 'replayedAnswers': 0, 'refund-exceeds-remaining': 0, 'order-not-refundable': 0 },
@@ -390,15 +389,6 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
 
   /** One provider event, ready to be (re)delivered: a fresh signature and timestamp per delivery. */
   function providerEvent(provider: Provider, order: { id: string, amount: number }, requested: WebhookStatus | null): AcceptedEvent & { delivery: () => SignedDelivery } {
-    if (provider === 'midtrans') {
-      const transactionStatus = requested ? ({ payment_failed: 'deny', paid: 'settlement', refunded: 'refund' } as const)[requested] : 'pending'
-      const transactionId = `tx-${order.id}`
-      const grossAmount = `${order.amount}.00`
-      const delivery = midtransDelivery({ orderId: order.id, transactionId, transactionStatus, grossAmount, currency: 'IDR' })
-      // A Midtrans refund shares its signed fields with the settlement: informational, it asks for nothing.
-      const eventId = `${order.id}:${midtransStatusCode(transactionStatus)}:${grossAmount}:${transactionStatus}`
-      return { provider, eventId, requested: transactionStatus === 'refund' ? null : requested, delivery: () => delivery }
-    }
     if (provider === 'stripe') {
       const eventId = `evt_${randomUUID().replaceAll('-', '')}`
       const type: StripeEventType = requested === 'paid' ? 'payment_intent.succeeded' : requested === 'refunded' ? 'charge.refunded' : 'payment_intent.payment_failed'
@@ -416,8 +406,6 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     const scenario: Array<WebhookStatus | null> = [...pick([
       ['paid'], ['payment_failed'], ['payment_failed', 'paid'], ['paid', 'refunded'], ['refunded', 'paid'], ['paid', 'payment_failed'],
     ] as const)]
-    // Midtrans announces a pending transaction first: informational, it moves nothing.
-    if (provider === 'midtrans' && Math.random() < 0.5) scenario.unshift(null)
     const counts = figures.webhooks[provider]
     const accepted = new Map<string, AcceptedEvent>()
     const later: Array<() => Promise<void>> = []
@@ -469,7 +457,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
       if (!created?.orderId) continue
       const order = { id: created.orderId, amount: intent.amount }
       const roll = Math.random()
-      const path: PaymentPath = roll < 0.5 ? 'mockpay' : roll < 0.9 ? pick(['standard', 'stripe', 'midtrans'] as const) : 'unpaid'
+      const path: PaymentPath = roll < 0.5 ? 'mockpay' : roll < 0.9 ? pick(['standard', 'stripe'] as const) : 'unpaid'
       const model = { orderId: order.id, key: intent.key, amount: order.amount, path }
       if (path === 'mockpay') {
         orders.push({ ...model, events: [], ...await payWithMockpay(order, n) })

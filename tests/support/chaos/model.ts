@@ -9,7 +9,8 @@ import { type PaymentStatus, paymentStatusPrecedence } from '../../../server/ord
  * so `amount_mismatch` has no part in the model.
  */
 
-export type Provider = 'standard' | 'stripe' | 'midtrans'
+// Not Midtrans: the fleet charges through mockpay, where /api/webhooks/midtrans is not served.
+export type Provider = 'standard' | 'stripe'
 export type PaymentPath = 'mockpay' | Provider | 'unpaid'
 
 export interface AcceptedEvent {
