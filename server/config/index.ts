@@ -278,8 +278,8 @@ export const settingHelp: Readonly<Record<ConfigVariable, SettingHelp>> = {
   JOB_RETENTION_DAYS: { expected: 'days completed jobs are kept (a whole number, 0–3650)', example: '7' },
   PAYMENT_PROVIDER: { expected: 'where orders ask for their payments: stripe, midtrans, or mockpay (the built-in simulator: demo and tests only)', example: 'stripe' },
   STRIPE_SECRET_KEY: { expected: 'a Stripe secret key from the dashboard (Developers → API keys): sk_test_…, sk_live_…, or a restricted rk_test_… / rk_live_…', example: 'sk_live_…' },
-  STRIPE_API_BASE: { expected: 'an http(s) URL the Stripe client calls instead of https://api.stripe.com (a stand-in or a proxy)', example: 'http://127.0.0.1:12111' },
-  MIDTRANS_API_BASE: { expected: 'an http(s) URL the Midtrans client calls instead of Midtrans\' own API (a stand-in or a proxy)', example: 'https://midtrans-proxy.internal' },
+  STRIPE_API_BASE: { expected: 'an https URL the Stripe client calls instead of https://api.stripe.com (a proxy; plain http only on loopback, for a local stand-in)', example: 'http://127.0.0.1:12111' },
+  MIDTRANS_API_BASE: { expected: 'an https URL the Midtrans client calls instead of Midtrans\' own API (a proxy; plain http only on loopback, for a local stand-in)', example: 'https://midtrans-proxy.internal' },
   MIDTRANS_IS_PRODUCTION: flagHelp('Midtrans production instead of its sandbox'),
   PAYMENT_PROVIDER_TIMEOUT_MS: msHelp('the longest one payment provider call may take', 100, 120_000, 20_000),
   PAYMENT_RECONCILE_AFTER_SECONDS: { expected: 'how long an order may await its payment before the provider is asked, in seconds (a whole number, 0–2592000)', example: '900' },
@@ -390,6 +390,20 @@ const exampleOf = (name: ConfigVariable) => `Example: ${name}=${settingHelp[name
 /** What follows an invalid value's reason: the shape the setting takes and an example. */
 const shouldBe = (name: ConfigVariable) => ` — should be ${settingHelp[name].expected}. ${exampleOf(name)}`
 
+/** The hosts a provider API base may name over plain http: this machine (the test stand-ins). */
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost'])
+
+/**
+ * A provider API base over plain http on another machine: the API key, and the payment links the
+ * checkout page shows, would cross the network readable and forgeable.
+ */
+function plainHttpBaseProblem(name: 'STRIPE_API_BASE' | 'MIDTRANS_API_BASE', base: string | undefined): ConfigProblem[] {
+  if (base === undefined) return []
+  const { protocol, hostname } = new URL(base)
+  if (protocol !== 'http:' || LOOPBACK_HOSTS.has(hostname)) return []
+  return [{ name, message: `is http:// on ${hostname}: the provider's API key and answers would cross the network in the clear. Use https://, or plain http only on loopback (127.0.0.1, ::1, localhost) for a local stand-in.` }]
+}
+
 /** A CA file setting that names no readable file. */
 function unreadableFileProblem(name: 'DATABASE_CA_FILE' | 'REDIS_CA_FILE', file: string | undefined): ConfigProblem[] {
   if (file === undefined) return []
@@ -472,6 +486,7 @@ export function parseConfig(env: Record<string, string | undefined>, options: Pa
     missing('SESSION_PASSWORD', 'because CHECKOUT_DEMO_ENABLED=true with DATABASE_URL: every instance seals and opens the same cookies with it')
   }
   problems.push(...redisSettingProblems(values), ...unreadableFileProblem('DATABASE_CA_FILE', values.DATABASE_CA_FILE), ...unreadableFileProblem('REDIS_CA_FILE', values.REDIS_CA_FILE))
+  problems.push(...plainHttpBaseProblem('STRIPE_API_BASE', values.STRIPE_API_BASE), ...plainHttpBaseProblem('MIDTRANS_API_BASE', values.MIDTRANS_API_BASE))
   if (problems.length) throw configErrorOf(problems)
 
   // Generated: every missing secret when local; a standalone worker's OPS_TOKEN, which nothing asks for.

@@ -1,6 +1,7 @@
 import midtrans from 'midtrans-client'
 import type { AppConfig } from '../config'
 import type { PaymentNextAction } from '../db/schema'
+import { log } from '../observability/logger'
 import type { PaymentEventType } from '../webhooks/types'
 import { type CreatedPayment, PaymentRefused, type PaymentProvider, type PaymentRequest, type PaymentState, type ProviderRefund, ProviderUnavailable, REFUSED_DETAILS_MESSAGE, retryAfterMs } from './types'
 
@@ -33,6 +34,7 @@ export function createMidtransProvider(config: MidtransConfig): PaymentProvider 
     core.apiConfig.getCoreApiBaseUrl = () => base
   }
   core.httpClient.http_client.defaults.timeout = config.PAYMENT_PROVIDER_TIMEOUT_MS
+  const linkAllowed = providerLinkFilter(config.MIDTRANS_API_BASE)
 
   const readStatus = async (orderId: string): Promise<Answer | undefined> => {
     try {
@@ -60,7 +62,7 @@ export function createMidtransProvider(config: MidtransConfig): PaymentProvider 
         if (!existing) throw new ProviderUnavailable(`Midtrans refused order_id ${request.orderId} as used, but its status API does not know it yet`)
         answer = existing
       }
-      return createdOf(request.orderId, answer)
+      return createdOf(request.orderId, answer, linkAllowed)
     },
     async readPayment({ orderId }, signal) {
       signal.throwIfAborted()
@@ -160,22 +162,56 @@ function chargeOf(request: PaymentRequest): Record<string, unknown> {
   }
 }
 
-function createdOf(orderId: string, answer: Answer): CreatedPayment {
+function createdOf(orderId: string, answer: Answer, linkAllowed: LinkFilter): CreatedPayment {
   const status = String(answer.transaction_status ?? '')
   if (failedStatuses.has(status)) {
     const words = String(answer.channel_response_message ?? answer.status_message ?? status)
     throw new PaymentRefused({ code: status, message: 'The payment was declined. Nothing was charged; please place the order again with another payment method.', providerMessage: words })
   }
-  return { id: orderId, nextAction: nextActionOf(answer) }
+  return { id: orderId, nextAction: nextActionOf(orderId, answer, linkAllowed) }
 }
 
-function nextActionOf(answer: Answer): PaymentNextAction {
+/** Midtrans' own hosts (sandbox and production API, simulator, Snap), and the legacy Veritrans ones. */
+const MIDTRANS_HOST = /(^|\.)(midtrans\.com|veritrans\.co\.id)$/
+/** The e-wallet apps a `deeplink-redirect` action opens (GoPay, ShopeePay): app links, not web pages. */
+const WALLET_APP_SCHEMES = new Set(['gojek:', 'gopay:', 'shopeeid:'])
+/** Whether a charge answer's action link (by its url and the action's name) may reach the shopper. */
+type LinkFilter = (url: string, actionName?: string) => boolean
+
+/**
+ * Which links of a charge's answer the checkout page may offer the shopper (it renders them as
+ * href): https on Midtrans' hosts, a wallet app's deeplink, or the configured API base's own origin
+ * (a stand-in or proxy; the configuration allows plain http there only on loopback). Anything else
+ * (javascript:, another host) is not Midtrans' to send.
+ */
+export function providerLinkFilter(apiBase: string | undefined): LinkFilter {
+  const baseOrigin = apiBase ? new URL(apiBase).origin : undefined
+  return (url, actionName) => {
+    let link: URL
+    try {
+      link = new URL(url)
+    }
+    catch {
+      return false
+    }
+    if (link.protocol === 'https:' && MIDTRANS_HOST.test(link.hostname)) return true
+    if (actionName === 'deeplink-redirect' && WALLET_APP_SCHEMES.has(link.protocol)) return true
+    return link.origin === baseOrigin
+  }
+}
+
+function nextActionOf(orderId: string, answer: Answer, linkAllowed: LinkFilter): PaymentNextAction {
   const expiresAt = typeof answer.expiry_time === 'string' ? answer.expiry_time : undefined
   const va = Array.isArray(answer.va_numbers) ? answer.va_numbers[0] as { bank?: string, va_number?: string } | undefined : undefined
   if (va?.va_number) return { type: 'midtrans_bank_transfer', bank: va.bank ?? VA_BANK, vaNumber: va.va_number, expiresAt }
   if (typeof answer.permata_va_number === 'string') return { type: 'midtrans_bank_transfer', bank: 'permata', vaNumber: answer.permata_va_number, expiresAt }
   const actions = Array.isArray(answer.actions) ? answer.actions as Array<{ name: string, method: string, url: string }> : []
-  return { type: 'midtrans_actions', actions: actions.map(({ name, method, url }) => ({ name, method, url })), expiresAt }
+  const allowed = actions.filter(({ name, url }) => {
+    if (typeof url === 'string' && linkAllowed(url, name)) return true
+    log.warn('midtrans action link dropped: not https on a Midtrans host', { orderId, action: String(name), url: String(url).slice(0, 200) })
+    return false
+  })
+  return { type: 'midtrans_actions', actions: allowed.map(({ name, method, url }) => ({ name, method, url })), expiresAt }
 }
 
 /** Midtrans' transaction_status (with fraud_status for a card capture) as a normalised event. */

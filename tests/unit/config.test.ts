@@ -641,3 +641,22 @@ describe('CA files', () => {
     expect(error.message).toMatch(/DATABASE_CA_FILE: cannot be read \(ENOENT\): \/nonexistent\/postgres-ca\.pem/)
   })
 })
+
+describe('parseConfig: provider API bases over plain http only on loopback', () => {
+  it.each(['STRIPE_API_BASE', 'MIDTRANS_API_BASE'] as const)('refuses an http:// %s on another host, in a deployment and locally, saying to use https', (name) => {
+    for (const [env, options] of [[deploymentEnv(), {}], [{}, {}], [{ DATABASE_URL }, { dev: true }]] as const) {
+      const error = configErrorFor({ ...env, [name]: 'http://payments-proxy.internal:8080' }, options)
+      expect(problemsOf(error)[name]).toBe('is http:// on payments-proxy.internal: the provider\'s API key and answers would cross the network in the clear. Use https://, or plain http only on loopback (127.0.0.1, ::1, localhost) for a local stand-in.')
+    }
+  })
+
+  it.each(['STRIPE_API_BASE', 'MIDTRANS_API_BASE'] as const)('accepts %s over https anywhere, and over http on 127.0.0.1, ::1 and localhost (the stand-ins)', (name) => {
+    for (const base of ['https://payments-proxy.internal:8443/v2', 'http://127.0.0.1:12111', 'http://[::1]:12111', 'http://localhost:12111']) {
+      expect(parseConfig({ ...deploymentEnv(), [name]: base })[name]).toBe(base)
+    }
+    // Names that only look local are not.
+    for (const base of ['http://127.0.0.1.example.com', 'http://localhost.example.com:80', 'http://10.0.0.5']) {
+      expect(Object.keys(problemsOf(configErrorFor({ ...deploymentEnv(), [name]: base })))).toEqual([name])
+    }
+  })
+})
