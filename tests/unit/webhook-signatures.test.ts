@@ -1,8 +1,9 @@
-import { createHash, createHmac, randomBytes } from 'node:crypto'
+import { createHash, createHmac, generateKeyPairSync, randomBytes, sign } from 'node:crypto'
 import fc from 'fast-check'
 import { Webhook } from 'standardwebhooks'
 import Stripe from 'stripe'
-import { describe, expect, it } from 'vitest'
+import { Webhook as SvixWebhook } from 'svix'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { checkTimestamp } from '../../server/webhooks/providers/common'
 import { midtransProvider } from '../../server/webhooks/providers/midtrans'
 import { signStandardWebhook, standardProvider } from '../../server/webhooks/providers/standard'
@@ -183,6 +184,39 @@ describe('Standard Webhooks signatures', () => {
     }
   })
 
+  it('skips a v1a (asymmetric) entry of a rotation list and accepts its matching v1, in either order; v1a alone matches nothing', () => {
+    const at = nowSeconds()
+    const good = signStandardWebhook(STANDARD_SECRET, 'msg_v1a', at, standardPaymentBody)
+    // A real ed25519 signature over the signed content, as a sender with an asymmetric key adds it.
+    const { privateKey } = generateKeyPairSync('ed25519')
+    const v1a = `v1a,${sign(null, Buffer.from(`msg_v1a.${at}.${standardPaymentBody}`), privateKey).toString('base64')}`
+    const verifyWith = (signatures: string) =>
+      standardProvider.verify(delivery(standardPaymentBody, standardHeaders('msg_v1a', at, signatures), at), STANDARD_SECRET)
+    expect(verifyWith(`${v1a} ${good}`)).toEqual({ ok: true })
+    expect(verifyWith(`${good} ${v1a}`)).toEqual({ ok: true })
+    expect(verifyWith(v1a)).toEqual({ ok: false, reason: 'no v1 signature matches', claimedEventId: 'msg_v1a' })
+    // Svix's verifier says the same of each.
+    const svix = new SvixWebhook(STANDARD_SECRET)
+    expect(svix.verify(standardPaymentBody, standardHeaders('msg_v1a', at, `${v1a} ${good}`))).toEqual(JSON.parse(standardPaymentBody))
+    expect(() => svix.verify(standardPaymentBody, standardHeaders('msg_v1a', at, v1a))).toThrow('No matching signature found')
+  })
+
+  it('reads svix-id, svix-timestamp and svix-signature as the same scheme, as the svix package does', () => {
+    const at = nowSeconds()
+    const signature = new SvixWebhook(STANDARD_SECRET).sign('msg_svix', new Date(at * 1000), standardPaymentBody)
+    const svixHeaders = { 'svix-id': 'msg_svix', 'svix-timestamp': String(at), 'svix-signature': signature }
+    const received = delivery(standardPaymentBody, svixHeaders, at)
+    expect(new SvixWebhook(STANDARD_SECRET).verify(standardPaymentBody, svixHeaders)).toEqual(JSON.parse(standardPaymentBody))
+    expect(standardProvider.verify(received, STANDARD_SECRET)).toEqual({ ok: true })
+    expect(standardProvider.verify(received, OTHER_STANDARD_SECRET)).toEqual({ ok: false, reason: 'no v1 signature matches', claimedEventId: 'msg_svix' })
+    const parsed = standardProvider.parse(JSON.parse(standardPaymentBody), received)
+    expect(parsed.ok && parsed.event.eventId).toBe('msg_svix')
+    // Both sets: the webhook-* headers are the ones checked (and stored), so a svix-* set cannot stand in for them.
+    const both = { ...svixHeaders, ...standardHeaders('msg_standard', at, badV1()) }
+    expect(standardProvider.verify(delivery(standardPaymentBody, both, at), STANDARD_SECRET))
+      .toEqual({ ok: false, reason: 'no v1 signature matches', claimedEventId: 'msg_standard' })
+  })
+
   it('verifies the raw bytes: non-ASCII UTF-8 verifies, the same text in other bytes does not', () => {
     const at = 1_800_000_000
     const text = '{"note":"Pembayaran diterima — café, 東京, 🙂","amount":150000}'
@@ -194,6 +228,29 @@ describe('Standard Webhooks signatures', () => {
     const refusal = { ok: false, reason: 'no v1 signature matches', claimedEventId: 'msg_utf8' }
     expect(standardProvider.verify(delivery(Buffer.from(text, 'utf16le'), standardHeaders('msg_utf8', at, signature), at), STANDARD_SECRET)).toEqual(refusal)
     expect(standardProvider.verify(delivery(JSON.stringify(JSON.parse(text), null, 1), standardHeaders('msg_utf8', at, signature), at), STANDARD_SECRET)).toEqual(refusal)
+  })
+})
+
+describe('timestamp tolerance against the standardwebhooks package (the specification\'s 5 minutes)', () => {
+  afterEach(() => {
+    vi.useRealTimers()
+  })
+
+  it.each([-301, -300, 0, 300, 301])('decides a delivery signed %i s from now as the package does', (offset) => {
+    const now = 1_800_000_000
+    // The package reads Date.now(): fixed, so both judge the same skew.
+    vi.useFakeTimers({ toFake: ['Date'], now: now * 1000 })
+    const signed = standardDelivery(standardPaymentBody, { id: 'msg_edge', signedAt: now + offset, receivedAt: now })
+    const headers = { 'webhook-id': 'msg_edge', 'webhook-timestamp': signed.header('webhook-timestamp')!, 'webhook-signature': signed.header('webhook-signature')! }
+    let packageAccepts = true
+    try {
+      new Webhook(STANDARD_SECRET).verify(standardPaymentBody, headers)
+    }
+    catch {
+      packageAccepts = false
+    }
+    expect(packageAccepts).toBe(Math.abs(offset) <= 300)
+    expect(standardProvider.verify(signed, STANDARD_SECRET).ok).toBe(packageAccepts)
   })
 })
 
