@@ -31,8 +31,9 @@ export type ProviderFault
   /**
    * Answer this status with the provider's error body (and Retry-After when given); nothing is
    * created or stored. `error` replaces the body's error: Stripe's `error` object, Midtrans' fields.
+   * `headers` are added to the answer (e.g. Stripe-Should-Retry, which stripe-node obeys).
    */
-  = | { kind: 'status', status: number, retryAfter?: string, error?: Record<string, unknown> }
+  = | { kind: 'status', status: number, retryAfter?: string, error?: Record<string, unknown>, headers?: Record<string, string> }
   /** Do the work (create, refund, cancel, store the idempotent answer), then destroy the socket: a lost response. */
     | { kind: 'drop-after' }
   /** Destroy the socket before doing anything. */

@@ -217,6 +217,7 @@ export async function startMidtransApi({ serverKey, port = 0, webhookUrl }: Midt
         ? midtransJson(fault.status, { status_code: String(fault.status), ...fault.error })
         : midtransError(fault.status, STATUS_MESSAGES[fault.status] ?? `Scripted HTTP ${fault.status}`)
       if (fault.retryAfter !== undefined) answer.headers['retry-after'] = fault.retryAfter
+      Object.assign(answer.headers, fault.headers)
       return send(answer)
     }
     if (!authorized(header(req, 'authorization'), serverKey)) return send(midtransError(401, UNAUTHORIZED_MESSAGE))

@@ -785,6 +785,7 @@ function scriptedStatus(fault: Extract<ProviderFault, { kind: 'status' }>): Answ
           : { type: 'invalid_request_error', message: `Scripted HTTP ${fault.status}.` })
   const answer = stripeError(fault.status, error)
   if (fault.retryAfter !== undefined) answer.headers['retry-after'] = fault.retryAfter
+  Object.assign(answer.headers, fault.headers)
   return answer
 }
 
