@@ -173,7 +173,7 @@ export interface paths {
         put?: never;
         /**
          * Receive a Midtrans notification
-         * @description What Midtrans calls. The signature is in the body: `signature_key` = hex SHA-512(order_id + status_code + gross_amount + `MIDTRANS_SERVER_KEY`); a wrong one is 401. The event id is `order_id:status_code:gross_amount:transaction_status`. The raw body is verified before anything is read; a new event is stored with its `webhook.apply` job in one transaction and answered at once, a redelivery is answered as stored. Concurrent copies of one delivery wait (up to 5 s) for the first one's answer. 404 where this provider is off (its secret is not set).
+         * @description What Midtrans calls. The signature is in the body: `signature_key` = hex SHA-512(order_id + status_code + gross_amount + `MIDTRANS_SERVER_KEY`); a wrong one is 401. The event id is `order_id:status_code:gross_amount:transaction_status`. The raw body is verified before anything is read; a new event is stored with its `webhook.apply` job in one transaction and answered at once, a redelivery is answered as stored. Concurrent copies of one delivery wait (up to 5 s) for the first one's answer. 404 where this provider is off (its secret is not set). Served only with `PAYMENT_PROVIDER=midtrans`: Midtrans signs too little of a notification, so only a Midtrans deployment, which confirms each one with the status API, takes them in.
          */
         post: operations["receiveMidtransNotification"];
         delete?: never;
