@@ -2,13 +2,15 @@ import { z } from 'zod'
 
 const MAX_MINOR_UNITS = Number.MAX_SAFE_INTEGER
 // Range first, then integrality (zod skips the refinement once the range failed): one clear message each.
-const minorUnits = z.number().min(0).max(MAX_MINOR_UNITS, 'must be at most 2^53 − 1').refine(Number.isInteger, 'must be an integer in minor units')
+// The refinement is invisible to JSON Schema: the description says `integer` itself.
+const integer = { override: { type: 'integer' } } as const
+const minorUnits = z.number().min(0).max(MAX_MINOR_UNITS, 'must be at most 2^53 − 1').refine(Number.isInteger, 'must be an integer in minor units').meta(integer)
 
 export const paymentMethods = ['card', 'bank_transfer', 'ewallet'] as const
 
 export const OrderItemSchema = z.object({
   sku: z.string().regex(/^[\x21-\x7E]{1,64}$/, 'must be 1–64 visible ASCII characters'),
-  quantity: z.number().min(1).max(10_000).refine(Number.isInteger, 'must be an integer'),
+  quantity: z.number().min(1).max(10_000).refine(Number.isInteger, 'must be an integer').meta(integer),
   unitPrice: minorUnits,
 })
 

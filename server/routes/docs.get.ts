@@ -17,7 +17,24 @@ const page = `<!doctype html>
 </html>
 `
 
+/**
+ * The page loads nothing from elsewhere: Redoc's own script, its inline styles, the document from
+ * this origin and its search worker from a blob (its footer's logo from a CDN is refused, and hidden).
+ */
+const contentSecurityPolicy = [
+  'default-src \'none\'',
+  'script-src \'self\'',
+  'style-src \'self\' \'unsafe-inline\'',
+  'img-src \'self\' data:',
+  'font-src \'self\' data:',
+  'connect-src \'self\'',
+  'worker-src blob:',
+  'base-uri \'none\'',
+  'form-action \'none\'',
+  'frame-ancestors \'none\'',
+].join('; ')
+
 export default defineEventHandler((event) => {
-  setResponseHeader(event, 'Content-Type', 'text/html; charset=utf-8')
+  setResponseHeaders(event, { 'Content-Type': 'text/html; charset=utf-8', 'Content-Security-Policy': contentSecurityPolicy })
   return page
 })
