@@ -93,6 +93,11 @@ const EnvSchema = z.object({
   IDEMPOTENCY_LOCK_TTL_MS: intIn(100, 60_000, 5000),
   /** This instance's cache of finished responses, bounded in bytes (replays without a database read). */
   IDEMPOTENCY_REPLAY_CACHE_BYTES: intIn(0, 2 ** 31, 32 * 2 ** 20),
+  /**
+   * Signs the responses the instances share through Redis (HMAC-SHA256), so that a write to Redis
+   * cannot plant one; the same on every instance on one Redis. Unset: each process makes its own.
+   */
+  REPLAY_CACHE_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
   WORKER_ENABLED: flag(true),
   WORKER_CONCURRENCY: intIn(1, 64, 4),
   /**
@@ -193,13 +198,15 @@ export interface ConfigWarning {
   detail: string
 }
 
-export type AppConfig = Omit<Env, 'OPS_TOKEN' | 'PAYMENT_PROVIDER' | 'MOCKPAY_ENABLED' | 'MOCKPAY_WEBHOOK_URL' | 'MOCKPAY_WEBHOOK_SECRET' | 'CHECKOUT_DEMO_ENABLED' | 'SESSION_PASSWORD'> & {
+export type AppConfig = Omit<Env, 'OPS_TOKEN' | 'PAYMENT_PROVIDER' | 'MOCKPAY_ENABLED' | 'MOCKPAY_WEBHOOK_URL' | 'MOCKPAY_WEBHOOK_SECRET' | 'CHECKOUT_DEMO_ENABLED' | 'SESSION_PASSWORD' | 'REPLAY_CACHE_SECRET'> & {
   /** Required in a deployment; a standalone worker, which serves nothing, gets one nobody knows. */
   OPS_TOKEN: string
   PAYMENT_PROVIDER: PaymentProviderName
   MOCKPAY_ENABLED: boolean
   CHECKOUT_DEMO_ENABLED: boolean
   SESSION_PASSWORD: string
+  /** Set, or made for this process alone (its shared replay entries are then believed by no other instance). */
+  REPLAY_CACHE_SECRET: string
   MOCKPAY_WEBHOOK_URL: string
   /** Set whenever MOCKPAY_ENABLED; undefined otherwise (nothing signs or verifies mockpay deliveries then). */
   MOCKPAY_WEBHOOK_SECRET: string | undefined
@@ -261,6 +268,7 @@ export const settingHelp: Readonly<Record<ConfigVariable, SettingHelp>> = {
   IDEMPOTENCY_LEASE_MS: msHelp('the lease of a claimed record', 200, 600_000, 5_000),
   IDEMPOTENCY_LOCK_TTL_MS: msHelp('the processing lock of a key in flight', 100, 60_000, 5000),
   IDEMPOTENCY_REPLAY_CACHE_BYTES: { expected: 'the size of this instance\'s cache of finished responses, in bytes (a whole number, 0–2147483648)', example: '33554432' },
+  REPLAY_CACHE_SECRET: { expected: 'the key that signs the responses instances share through Redis, at least 32 characters, the same on every instance (e.g. `openssl rand -base64 32`)', example: '…' },
   WORKER_ENABLED: flagHelp('the job worker inside the app'),
   WORKER_CONCURRENCY: { expected: 'jobs one worker runs at once (a whole number, 1–64)', example: '4' },
   WORKER_PREFETCH: { expected: 'jobs a worker claims beyond its free slots (a whole number, 0–256)', example: '8' },
@@ -523,6 +531,7 @@ export function parseConfig(env: Record<string, string | undefined>, options: Pa
     PAYMENT_PROVIDER: paymentProvider!,
     MOCKPAY_WEBHOOK_SECRET: mockpaySecret,
     SESSION_PASSWORD: values.SESSION_PASSWORD ?? generate('SESSION_PASSWORD'),
+    REPLAY_CACHE_SECRET: values.REPLAY_CACHE_SECRET ?? randomBytes(32).toString('base64url'),
     MOCKPAY_WEBHOOK_URL: values.MOCKPAY_WEBHOOK_URL ?? `http://127.0.0.1:${values.PORT}/api/webhooks/mockpay`,
     webhookSecrets: Object.fromEntries(Object.entries(webhookSecrets).filter(([, secret]) => secret !== undefined)),
     webhookProviders: webhookProviderNames.filter(name => webhookSecrets[name] !== undefined),

@@ -145,7 +145,7 @@ async function attemptAtomic(deps: IdempotencyDeps, request: IdempotentRequest, 
   const lockKey = processingLockKey(request.scope, request.key)
   // The shared cache and the lock are asked at once: on one Redis connection they travel together.
   const [cached, lock] = await Promise.all([
-    deps.replays.shared(request.scope, request.key),
+    deps.replays.shared(request.scope, request.key, request.fingerprint),
     deps.locks.acquireTagged(lockKey, deps.lockTtlMs, request.fingerprint).catch((error: unknown) => {
       if (error instanceof LockBackendError) return undefined
       throw error
@@ -262,7 +262,7 @@ type LeasedDecision
     | { kind: 'owner', claim: Claim, takeover: boolean }
 
 async function attemptLeased(deps: IdempotencyDeps, request: IdempotentRequest, operation: LeasedOperation): Promise<IdempotentOutcome> {
-  const cached = deps.replays.local(request.scope, request.key) ?? await deps.replays.shared(request.scope, request.key)
+  const cached = deps.replays.local(request.scope, request.key) ?? await deps.replays.shared(request.scope, request.key, request.fingerprint)
   if (cached) return answerFinished(cached, request.fingerprint)
   const input: ClaimInput = { ...request, leaseMs: deps.leaseMs }
   const decision = await claimLeased(deps, input)
@@ -315,7 +315,7 @@ async function executeLeased(deps: IdempotencyDeps, request: IdempotentRequest, 
       const failure = storedProblem(error, request.key)
       if (failure) {
         if (!await store.storeFailure(claim, failure)) return { kind: 'in_progress', reason: 'lease_lost' }
-        rememberExecuted(deps, request, failure)
+        rememberExecuted(deps, request, failure, claim.record.expiresAt)
         return { kind: 'executed', response: failure }
       }
       // Rolled back: end the lease now so the client's retry re-executes at once.
@@ -323,7 +323,7 @@ async function executeLeased(deps: IdempotencyDeps, request: IdempotentRequest, 
       throw error
     }
     if (committed.kind === 'lease-lost') return { kind: 'in_progress', reason: 'lease_lost' }
-    rememberExecuted(deps, request, committed.response)
+    rememberExecuted(deps, request, committed.response, claim.record.expiresAt)
     return { kind: 'executed', response: committed.response }
   }
   finally {
@@ -373,16 +373,26 @@ function storedResponse(result: IdempotentResult, key: string): StoredResponse {
   }
 }
 
-function rememberExecuted(deps: IdempotencyDeps, request: IdempotentRequest, response: StoredResponse): void {
+/**
+ * `expiresAt`: the record's expiry as the database stored it (a leased claim returns its row). An
+ * atomic execution's insert returns nothing: this instance remembers it by its own clock, and the
+ * shared tier, which every instance trusts, gets the row's own expiry from a read off the response path.
+ */
+function rememberExecuted(deps: IdempotencyDeps, request: IdempotentRequest, response: StoredResponse, expiresAt?: Date): void {
   deps.replays.put({
     scope: request.scope,
     key: request.key,
     route: request.route,
     fingerprint: request.fingerprint,
     response: { status: response.status, body: response.body, headers: response.headers ?? {} },
-    // The database's expiry is now + ttl by its own clock; the margin covers the skew.
-    cacheUntil: Date.now() + request.ttlSeconds * 1000 - CACHE_EXPIRY_MARGIN_MS,
+    // Without the row, its expiry is now + ttl by the database's clock; the margin covers the skew.
+    cacheUntil: (expiresAt?.getTime() ?? Date.now() + request.ttlSeconds * 1000) - CACHE_EXPIRY_MARGIN_MS,
+    expiresAt: expiresAt?.getTime(),
   })
+  if (expiresAt || !deps.replays.sharing) return
+  void storeOf(deps).find(request.scope, request.key).then((row) => {
+    if (row && !row.expired && row.status !== 'processing' && row.fingerprint === request.fingerprint) deps.replays.put(finishedFromView(row))
+  }).catch(() => {})
 }
 
 function rememberFinished(deps: IdempotencyDeps, record: RecordView): FinishedRecord {

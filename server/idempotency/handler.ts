@@ -168,7 +168,12 @@ function useReplayCache(): ReplayCache {
     useStorage().mount(REPLAY_MOUNT, redis.storageDriver)
     shared = useStorage(REPLAY_MOUNT)
   }
-  replays = createReplayCache({ maxBytes: config.IDEMPOTENCY_REPLAY_CACHE_BYTES, shared, onSharedError: () => metrics.replayCacheErrors.inc() })
+  replays = createReplayCache({
+    maxBytes: config.IDEMPOTENCY_REPLAY_CACHE_BYTES,
+    shared: shared && { storage: shared, signingKey: config.REPLAY_CACHE_SECRET },
+    onSharedError: () => metrics.replayCacheErrors.inc(),
+    onRejected: reason => metrics.replayCacheRejected.inc({ reason }),
+  })
   return replays
 }
 

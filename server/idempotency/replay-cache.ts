@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto'
 import type { Storage } from 'unstorage'
 import { ExpiringMap } from '../cache/expiring-map'
 import type { RecordView, StoredResponse } from './store'
@@ -12,24 +12,46 @@ export interface FinishedRecord {
   response: Pick<StoredResponse, 'status' | 'body' | 'headers'>
   /** Epoch ms after which no cache may answer for it: before the record's own expiry. */
   cacheUntil: number
+  /**
+   * The record's own expires_at, as the database row holds it (epoch ms); absent when this process
+   * only knows its own clock's guess (an atomic execution), and then the shared tier is not written.
+   */
+  expiresAt?: number
 }
+
+/** Why an entry of the shared tier was not believed (the request went on to Postgres). */
+export type RejectedEntry = 'signature' | 'mismatch' | 'expired'
 
 export interface ReplayCache {
   /** This instance's tier only: no I/O. */
   local(scope: string, key: string): FinishedRecord | undefined
-  /** The shared tier only (undefined without one, on a miss, or when it cannot answer). */
-  shared(scope: string, key: string): Promise<FinishedRecord | undefined>
-  /** Remembers a finished record in this instance at once, and in the shared tier in the background. */
+  /**
+   * The shared tier only: a replay of this very request (same fingerprint), signed with this
+   * deployment's key. Undefined without a shared tier, on a miss, or when it cannot answer.
+   */
+  shared(scope: string, key: string, fingerprint: string): Promise<FinishedRecord | undefined>
+  /**
+   * Remembers a finished record in this instance at once and, when its expiresAt comes from the
+   * database, in the shared tier in the background.
+   */
   put(record: FinishedRecord): void
+  /** There is a shared tier (put wants records with their database expiresAt). */
+  readonly sharing: boolean
 }
 
 export interface ReplayCacheOptions {
   /** The bound of this instance's tier, in bytes of the records' JSON. */
   maxBytes: number
-  /** Shared by every instance (Redis through unstorage); absent: this instance's tier only. */
-  shared?: Storage
+  /**
+   * Shared by every instance (Redis through unstorage); absent: this instance's tier only. Its
+   * entries are signed with `signingKey` (HMAC-SHA256), so that whoever can write to Redis cannot
+   * make an instance answer with a response of their own: every instance on one Redis needs the same key.
+   */
+  shared?: { storage: Storage, signingKey: string }
   /** The shared tier failed (Redis away): the request goes on to Postgres as on a miss. */
   onSharedError?: (error: unknown) => void
+  /** An entry of the shared tier was not believed: the request goes on to Postgres as on a miss. */
+  onRejected?: (reason: RejectedEntry) => void
 }
 
 /** A cached record is dropped this long before the record expires, against clock skew with the database. */
@@ -37,56 +59,90 @@ export const CACHE_EXPIRY_MARGIN_MS = 60_000
 /** The shared tier keeps a response at most this long: replays mostly come soon after the first request. */
 const SHARED_MAX_SECONDS = 3600
 
+/** An entry as the shared tier holds it: the record's JSON exactly as signed, and its signature. */
+interface SignedEntry {
+  record: string
+  mac: string
+}
+
 /**
  * Finished records, so that a replay costs no database round trip: a finished record never changes
  * until it expires (only then may its key be executed again). Postgres stays the source of truth:
- * a miss, or a shared tier that cannot answer, only costs a read there.
+ * a miss, or a shared tier that cannot answer (or whose entry is not believed), only costs a read there.
  */
 export function createReplayCache(options: ReplayCacheOptions): ReplayCache {
   const local = new ExpiringMap<{ record: FinishedRecord, bytes: number }>(options.maxBytes, entry => entry.bytes)
   const localKey = (scope: string, key: string) => `${scope}\n${key}`
   // Hashed: unstorage folds `/`, `\` and `:` in keys together, and a key may contain any of them.
-  const sharedKey = (scope: string, key: string) => createHash('sha256').update(localKey(scope, key)).digest('base64url')
+  const storageKey = (scope: string, key: string) => createHash('sha256').update(localKey(scope, key)).digest('base64url')
+  const shared = options.shared?.storage
+  const macOf = (json: string) => createHmac('sha256', options.shared!.signingKey).update(json).digest()
 
   function remember(record: FinishedRecord, bytes: number): void {
     local.set(localKey(record.scope, record.key), { record, bytes }, record.cacheUntil)
   }
 
+  /** The entry's record when it is signed with our key and answers this very request; undefined otherwise. */
+  function believed(found: unknown, scope: string, key: string, fingerprint: string): FinishedRecord | undefined {
+    const entry = found as SignedEntry | null
+    if (entry === null || typeof entry !== 'object' || typeof entry.record !== 'string' || typeof entry.mac !== 'string') return rejected('signature')
+    const mac = Buffer.from(entry.mac, 'base64url')
+    const expected = macOf(entry.record)
+    if (mac.length !== expected.length || !timingSafeEqual(mac, expected)) return rejected('signature')
+    const record = JSON.parse(entry.record) as unknown
+    if (!isFinishedRecord(record) || record.scope !== scope || record.key !== key || record.fingerprint !== fingerprint) return rejected('mismatch')
+    if (record.cacheUntil <= Date.now()) return rejected('expired')
+    return record
+  }
+
+  function rejected(reason: RejectedEntry): undefined {
+    options.onRejected?.(reason)
+    return undefined
+  }
+
   return {
+    sharing: shared !== undefined,
+
     local: (scope, key) => local.get(localKey(scope, key))?.record,
 
-    async shared(scope, key) {
-      if (!options.shared) return undefined
+    async shared(scope, key, fingerprint) {
+      if (!shared) return undefined
+      let found: unknown
       try {
-        const found = await options.shared.getItem<FinishedRecord>(sharedKey(scope, key))
-        if (!isFinishedRecord(found) || found.scope !== scope || found.key !== key || found.cacheUntil <= Date.now()) return undefined
-        remember(found, JSON.stringify(found).length)
-        return found
+        found = await shared.getItem(storageKey(scope, key))
       }
       catch (error) {
         options.onSharedError?.(error)
         return undefined
       }
+      if (found === null) return undefined
+      const record = believed(found, scope, key, fingerprint)
+      if (record) remember(record, JSON.stringify(record).length)
+      return record
     },
 
     put(record) {
       const json = JSON.stringify(record)
       remember(record, json.length)
+      if (!shared || record.expiresAt === undefined) return
       const ttlSeconds = Math.min(SHARED_MAX_SECONDS, Math.floor((record.cacheUntil - Date.now()) / 1000))
-      if (!options.shared || ttlSeconds < 1) return
-      options.shared.setItem(sharedKey(record.scope, record.key), json, { ttl: ttlSeconds }).catch(error => options.onSharedError?.(error))
+      if (ttlSeconds < 1) return
+      const entry: SignedEntry = { record: json, mac: macOf(json).toString('base64url') }
+      shared.setItem(storageKey(record.scope, record.key), JSON.stringify(entry), { ttl: ttlSeconds }).catch(error => options.onSharedError?.(error))
     },
   }
 }
 
-function isFinishedRecord(value: unknown): value is FinishedRecord {
+function isFinishedRecord(value: unknown): value is FinishedRecord & { expiresAt: number } {
   const record = value as FinishedRecord | null
-  return typeof record === 'object' && record !== null && typeof record.fingerprint === 'string' && typeof record.route === 'string'
-    && typeof record.cacheUntil === 'number' && typeof record.response?.status === 'number' && typeof record.response.body === 'object'
+  return typeof record === 'object' && record !== null && typeof record.scope === 'string' && typeof record.key === 'string'
+    && typeof record.fingerprint === 'string' && typeof record.route === 'string' && typeof record.expiresAt === 'number'
+    && typeof record.cacheUntil === 'number' && record.cacheUntil === record.expiresAt - CACHE_EXPIRY_MARGIN_MS
+    && typeof record.response?.status === 'number' && typeof record.response.body === 'object'
 }
 
 /** A finished record as the database holds it, for the caches. */
-export function finishedFromView(view: RecordView): FinishedRecord {
+export function finishedFromView(view: Pick<RecordView, 'scope' | 'key' | 'route' | 'fingerprint' | 'responseStatus' | 'responseBody' | 'responseHeaders' | 'expiresAt'>): FinishedRecord {
   return {
     scope: view.scope,
     key: view.key,
@@ -94,5 +150,6 @@ export function finishedFromView(view: RecordView): FinishedRecord {
     fingerprint: view.fingerprint,
     response: { status: view.responseStatus ?? 200, body: view.responseBody ?? {}, headers: view.responseHeaders ?? undefined },
     cacheUntil: view.expiresAt.getTime() - CACHE_EXPIRY_MARGIN_MS,
+    expiresAt: view.expiresAt.getTime(),
   }
 }

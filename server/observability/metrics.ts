@@ -66,6 +66,7 @@ export const metrics = {
   leaseTakeovers: defineCounter('idempotency_lease_takeovers_total', 'Claims taken over after the previous owner\'s lease ran out or was released.', ['scope']),
   idempotencyDegraded: defineCounter('idempotency_degraded_total', 'Idempotent requests decided by the unique index alone: the processing lock (Redis) did not answer, by route.', ['route']),
   replayCacheErrors: defineCounter('idempotency_replay_cache_errors_total', 'Reads or writes of the shared replay cache (Redis) that failed; the database answered instead.'),
+  replayCacheRejected: defineCounter('idempotency_replay_cache_rejected_total', 'Entries of the shared replay cache (Redis) not believed: a signature not made with REPLAY_CACHE_SECRET, another request\'s entry, or past its record\'s expiry; the database answered instead.', ['reason']),
   leaseLost: defineCounter('idempotency_lease_lost_total', 'Owners that found their lease taken over at commit time and stored nothing.', ['scope']),
 
   // Worker.

@@ -52,6 +52,9 @@ const WAIT_MS = 20_000
 const STILL_WAITING_MS = 300
 const CONCURRENT_REQUESTS = 8
 const REPLAY_CACHE_BYTES = 1_000_000
+/** Every instance of a deployment signs its shared replay entries with one key. */
+const REPLAY_SIGNING_KEY = 'replay-cache-contract-signing-key-0123456789'
+const signed = (storage: Storage | undefined) => storage && { storage, signingKey: REPLAY_SIGNING_KEY }
 const migrationsDir = fileURLToPath(new URL('../../drizzle', import.meta.url))
 
 /** The plans' business statement: one tenant row. */
@@ -207,7 +210,7 @@ function idempotencyCoreContract(pair: Pair) {
     return {
       database: options.database ?? database.handle,
       locks: options.locks ?? (redisPair ? createRedisLocks(redisClients[slot]!) : createMemoryLocks()),
-      replays: createReplayCache({ maxBytes: REPLAY_CACHE_BYTES, shared: options.shared === null ? undefined : options.shared ?? sharedTiers[slot] }),
+      replays: createReplayCache({ maxBytes: REPLAY_CACHE_BYTES, shared: signed(options.shared === null ? undefined : options.shared ?? sharedTiers[slot]) }),
       lockTtlMs: options.lockTtlMs ?? LOCK_TTL_MS,
       leaseMs: options.leaseMs ?? LEASE_MS,
     }
@@ -433,8 +436,8 @@ function idempotencyCoreContract(pair: Pair) {
     if (redisPair) {
       it('shares the response through the Redis tier: another instance replays it from there, with its locks unreachable', async () => {
         const executed = await runIdempotent(instance(), request(), atomic())
-        const probe = createReplayCache({ maxBytes: REPLAY_CACHE_BYTES, shared: sharedTiers[1] })
-        await pollUntil('the shared tier holds the response', async () => (await probe.shared(scope, 'key-1')) !== undefined)
+        const probe = createReplayCache({ maxBytes: REPLAY_CACHE_BYTES, shared: signed(sharedTiers[1]) })
+        await pollUntil('the shared tier holds the response', async () => (await probe.shared(scope, 'key-1', 'fp-a')) !== undefined)
         // Had the shared tier not answered, the unreachable lock would have made it degraded.
         expectReplay(await runIdempotent(instance({ locks: unreachable.locks }), request(), atomic()), executed)
         expect(await businessRows()).toEqual([committed(executed)])

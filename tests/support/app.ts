@@ -24,6 +24,8 @@ export const testSecrets = {
   webhookStripeSecret: 'stripe_test_secret_0123456789',
   midtransServerKey: 'midtrans_test_server_key_0123',
   sessionPassword: 'session_test_password_0123456789abcdef',
+  /** The instances of one test share their Redis replay tier, so they share the key that signs it. */
+  replayCacheSecret: 'replay_cache_test_secret_0123456789abcdef',
 } as const
 
 /** The in-app worker with short timings, so jobs, retries and dead letters happen within a test. */
@@ -81,6 +83,7 @@ export function appEnv(options: Pick<StartAppOptions, 'databaseUrl' | 'redisUrl'
     WEBHOOK_STRIPE_SECRET: testSecrets.webhookStripeSecret,
     MIDTRANS_SERVER_KEY: testSecrets.midtransServerKey,
     SESSION_PASSWORD: testSecrets.sessionPassword,
+    REPLAY_CACHE_SECRET: testSecrets.replayCacheSecret,
     FAULTS_ENABLED: 'true',
     PAYMENT_PROVIDER: 'mockpay',
     MOCKPAY_ENABLED: 'true',
