@@ -17,10 +17,13 @@ import {
   validOrderBody,
 } from '../support/orders'
 import { pollUntil } from '../support/poll'
+import { type PrismProxy, startPrism } from '../support/prism'
 import { describeWithServices } from '../support/services'
 
 // SPEC §2–§4: every row of the idempotency table for POST /api/orders, plus GET, auth and problem pages,
-// against the built server on real Postgres and Redis.
+// against the built server on real Postgres and Redis. Requests go through Prism, which checks each
+// exchange against the OpenAPI document; only those the document itself calls invalid (or that Prism
+// would alter, or routes outside it) go to the server directly, through `direct`.
 
 interface IdempotencyRow {
   status: string
@@ -45,19 +48,29 @@ function reorderedWithUnknownField(body: OrderBody): string {
 describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postgres', 'redis'], () => {
   let stack: OrdersStack
   let tenant: TenantCredentials
+  let prism: PrismProxy
 
   beforeAll(async () => {
     stack = await startOrdersStack('orders-api')
     tenant = stack.tenant
+    prism = await startPrism({ upstream: stack.app.url, label: 'orders-api prism' })
   })
 
   afterAll(async () => {
+    await prism?.stop()
     await stack?.close()
     await stopAll()
   })
 
+  /** Checked by Prism against the document. */
+  const api = () => prism.url
+  /** Past Prism, for requests it would refuse or alter before the server saw them. */
+  const direct = () => stack.app.url
+
   const post = (key: string | undefined, body: unknown, headers: Record<string, string> = {}) =>
-    postOrder(stack.app.url, { secretKey: tenant.secretKey, key, body, headers })
+    postOrder(api(), { secretKey: tenant.secretKey, key, body, headers })
+  const postDirect = (key: string | undefined, body: unknown, headers: Record<string, string> = {}) =>
+    postOrder(direct(), { secretKey: tenant.secretKey, key, body, headers })
 
   async function recordsForKey(key: string): Promise<IdempotencyRow[]> {
     return stack.sql<IdempotencyRow[]>`
@@ -93,7 +106,8 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
       expectCreatedOrder(first, body, key, false)
       const before = await countRows(stack.sql)
 
-      const replay = await post(key, reorderedWithUnknownField(body))
+      // Direct: Prism would forward its own re-serialization of the JSON, without this text's whitespace.
+      const replay = await postDirect(key, reorderedWithUnknownField(body))
 
       expectCreatedOrder(replay, body, key, true)
       expect(replay.text).toBe(asReplayedText(first.text))
@@ -186,7 +200,7 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
   describe('keys and bodies that are refused before anything is stored', () => {
     it('answers 400 idempotency-key-missing without the header', async () => {
       const before = await countRows(stack.sql)
-      expectProblem(await post(undefined, validOrderBody()), 'idempotency-key-missing')
+      expectProblem(await postDirect(undefined, validOrderBody()), 'idempotency-key-missing')
       expect(await countRows(stack.sql)).toEqual(before)
     })
 
@@ -195,7 +209,7 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
       ['a space inside', 'order key'],
     ])('answers 400 idempotency-key-invalid for a key with %s', async (_, key) => {
       const before = await countRows(stack.sql)
-      expectProblem(await post(key, validOrderBody()), 'idempotency-key-invalid')
+      expectProblem(await postDirect(key, validOrderBody()), 'idempotency-key-invalid')
       expect(await countRows(stack.sql)).toEqual(before)
     })
 
@@ -298,7 +312,7 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
       expect(created.status).toBe(201)
       expect(created.headers.get('x-request-id')).toBe(clientRequestId)
 
-      const missingKey = await post(undefined, validOrderBody(), { 'x-request-id': clientRequestId })
+      const missingKey = await postDirect(undefined, validOrderBody(), { 'x-request-id': clientRequestId })
       expectProblem(missingKey, 'idempotency-key-missing')
       expect(missingKey.headers.get('x-request-id')).toBe(clientRequestId)
     })
@@ -306,7 +320,7 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
     it('replaces an invalid (300 character) id with a generated one on success and on problem responses', async () => {
       const created = await post(newIdempotencyKey(), validOrderBody(), { 'x-request-id': oversizedRequestId })
       expect(created.status).toBe(201)
-      const missingKey = await post(undefined, validOrderBody(), { 'x-request-id': oversizedRequestId })
+      const missingKey = await postDirect(undefined, validOrderBody(), { 'x-request-id': oversizedRequestId })
       expectProblem(missingKey, 'idempotency-key-missing')
 
       const generated = [created.headers.get('x-request-id'), missingKey.headers.get('x-request-id')]
@@ -348,10 +362,10 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
   describe('GET /api/orders/:id and tenant isolation', () => {
     let tenantB: TenantCredentials
     beforeAll(async () => {
-      tenantB = await createTenant(stack.app.url, 'orders-api tenant B')
+      tenantB = await createTenant(api(), 'orders-api tenant B')
     })
     const getOrder = (secretKey: string, id: string) =>
-      request(stack.app.url, `/api/orders/${id}`, { headers: { authorization: `Bearer ${secretKey}` } })
+      request(api(), `/api/orders/${id}`, { headers: { authorization: `Bearer ${secretKey}` } })
 
     it('returns the order to its tenant and 404 not-found to another tenant', async () => {
       const created = await post(newIdempotencyKey(), validOrderBody())
@@ -374,7 +388,7 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
       const before = await countRows(stack.sql)
 
       const inA = await post(key, body)
-      const inB = await postOrder(stack.app.url, { secretKey: tenantB.secretKey, key, body })
+      const inB = await postOrder(api(), { secretKey: tenantB.secretKey, key, body })
 
       expectCreatedOrder(inA, body, key, false)
       expectCreatedOrder(inB, body, key, false)
@@ -386,15 +400,17 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
   })
 
   describe('authentication', () => {
-    const badAuthorizations: Array<[string, Record<string, string>]> = [
-      ['no Authorization header', {}],
-      ['an unknown secret key', { authorization: 'Bearer sk_unknown_0123456789abcdefghij' }],
-      ['a malformed header (Basic x)', { authorization: 'Basic x' }],
+    // Prism answers a request without the document's Bearer scheme itself: those go direct. An unknown
+    // key has the scheme, so the server's 401 for it is checked against the document.
+    const badAuthorizations: Array<[string, Record<string, string>, () => string]> = [
+      ['no Authorization header', {}, direct],
+      ['an unknown secret key', { authorization: 'Bearer sk_unknown_0123456789abcdefghij' }, api],
+      ['a malformed header (Basic x)', { authorization: 'Basic x' }, direct],
     ]
 
-    it.each(badAuthorizations)('answers POST with %s 401 unauthorized and writes nothing', async (_, headers) => {
+    it.each(badAuthorizations)('answers POST with %s 401 unauthorized and writes nothing', async (_, headers, baseUrl) => {
       const before = await countRows(stack.sql)
-      const response = await request(stack.app.url, '/api/orders', {
+      const response = await request(baseUrl(), '/api/orders', {
         method: 'POST',
         headers: { 'idempotency-key': newIdempotencyKey(), ...headers },
         body: validOrderBody(),
@@ -403,52 +419,53 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
       expect(await countRows(stack.sql)).toEqual(before)
     })
 
-    it.each(badAuthorizations)('answers GET with %s 401 unauthorized', async (_, headers) => {
+    it.each(badAuthorizations)('answers GET with %s 401 unauthorized', async (_, headers, baseUrl) => {
       const created = await post(newIdempotencyKey(), validOrderBody())
-      expectProblem(await request(stack.app.url, `/api/orders/${created.json.id}`, { headers }), 'unauthorized')
+      expectProblem(await request(baseUrl(), `/api/orders/${created.json.id}`, { headers }), 'unauthorized')
     })
 
     it('answers 401 for a revoked secret key', async () => {
-      const revoked = await createTenant(stack.app.url, 'orders-api revoked')
+      const revoked = await createTenant(api(), 'orders-api revoked')
       await stack.sql`update api_keys set revoked_at = now() where tenant_id = ${revoked.tenantId}`
       const before = await countRows(stack.sql)
-      expectProblem(await postOrder(stack.app.url, { secretKey: revoked.secretKey, key: newIdempotencyKey(), body: validOrderBody() }), 'unauthorized')
+      expectProblem(await postOrder(api(), { secretKey: revoked.secretKey, key: newIdempotencyKey(), body: validOrderBody() }), 'unauthorized')
       expect(await countRows(stack.sql)).toEqual(before)
     })
 
-    it.each<[string, () => Record<string, string>]>([
-      ['no Authorization header', () => ({})],
-      ['a wrong OPS token', () => ({ authorization: `Bearer ${testSecrets.opsToken}x` })],
-      ['a tenant secret key', () => ({ authorization: `Bearer ${tenant.secretKey}` })],
-    ])('answers POST /api/ops/tenants with %s 401 unauthorized and creates no tenant', async (_, headers) => {
+    it.each<[string, () => Record<string, string>, () => string]>([
+      ['no Authorization header', () => ({}), direct],
+      ['a wrong OPS token', () => ({ authorization: `Bearer ${testSecrets.opsToken}x` }), api],
+      ['a tenant secret key', () => ({ authorization: `Bearer ${tenant.secretKey}` }), api],
+    ])('answers POST /api/ops/tenants with %s 401 unauthorized and creates no tenant', async (_, headers, baseUrl) => {
       const before = await countRows(stack.sql)
-      const response = await request(stack.app.url, '/api/ops/tenants', { method: 'POST', headers: headers(), body: { name: 'intruder' } })
+      const response = await request(baseUrl(), '/api/ops/tenants', { method: 'POST', headers: headers(), body: { name: 'intruder' } })
       expectProblem(response, 'unauthorized')
       expect(await countRows(stack.sql)).toEqual(before)
     })
   })
 
+  // Pages outside /api and routes the document does not have: Prism would answer 404 itself.
   describe('problem type pages and unknown routes', () => {
     it('serves the type URI of every problem as an HTML page naming its title', async () => {
       for (const [slug, { title }] of Object.entries(problemCatalog)) {
-        const page = await request(stack.app.url, `/problems/${slug}`)
+        const page = await request(direct(), `/problems/${slug}`)
         expect(page.status, slug).toBe(200)
         expect(page.headers.get('content-type')).toMatch(/^text\/html\b/)
         expect(page.text).toContain(title)
       }
-      expect((await request(stack.app.url, '/problems/idempotency-key-reused')).text)
+      expect((await request(direct(), '/problems/idempotency-key-reused')).text)
         .toContain('<title>Idempotency key reused with a different request</title>')
     })
 
     it('answers 404 for an unknown problem slug', async () => {
-      expect((await request(stack.app.url, '/problems/no-such-problem')).status).toBe(404)
+      expect((await request(direct(), '/problems/no-such-problem')).status).toBe(404)
     })
 
     it.each([
       ['GET', '/api/no-such-route'],
       ['POST', '/api/orders/ord_x/capture'],
     ])('answers %s %s with 404 not-found problem+json', async (method, path) => {
-      expectProblem(await request(stack.app.url, path, { method }), 'not-found')
+      expectProblem(await request(direct(), path, { method }), 'not-found')
     })
   })
 })

@@ -5,17 +5,20 @@ import { type AppProcess, fastJobsEnv, startApp, testSecrets } from '../support/
 import { createTenant, request, type TestResponse } from '../support/http'
 import { expectCreatedRefund, expectProblem, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
+import { type PrismProxy, startPrism } from '../support/prism'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
 
 // Refunds and cancellation (SPEC §4a) against two built instances on one Postgres and Redis, with
 // the simulated provider (mockpay) as the payment provider: the API's answers, the refundable
 // balance under concurrent requests on both instances, one provider refund per refund, the order's
-// state, and a payment that arrives for a canceled order given back once.
+// state, and a payment that arrives for a canceled order given back once. Each instance is reached
+// through its own Prism, which checks every exchange against the OpenAPI document; requests the
+// document itself calls invalid go to instance A directly (`directA`).
 
 const ORDER_AMOUNT = 150_000
 const calm = { duplicates: 0, maxDelayMs: 0 }
 
-interface Stack { apps: AppProcess[], sql: postgres.Sql, tenant: TenantCredentials }
+interface Stack { apps: AppProcess[], proxies: PrismProxy[], sql: postgres.Sql, tenant: TenantCredentials }
 
 const auth = (tenant: TenantCredentials) => ({ authorization: `Bearer ${tenant.secretKey}` })
 
@@ -81,17 +84,22 @@ describeWithServices('refunds and cancellation, two instances on Postgres and Re
       await startApp({ databaseUrl: database.url, redisUrl, label: 'refunds-a', env }),
       await startApp({ databaseUrl: database.url, redisUrl, label: 'refunds-b', env }),
     ]
-    stack = { apps, sql: postgres(database.url, { max: 2, onnotice: () => {} }), tenant: await createTenant(apps[0]!.url, 'refunds') }
+    const proxies = await Promise.all(apps.map((app, i) => startPrism({ upstream: app.url, label: `refunds-${i ? 'b' : 'a'} prism` })))
+    stack = { apps, proxies, sql: postgres(database.url, { max: 2, onnotice: () => {} }), tenant: await createTenant(proxies[0]!.url, 'refunds') }
   })
 
   afterAll(async () => {
+    await Promise.all(stack?.proxies.map(proxy => proxy.stop()) ?? [])
     await Promise.all(stack?.apps.map(app => app.stop()) ?? [])
     await stack?.sql.end()
     await database?.drop()
   })
 
-  const a = () => stack.apps[0]!.url
-  const b = () => stack.apps[1]!.url
+  /** Instance A and B, each through its Prism. */
+  const a = () => stack.proxies[0]!.url
+  const b = () => stack.proxies[1]!.url
+  /** Instance A past Prism, which would answer these requests itself. */
+  const directA = () => stack.apps[0]!.url
 
   describe('POST /api/orders/:id/refunds', () => {
     it('refunds all that remains by default: 201, replayed under its key, the provider asked once, the order refunded with one notice', async () => {
@@ -158,15 +166,15 @@ describeWithServices('refunds and cancellation, two instances on Postgres and Re
 
       const paid = await paidOrder(a(), stack.tenant)
       for (const body of [{ amount: 0 }, { amount: -5 }, { amount: 1.5 }, { amount: '100' }, { reason: 'because' }, { amount: 10, extra: true }]) {
-        expectProblem(await postRefund(a(), stack.tenant, paid.orderId, randomUUID(), body), 'validation-failed')
+        expectProblem(await postRefund(directA(), stack.tenant, paid.orderId, randomUUID(), body), 'validation-failed')
       }
       expectProblem(await postRefund(a(), stack.tenant, paid.orderId, randomUUID(), { amount: ORDER_AMOUNT + 1 }), 'refund-exceeds-remaining')
-      expectProblem(await request(a(), `/api/orders/${paid.orderId}/refunds`, { method: 'POST', headers: auth(stack.tenant), body: {} }), 'idempotency-key-missing')
+      expectProblem(await request(directA(), `/api/orders/${paid.orderId}/refunds`, { method: 'POST', headers: auth(stack.tenant), body: {} }), 'idempotency-key-missing')
 
       const other = await createTenant(a(), 'refunds-other')
       expectProblem(await postRefund(a(), other, paid.orderId, randomUUID()), 'not-found')
       expectProblem(await postRefund(a(), stack.tenant, 'ord_missing', randomUUID()), 'not-found')
-      expectProblem(await request(a(), `/api/orders/${paid.orderId}/refunds`, { method: 'POST', headers: { 'idempotency-key': randomUUID() }, body: {} }), 'unauthorized')
+      expectProblem(await request(directA(), `/api/orders/${paid.orderId}/refunds`, { method: 'POST', headers: { 'idempotency-key': randomUUID() }, body: {} }), 'unauthorized')
       expect(await stack.sql`select count(*)::int as n from refunds where order_id = ${paid.orderId}`).toEqual([{ n: 0 }])
       expect((await readOrder(a(), stack.tenant, paid.orderId)).status).toBe('paid')
     })

@@ -7,6 +7,7 @@ import { effectsPerOrder } from '../support/jobs'
 import { opsRequest } from '../support/ops'
 import { expectProblem, newIdempotencyKey, type OrdersStack, postOrder, requestIdPattern, startOrdersStack, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
+import { type PrismProxy, startPrism } from '../support/prism'
 import type { HistoryView } from '../support/providers'
 import { describeWithServices } from '../support/services'
 import {
@@ -26,7 +27,9 @@ import {
 // SPEC §5: POST /api/webhooks/:provider against the built server on real Postgres and Redis, with
 // the in-app worker applying what was accepted. A delivery is verified on its raw bytes, stored once
 // with its webhook.apply job, answered at once, and applied by precedence; rows are read straight
-// from the app's database to check what each answer claims.
+// from the app's database to check what each answer claims. Deliveries and reads go through Prism,
+// which checks every exchange against the OpenAPI document; those the document itself calls invalid
+// (or that Prism cannot parse to forward) go to the server directly, through `sendDirect`.
 
 /** A Standard Webhooks secret the app does not have. */
 const foreignStandardSecret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`
@@ -54,22 +57,29 @@ type HistoryRow = Omit<HistoryView, 'jobId'>
 
 describeWithServices('POST /api/webhooks/:provider (SPEC §5) with the in-app worker', ['postgres', 'redis'], () => {
   let stack: OrdersStack
+  let prism: PrismProxy
 
   beforeAll(async () => {
     stack = await startOrdersStack('webhooks-api', fastJobsEnv)
+    prism = await startPrism({ upstream: stack.app.url, label: 'webhooks-api prism' })
   })
 
   afterAll(async () => {
+    await prism?.stop()
     await stack?.close()
     await stopAll()
   })
 
   const sql = () => stack.sql
-  const send = (delivery: SignedDelivery) => deliver(stack.app.url, delivery)
+  /** Checked by Prism against the document. */
+  const api = () => prism.url
+  const send = (delivery: SignedDelivery) => deliver(api(), delivery)
+  /** Past Prism, which would refuse the delivery (or fail to parse it) before the server saw it. */
+  const sendDirect = (delivery: SignedDelivery) => deliver(stack.app.url, delivery)
 
   /** A fresh pending order through the API (IDR 150 000). */
   async function createOrder(): Promise<CreatedOrder> {
-    const created = await postOrder(stack.app.url, { secretKey: stack.tenant.secretKey, key: newIdempotencyKey(), body: validOrderBody() })
+    const created = await postOrder(api(), { secretKey: stack.tenant.secretKey, key: newIdempotencyKey(), body: validOrderBody() })
     expect(created.status, created.text).toBe(201)
     return { id: created.json.id, amount: created.json.amount, currency: created.json.currency }
   }
@@ -225,7 +235,7 @@ describeWithServices('POST /api/webhooks/:provider (SPEC §5) with the in-app wo
 
       await settled(order.id)
       expect(await orderStatus(order.id)).toBe('paid')
-      const fetched = await request(stack.app.url, `/api/orders/${order.id}`, { headers: { authorization: `Bearer ${stack.tenant.secretKey}` } })
+      const fetched = await request(api(), `/api/orders/${order.id}`, { headers: { authorization: `Bearer ${stack.tenant.secretKey}` } })
       expect(fetched.status, fetched.text).toBe(200)
       expect(fetched.json).toMatchObject({ id: order.id, status: 'paid' })
       expect(await eventsOfOrder(order.id)).toEqual([{ ...stored, status: 'applied', processed: true }])
@@ -317,7 +327,8 @@ describeWithServices('POST /api/webhooks/:provider (SPEC §5) with the in-app wo
       ]
       for (const [what, make] of rejected) {
         const attempt = await make()
-        const response = await send(attempt)
+        // webhook-signature is the route's security scheme in the document: Prism answers its absence itself.
+        const response = await (attempt.headers['webhook-signature'] === undefined ? sendDirect : send)(attempt)
         expectProblem(response, 'webhook-signature-invalid')
         expect(response.headers.get('idempotent-replayed'), what).toBeNull()
         expect(await webhookRowCounts(sql()), what).toEqual(before)
@@ -342,15 +353,16 @@ describeWithServices('POST /api/webhooks/:provider (SPEC §5) with the in-app wo
       const before = await webhookRowCounts(sql())
       const { webhookId, delivery } = standardEvent('payment.succeeded', order)
 
-      const unknownProvider = await send({ ...delivery, path: '/api/webhooks/paypal' })
+      // Direct: Prism itself answers a provider or an event type the document does not have, and a body that is not JSON.
+      const unknownProvider = await sendDirect({ ...delivery, path: '/api/webhooks/paypal' })
       expectProblem(unknownProvider, 'not-found')
       expect(await webhookRowCounts(sql())).toEqual(before)
 
       const unknownEvent = standardDelivery(webhookId, JSON.stringify({ type: 'payment.disputed', timestamp: '2026-11-29T10:00:00.000Z', data: paymentData(order) }))
-      const notUnderstood = await send(unknownEvent)
+      const notUnderstood = await sendDirect(unknownEvent)
       expectProblem(notUnderstood, 'payload-invalid')
       expect(notUnderstood.json.detail).toContain('type')
-      const notJson = await send(standardDelivery(webhookId, 'this is not json'))
+      const notJson = await sendDirect(standardDelivery(webhookId, 'this is not json'))
       expectProblem(notJson, 'payload-invalid')
       expect(await webhookRowCounts(sql())).toEqual(before)
 
@@ -550,7 +562,7 @@ describeWithServices('POST /api/webhooks/:provider (SPEC §5) with the in-app wo
       expect(await eventsOfOrder(unknownOrder.id)).toEqual([expect.objectContaining({ eventId: webhookId, status: 'received', processed: false })])
       expect(await historyOf(unknownOrder.id)).toEqual([])
 
-      const listed = await opsRequest(stack.app.url, '/api/ops/jobs?status=dead_letter&kind=webhook.apply')
+      const listed = await opsRequest(api(), '/api/ops/jobs?status=dead_letter&kind=webhook.apply')
       expect(listed.status, listed.text).toBe(200)
       expect(listed.json.object).toBe('list')
       expect(listed.json.data).toEqual([expect.objectContaining({
