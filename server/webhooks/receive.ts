@@ -62,7 +62,8 @@ export async function readVerifiedDelivery(event: H3Event, provider: RegisteredP
     parsed.event.orderId = orderId
   }
   if (!checkIdempotencyKey(parsed.event.eventId).ok) throw invalid('the event id must be 1–255 visible ASCII characters')
-  const signatureHeaders = Object.fromEntries(provider.signatureHeaders.map(name => [name, delivery.header(name) ?? '']))
+  // The headers the delivery was verified by, as sent (a Svix sender's svix-* names included).
+  const signatureHeaders = Object.fromEntries(provider.signatureHeaders.flatMap(name => delivery.header(name) ? [[name, delivery.header(name)!]] : []))
   return { event: parsed.event, rawBody, signatureHeaders }
 }
 

@@ -375,6 +375,9 @@ describeWithServices('third-party clients against the built server', ['postgres'
         const first = await deliver(stack.app.url, firstDelivery)
 
         expectReceived(first, webhookId, false)
+        // Stored with the headers it was verified by, under the names it was sent with.
+        const { 'content-type': _, ...signedWith } = firstDelivery.headers
+        expect(await stack.sql`select signature_headers as "signatureHeaders" from webhook_events where provider = 'standard' and event_id = ${webhookId}`).toEqual([{ signatureHeaders: signedWith }])
         expect(await processedEvents(stack.sql, order.id)).toEqual([expect.objectContaining({ provider: 'standard', eventId: webhookId, type: 'payment.succeeded', status: 'applied' })])
         expect(await historyOf(stack.sql, order.id)).toEqual([expect.objectContaining({ fromStatus: 'pending_payment', toStatus: 'paid', outcome: 'applied' })])
         const before = await webhookRowCounts(stack.sql)

@@ -34,7 +34,7 @@ const StandardEvent = z.object({
 
 export const standardProvider: WebhookProvider = {
   name: 'standard',
-  signatureHeaders: ['webhook-id', 'webhook-timestamp', 'webhook-signature'],
+  signatureHeaders: ['webhook-id', 'webhook-timestamp', 'webhook-signature', 'svix-id', 'svix-timestamp', 'svix-signature'],
   verify(delivery, secret) {
     const id = headerOf(delivery, 'id')
     const signatures = headerOf(delivery, 'signature')
