@@ -547,7 +547,7 @@ function configErrorOf(problems: ConfigProblem[]): ConfigError {
   const sorted = [...problems].sort((a, b) => configVariableNames.indexOf(a.name) - configVariableNames.indexOf(b.name))
   const count = sorted.length === 1 ? '1 setting to fix' : `${sorted.length} settings to fix`
   return new ConfigError(`Invalid configuration (${count}):\n${sorted.map(problem => `  ${problem.name}: ${problem.message}`).join('\n')}\n`
-    + 'Every setting is described in .env.example and in the README\'s Configuration section; `npm run secrets` prints new secrets to paste.', sorted)
+    + 'Every setting is described in .env.example and in docs/configuration.md; `npm run secrets` prints new secrets to paste.', sorted)
 }
 
 /**
