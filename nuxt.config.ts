@@ -50,6 +50,10 @@ export default defineNuxtConfig({
       },
     },
   },
+  // `nuxt dev` builds no public folder: it serves Redoc's bundles where they are.
+  $development: {
+    nitro: { publicAssets: [{ dir: fileURLToPath(new URL('./node_modules/redoc/bundles', import.meta.url)), baseURL: REDOC_BASE_URL }] },
+  },
   hooks: {
     // Redoc's one standalone file, not its folder: its source maps would triple what ships. Copied
     // with the other public assets, before the build lists them for the static handler.

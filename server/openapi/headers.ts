@@ -62,7 +62,7 @@ export const headerComponents: Record<string, oas31.HeaderObject> = {
   'Retry-After': { description: 'Seconds to wait before retrying (with the same key).', schema: { type: 'string', pattern: String.raw`^\d+$` }, example: '1' },
   'Location': { description: 'The created resource.', schema: { type: 'string' } },
   'Preference-Applied': { description: 'The `Prefer: wait=N` the server applied (N capped at 10).', schema: { type: 'string', pattern: String.raw`^wait=\d+$` }, example: 'wait=10' },
-  'Cache-Control': { description: 'The answer holds a secret: never stored by a cache.', schema: { type: 'string', enum: ['no-store'] } },
+  'Cache-Control': { description: '`no-store`: never kept by a cache (the answer holds a secret, or is a reading that must be fresh).', schema: { type: 'string', enum: ['no-store'] } },
   'Set-Cookie': { description: 'The checkout session: a sealed, `HttpOnly`, `SameSite=Strict` cookie `ic_checkout` bound to the demo tenant (`Secure` outside `nuxt dev`).', schema: { type: 'string' } },
 }
 

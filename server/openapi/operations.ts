@@ -6,6 +6,7 @@ import {
   OpsIssuedApiKeySchema, OpsJobListSchema, OpsJobSchema, OpsMailboxMessageListSchema, OpsOrderSchema, OpsTaskRunSchema,
   OrderSchema, ReadinessSchema, RefundResponseSchema, RefundSchema, WebhookReceivedSchema,
 } from '../../shared/api-schemas'
+import { webhookProviderNames } from '../config'
 import { ConfirmIntentSchema, RefundIntentSchema } from '../mockpay/service'
 import { CreateOrderSchema, OrderIdSchema } from '../orders/schema'
 import type { ProblemSlug } from '../problems'
@@ -13,7 +14,7 @@ import { CreateRefundSchema, RefundIdSchema } from '../refunds/schema'
 import type { ResponseHeaderOptions, parameterComponents } from './headers'
 import {
   ApiKeyIdParam, AuditQuery, CreateTenantBody, DismissJobBody, EvidenceQuery, IssueKeyBody, JobsQuery, MailboxQuery, RecordsQuery,
-  runnableTasks, TenantIdParam,
+  TaskNameParam, TenantIdParam,
 } from './route-inputs'
 import { MidtransNotification, StandardWebhookEvent, StripeWebhookEvent } from './webhook-payloads'
 
@@ -53,6 +54,7 @@ export interface ApiOperation {
   /** Header parameters besides Idempotency-Key and Prefer. */
   headerParams?: Array<keyof typeof parameterComponents>
   body?: { schema: z.ZodType, required: boolean, description?: string, examples?: Record<string, oas31.ExampleObject> }
+  /** Empty only where the operation documents a refusal (a webhook provider that does not exist). */
   success: SuccessResponse[]
   /** Route-specific problems; those every route can answer are added by the document. */
   problems: ProblemSlug[]
@@ -245,6 +247,21 @@ export const apiOperations: ApiOperation[] = [
     problems: webhookProblems,
   },
 
+  {
+    method: 'post',
+    path: '/api/webhooks/{provider}',
+    operationId: 'rejectUnknownWebhookProvider',
+    summary: 'Any other provider: 404',
+    description: 'The providers above are the only ones: any other name is 404 `not-found`, before the body is read.',
+    tag: 'Webhooks',
+    security: [],
+    pathParams: z.object({
+      provider: z.string().meta({ description: 'Not one of the providers above.', example: 'paypal', override: { not: { enum: [...webhookProviderNames] } } }),
+    }),
+    success: [],
+    problems: ['not-found'],
+  },
+
   // ---------------------------------------------------------------------------------------------
   // checkout page, mockpay, health
   // ---------------------------------------------------------------------------------------------
@@ -328,7 +345,7 @@ export const apiOperations: ApiOperation[] = [
     description: 'Prometheus text exposition (`text/plain; version=0.0.4`), never cached. Each process counts its own: scrape every instance.',
     tag: 'Ops',
     security: ops,
-    success: [{ status: 200, description: 'The metrics.', schema: z.string(), mediaType: 'text/plain' }],
+    success: [{ status: 200, description: 'The metrics.', schema: z.string(), mediaType: 'text/plain', headers: { cacheControl: true } }],
     problems: ['unauthorized'],
   },
   {
@@ -448,7 +465,7 @@ export const apiOperations: ApiOperation[] = [
     description: 'They also run on their schedule; each takes a lock, so it is safe with many instances.',
     tag: 'Ops: jobs',
     security: ops,
-    pathParams: z.object({ name: z.enum(runnableTasks) }),
+    pathParams: z.object({ name: TaskNameParam }),
     success: [{ status: 200, description: 'What the task reported.', schema: OpsTaskRunSchema }],
     problems: ['unauthorized', 'not-found'],
   },

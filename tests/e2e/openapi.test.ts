@@ -165,6 +165,8 @@ describeWithServices('OpenAPI document against the built server', ['postgres'], 
     const redelivered = await deliver(app.url, standard)
     expectDocumented('post', '/api/webhooks/standard', redelivered)
     expect([redelivered.status, redelivered.json.idempotency.replayed]).toEqual([200, true])
+    const unknown = await exchange('post', '/api/webhooks/{provider}', '/api/webhooks/paypal', { body: { id: 'evt_1' } })
+    expect(unknown.json.type).toBe('/problems/not-found')
     const forged = await deliver(app.url, { ...stripe, headers: { ...stripe.headers, 'stripe-signature': 't=1,v1=00' } })
     expectDocumented('post', '/api/webhooks/stripe', forged)
     expect(forged.status).toBe(401)
