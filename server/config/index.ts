@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto'
+import { createHmac, randomBytes } from 'node:crypto'
 import { accessSync, constants } from 'node:fs'
 import { resolve } from 'node:path'
 import { z } from 'zod'
@@ -95,7 +95,8 @@ const EnvSchema = z.object({
   IDEMPOTENCY_REPLAY_CACHE_BYTES: intIn(0, 2 ** 31, 32 * 2 ** 20),
   /**
    * Signs the responses the instances share through Redis (HMAC-SHA256), so that a write to Redis
-   * cannot plant one; the same on every instance on one Redis. Unset: each process makes its own.
+   * cannot plant one; the same on every instance on one Redis. Unset: derived from OPS_TOKEN, which
+   * every serving instance of a deployment already shares.
    */
   REPLAY_CACHE_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
   WORKER_ENABLED: flag(true),
@@ -531,7 +532,7 @@ export function parseConfig(env: Record<string, string | undefined>, options: Pa
     PAYMENT_PROVIDER: paymentProvider!,
     MOCKPAY_WEBHOOK_SECRET: mockpaySecret,
     SESSION_PASSWORD: values.SESSION_PASSWORD ?? generate('SESSION_PASSWORD'),
-    REPLAY_CACHE_SECRET: values.REPLAY_CACHE_SECRET ?? randomBytes(32).toString('base64url'),
+    REPLAY_CACHE_SECRET: values.REPLAY_CACHE_SECRET ?? replayCacheKeyFrom(secrets.OPS_TOKEN),
     MOCKPAY_WEBHOOK_URL: values.MOCKPAY_WEBHOOK_URL ?? `http://127.0.0.1:${values.PORT}/api/webhooks/mockpay`,
     webhookSecrets: Object.fromEntries(Object.entries(webhookSecrets).filter(([, secret]) => secret !== undefined)),
     webhookProviders: webhookProviderNames.filter(name => webhookSecrets[name] !== undefined),
@@ -540,6 +541,14 @@ export function parseConfig(env: Record<string, string | undefined>, options: Pa
     secretsFile,
     warnings: local ? [] : warningsOf(switches),
   }
+}
+
+/**
+ * The replay cache's signing key when none is set: a key of its own drawn from OPS_TOKEN (never the
+ * token itself), so instances sharing a Redis agree on it with no setting more.
+ */
+function replayCacheKeyFrom(opsToken: string): string {
+  return createHmac('sha256', opsToken).update('replay-cache signing key v1').digest('base64url')
 }
 
 /** One error for every problem, in the schema's order (the order of `.env.example`), each on its own line. */

@@ -662,12 +662,17 @@ describe('parseConfig: provider API bases over plain http only on loopback', () 
 })
 
 describe('parseConfig: REPLAY_CACHE_SECRET', () => {
-  it('keeps a given secret verbatim, refuses one shorter than 32 characters, and makes one per process when unset', () => {
+  it('keeps a given secret verbatim and refuses one shorter than 32 characters', () => {
     const secret = 'a-replay-cache-secret-of-32-chars'
     expect(parseConfig({ ...deploymentEnv(), REPLAY_CACHE_SECRET: secret }).REPLAY_CACHE_SECRET).toBe(secret)
     expect(problemsOf(configErrorFor({ ...deploymentEnv(), REPLAY_CACHE_SECRET: 'x'.repeat(31) })).REPLAY_CACHE_SECRET).toMatch(/^must be at least 32 characters/)
+  })
+
+  it('when unset, derives one from OPS_TOKEN: the same on every instance of a deployment, never the token, another for another token', () => {
     const [first, second] = [parseConfig(deploymentEnv()), parseConfig(deploymentEnv())]
     expect(first.REPLAY_CACHE_SECRET).toMatch(/^[\w-]{43}$/)
-    expect(second.REPLAY_CACHE_SECRET).not.toBe(first.REPLAY_CACHE_SECRET)
+    expect(second.REPLAY_CACHE_SECRET).toBe(first.REPLAY_CACHE_SECRET)
+    expect(first.REPLAY_CACHE_SECRET).not.toContain(first.OPS_TOKEN)
+    expect(parseConfig({ ...deploymentEnv(), OPS_TOKEN: 'another_ops_token_0123456789' }).REPLAY_CACHE_SECRET).not.toBe(first.REPLAY_CACHE_SECRET)
   })
 })
