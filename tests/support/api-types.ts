@@ -182,6 +182,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/webhooks/{provider}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Any other provider: 404
+         * @description The providers above are the only ones: any other name is 404 `not-found`, before the body is read.
+         */
+        post: operations["rejectUnknownWebhookProvider"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/checkout/session": {
         parameters: {
             query?: never;
@@ -593,7 +613,7 @@ export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
         /**
-         * @description A Standard Webhooks event (what mockpay sends). The event id is the `webhook-id` header, not a field.
+         * @description A Standard Webhooks event (what mockpay sends); the event id is the `webhook-id` header, not a field. `data.amount` is in the currency's units as this app counts them (rupiah for IDR); for `payment.refunded` it is the total refunded so far for the payment.
          * @example {
          *       "type": "payment.succeeded",
          *       "timestamp": "2026-12-01T09:14:03Z",
@@ -606,23 +626,19 @@ export interface components {
          *     }
          */
         StandardWebhookEvent: {
-            /**
-             * @description payment.refunded: `data.amount` is the total refunded so far for the payment.
-             * @enum {string}
-             */
+            /** @enum {string} */
             type: "payment.succeeded" | "payment.failed" | "payment.refunded";
             /** Format: date-time */
             timestamp: string;
             data: {
                 orderId: string;
                 paymentId: string;
-                /** @description In the currency's whole units as this app counts them (rupiah for IDR). */
                 amount: number;
                 currency: string;
             };
         };
         /**
-         * @description A Stripe event (`Stripe-Signature`: `t=<unix>,v1=<hex HMAC-SHA256 of "t.body">`, any v1 may match).
+         * @description A Stripe event; `id` is the dedupe key. Understood types: payment_intent.succeeded, payment_intent.payment_failed, charge.refunded (`amount_refunded`: the total refunded so far), refund.created, refund.updated, refund.failed; any other is 400 `payload-invalid`. The order is `data.object.metadata.order_id` (what this app's PaymentIntents and refunds carry) or `orderId`; a refund made in Stripe's dashboard has neither, and its order is found by `payment_intent`.
          * @example {
          *       "id": "evt_1QabcXYZ",
          *       "type": "payment_intent.succeeded",
@@ -641,9 +657,7 @@ export interface components {
          *     }
          */
         StripeWebhookEvent: {
-            /** @description The event id: the dedupe key. */
             id: string;
-            /** @description Understood: payment_intent.succeeded, payment_intent.payment_failed, charge.refunded, refund.created, refund.updated, refund.failed; any other type is 400 `payload-invalid`. */
             type: string;
             data: {
                 object: {
@@ -651,24 +665,21 @@ export interface components {
                     object?: string;
                     amount?: number;
                     amount_received?: number;
-                    /** @description charge.refunded: the total refunded so far. */
                     amount_refunded?: number;
                     currency?: string;
                     payment_intent?: string | null;
                     charge?: string | null;
                     status?: string | null;
-                    /** @description The order: `order_id` (what this app's PaymentIntents and refunds carry) or `orderId`. A refund made in Stripe's dashboard has neither: its order is found by `payment_intent`. */
                     metadata?: {
                         order_id?: string;
                         orderId?: string;
-                        /** @description This app's refund id on refunds it asked for. */
                         refund_id?: string;
                     };
                 };
             };
         };
         /**
-         * @description A Midtrans HTTP notification: the signature is `signature_key` in the body.
+         * @description A Midtrans HTTP notification. The signature is `signature_key`: hex SHA-512 of order_id + status_code + gross_amount + the server key. `transaction_status` is believed only with the status_code Midtrans documents it with: 200 settlement, capture (fraud_status accept), authorize, cancel, refund, partial_refund, chargeback, partial_chargeback; 201 pending, capture (challenge); 202 deny, cancel, expire, failure. `currency`, when sent, is IDR.
          * @example {
          *       "order_id": "ord_8cf2b5a4d0e1",
          *       "status_code": "200",
@@ -684,13 +695,10 @@ export interface components {
             order_id: string;
             status_code: string;
             gross_amount: string;
-            /** @description Hex SHA-512 of order_id + status_code + gross_amount + the server key: the signature. */
             signature_key: string;
             transaction_id: string;
-            /** @description Believed only with the status_code Midtrans documents it with: 200 settlement, capture (fraud_status accept), authorize, cancel, refund, partial_refund, chargeback, partial_chargeback; 201 pending, capture (challenge); 202 deny, cancel, expire, failure. */
             transaction_status: string;
             fraud_status?: string;
-            /** @description IDR, when sent. */
             currency?: string;
         };
         /**
@@ -701,6 +709,7 @@ export interface components {
         CreateTenantRequest: {
             name: string;
         };
+        /** @description No body, or an empty object. */
         IssueApiKeyRequest: Record<string, never>;
         /**
          * @example {
@@ -1986,7 +1995,7 @@ export interface components {
          * @example wait=10
          */
         "Preference-Applied": string;
-        /** @description The answer holds a secret: never stored by a cache. */
+        /** @description `no-store`: never kept by a cache (the answer holds a secret, or is a reading that must be fresh). */
         "Cache-Control": "no-store";
         /** @description The checkout session: a sealed, `HttpOnly`, `SameSite=Strict` cookie `ic_checkout` bound to the demo tenant (`Secure` outside `nuxt dev`). */
         "Set-Cookie": string;
@@ -2727,6 +2736,31 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    rejectUnknownWebhookProvider: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Your correlation id, echoed in `X-Request-Id` when it is 1–128 visible ASCII characters (anything else is ignored and the server's id is echoed instead).
+                 * @example checkout-7f3a
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description Not one of the providers above. */
+                provider: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            400: components["responses"]["MalformedRequest"];
+            404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     startCheckoutSession: {
         parameters: {
             query?: never;
@@ -3033,6 +3067,7 @@ export interface operations {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3153,7 +3188,7 @@ export interface operations {
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
-                /** @description A tenant id, `ten_…`. */
+                /** @description A tenant id, `ten_…`; any other value is 404. */
                 id: string;
             };
             cookie?: never;
@@ -3190,7 +3225,7 @@ export interface operations {
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
-                /** @description A tenant id, `ten_…`. */
+                /** @description A tenant id, `ten_…`; any other value is 404. */
                 id: string;
             };
             cookie?: never;
@@ -3244,9 +3279,9 @@ export interface operations {
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
-                /** @description A tenant id, `ten_…`. */
+                /** @description A tenant id, `ten_…`; any other value is 404. */
                 id: string;
-                /** @description An API key id, `key_…`. */
+                /** @description An API key id, `key_…`; any other value is 404. */
                 keyId: string;
             };
             cookie?: never;
