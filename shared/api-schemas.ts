@@ -283,8 +283,10 @@ export const DuplicatesAuditSchema = z.object({
 export const OpsOrderSchema = OrderSchema.extend({ tenantId: z.string() }).meta({ id: 'OpsOrder', description: 'The order as its tenant reads it, and whose it is.' })
 
 // The ops answer types are declared in ./ops-api (generic over the server's Date rows); each must
-// be exactly what its schema says on the wire, or the type check fails here.
-type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false
+// be exactly what its schema says on the wire, or the type check fails here. Identical, not only
+// mutually assignable: an optional field on one side only is a difference too.
+type Flat<T> = { [Key in keyof T]: T[Key] }
+type Same<A, B> = (<T>() => T extends Flat<A> ? 1 : 2) extends (<T>() => T extends Flat<B> ? 1 : 2) ? true : false
 type Holds<Check extends true> = Check
 export type OpsTypesMatchSchemas = [
   Holds<Same<OpsApi.OpsJob, z.output<typeof OpsJobSchema>>>,

@@ -19,7 +19,7 @@ export const parameterComponents: Record<string, oas31.ParameterObject> = {
       + 'It may also be sent as an RFC 8941 string, as the IETF draft writes it: `"abc"` is the key `abc`. '
       + 'Missing: 400 `idempotency-key-missing`; malformed: 400 `idempotency-key-invalid`. The same key with another body or route: 422 `idempotency-key-reused`.',
     schema: { type: 'string', pattern: IDEMPOTENCY_KEY_PATTERN },
-    examples: { bare: { value: '5f0c8a52-3f0e-4c7e-9a59-0c1c6f1f6b1e' }, sfString: { summary: 'RFC 8941 string: the same key', value: '"5f0c8a52-3f0e-4c7e-9a59-0c1c6f1f6b1e"' } },
+    examples: { bare: { summary: 'A UUID v4', value: '5f0c8a52-3f0e-4c7e-9a59-0c1c6f1f6b1e' }, sfString: { summary: 'RFC 8941 string: the same key', value: '"5f0c8a52-3f0e-4c7e-9a59-0c1c6f1f6b1e"' } },
   },
   Prefer: {
     name: 'Prefer',
