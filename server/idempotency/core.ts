@@ -7,7 +7,7 @@ import { LockBackendError, type Locks } from '../locks/types'
 import { problemOf } from '../problems'
 import { CACHE_EXPIRY_MARGIN_MS, type FinishedRecord, finishedFromView, type ReplayCache } from './replay-cache'
 import {
-  canTakeOver, type Claim, type ClaimInput, createIdempotencyStore, finishedRecordInsert, type IdempotencyStore,
+  canTakeOver, type Claim, type ClaimInput, createIdempotencyStore, finishedRecordExpiry, finishedRecordInsert, type IdempotencyStore,
   RECORD_KEY_CONSTRAINT, type RecordView, type StoredResponse,
 } from './store'
 
@@ -189,8 +189,9 @@ async function executeAtomically(deps: IdempotencyDeps, request: IdempotentReque
   const now = new Date()
   const plan = operation.plan(db, now)
   const response = storedResponse(plan.result, request.key)
+  const record = { ...request, response, now }
   try {
-    await deps.database.transact([finishedRecordInsert(db, { ...request, response, now }), ...plan.statements], { beforeCommit: operation.beforeCommit })
+    await deps.database.transact([finishedRecordInsert(db, record), ...plan.statements], { beforeCommit: operation.beforeCommit })
   }
   catch (error) {
     const constraint = violatedUniqueConstraint(error)
@@ -208,14 +209,15 @@ async function executeAtomically(deps: IdempotencyDeps, request: IdempotentReque
     if (!answer) throw error
     return storeAnswer(deps, request, answer, pass)
   }
-  rememberExecuted(deps, request, response)
+  rememberExecuted(deps, request, response, finishedRecordExpiry(record))
   return { kind: 'executed', response }
 }
 
 /** Stores a deterministic answer found after the business writes were refused: the record alone. */
 async function storeAnswer(deps: IdempotencyDeps, request: IdempotentRequest, response: StoredResponse, pass: number): Promise<IdempotentOutcome> {
+  const record = { ...request, response, now: new Date() }
   try {
-    await deps.database.transact([finishedRecordInsert(deps.database.db, { ...request, response, now: new Date() })])
+    await deps.database.transact([finishedRecordInsert(deps.database.db, record)])
   }
   catch (error) {
     if (violatedUniqueConstraint(error) === RECORD_KEY_CONSTRAINT) {
@@ -225,7 +227,7 @@ async function storeAnswer(deps: IdempotencyDeps, request: IdempotentRequest, re
     if (isLockTimeout(error)) return { kind: 'in_progress', reason: 'running' }
     throw error
   }
-  rememberExecuted(deps, request, response)
+  rememberExecuted(deps, request, response, finishedRecordExpiry(record))
   return { kind: 'executed', response }
 }
 
@@ -374,25 +376,19 @@ function storedResponse(result: IdempotentResult, key: string): StoredResponse {
 }
 
 /**
- * `expiresAt`: the record's expiry as the database stored it (a leased claim returns its row). An
- * atomic execution's insert returns nothing: this instance remembers it by its own clock, and the
- * shared tier, which every instance trusts, gets the row's own expiry from a read off the response path.
+ * `expiresAt`: the record's expiry as stored — a leased claim returns its row, an atomic insert
+ * wrote the value it was given — so the shared tier, which every instance trusts, carries it.
  */
-function rememberExecuted(deps: IdempotencyDeps, request: IdempotentRequest, response: StoredResponse, expiresAt?: Date): void {
+function rememberExecuted(deps: IdempotencyDeps, request: IdempotentRequest, response: StoredResponse, expiresAt: Date): void {
   deps.replays.put({
     scope: request.scope,
     key: request.key,
     route: request.route,
     fingerprint: request.fingerprint,
     response: { status: response.status, body: response.body, headers: response.headers ?? {} },
-    // Without the row, its expiry is now + ttl by the database's clock; the margin covers the skew.
-    cacheUntil: (expiresAt?.getTime() ?? Date.now() + request.ttlSeconds * 1000) - CACHE_EXPIRY_MARGIN_MS,
-    expiresAt: expiresAt?.getTime(),
+    cacheUntil: expiresAt.getTime() - CACHE_EXPIRY_MARGIN_MS,
+    expiresAt: expiresAt.getTime(),
   })
-  if (expiresAt || !deps.replays.sharing) return
-  void storeOf(deps).find(request.scope, request.key).then((row) => {
-    if (row && !row.expired && row.status !== 'processing' && row.fingerprint === request.fingerprint) deps.replays.put(finishedFromView(row))
-  }).catch(() => {})
 }
 
 function rememberFinished(deps: IdempotencyDeps, record: RecordView): FinishedRecord {

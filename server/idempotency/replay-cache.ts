@@ -12,11 +12,8 @@ export interface FinishedRecord {
   response: Pick<StoredResponse, 'status' | 'body' | 'headers'>
   /** Epoch ms after which no cache may answer for it: before the record's own expiry. */
   cacheUntil: number
-  /**
-   * The record's own expires_at, as the database row holds it (epoch ms); absent when this process
-   * only knows its own clock's guess (an atomic execution), and then the shared tier is not written.
-   */
-  expiresAt?: number
+  /** The record's own expires_at, as the database row holds it (epoch ms). */
+  expiresAt: number
 }
 
 /** Why an entry of the shared tier was not believed (the request went on to Postgres). */
@@ -30,13 +27,8 @@ export interface ReplayCache {
    * deployment's key. Undefined without a shared tier, on a miss, or when it cannot answer.
    */
   shared(scope: string, key: string, fingerprint: string): Promise<FinishedRecord | undefined>
-  /**
-   * Remembers a finished record in this instance at once and, when its expiresAt comes from the
-   * database, in the shared tier in the background.
-   */
+  /** Remembers a finished record in this instance at once, and in the shared tier in the background. */
   put(record: FinishedRecord): void
-  /** There is a shared tier (put wants records with their database expiresAt). */
-  readonly sharing: boolean
 }
 
 export interface ReplayCacheOptions {
@@ -101,7 +93,6 @@ export function createReplayCache(options: ReplayCacheOptions): ReplayCache {
   }
 
   return {
-    sharing: shared !== undefined,
 
     local: (scope, key) => local.get(localKey(scope, key))?.record,
 
@@ -124,7 +115,7 @@ export function createReplayCache(options: ReplayCacheOptions): ReplayCache {
     put(record) {
       const json = JSON.stringify(record)
       remember(record, json.length)
-      if (!shared || record.expiresAt === undefined) return
+      if (!shared) return
       const ttlSeconds = Math.min(SHARED_MAX_SECONDS, Math.floor((record.cacheUntil - Date.now()) / 1000))
       if (ttlSeconds < 1) return
       const entry: SignedEntry = { record: json, mac: macOf(json).toString('base64url') }

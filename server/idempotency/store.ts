@@ -80,6 +80,12 @@ export interface FinishedRecordInput {
   now: Date
 }
 
+/**
+ * An atomic record's expires_at: now + ttl by the same clock as its created_at, so the caller knows
+ * the stored value without reading it back (the shared replay cache carries it).
+ */
+export const finishedRecordExpiry = (input: Pick<FinishedRecordInput, 'now' | 'ttlSeconds'>): Date => new Date(input.now.getTime() + input.ttlSeconds * 1000)
+
 const insertFinished = defineStatement(db => db.insert(records).values({
   scope: sql.placeholder('scope'),
   key: sql.placeholder('key'),
@@ -95,7 +101,7 @@ const insertFinished = defineStatement(db => db.insert(records).values({
   error: sql.placeholder('error'),
   createdAt: sql.placeholder('now'),
   updatedAt: sql.placeholder('now'),
-  expiresAt: sql`now() + (${sql.placeholder('ttlSeconds')}::int * interval '1 second')`,
+  expiresAt: sql.placeholder('expiresAt'),
 }))
 
 /**
@@ -107,7 +113,7 @@ export function finishedRecordInsert(db: Database, input: FinishedRecordInput): 
   const { status, responseStatus, responseBody, responseHeaders, resourceType, resourceId, error } = finalFields(input.response)
   return insertFinished(db, {
     scope: input.scope, key: input.key, route: input.route, fingerprint: input.fingerprint, requestId: input.requestId,
-    ttlSeconds: input.ttlSeconds, now: input.now, status, responseStatus, responseBody, responseHeaders, resourceType, resourceId, error,
+    expiresAt: finishedRecordExpiry(input), now: input.now, status, responseStatus, responseBody, responseHeaders, resourceType, resourceId, error,
   })
 }
 
