@@ -353,12 +353,13 @@ describeWithServices('POST /api/webhooks/:provider (SPEC §5) with the in-app wo
       const before = await webhookRowCounts(sql())
       const { webhookId, delivery } = standardEvent('payment.succeeded', order)
 
-      // Direct: Prism itself answers a provider or an event type the document does not have, and a body that is not JSON.
+      // Direct: the document's operation for unknown providers takes no body, so Prism refuses this one's (422).
       const unknownProvider = await sendDirect({ ...delivery, path: '/api/webhooks/paypal' })
       expectProblem(unknownProvider, 'not-found')
       expect(await webhookRowCounts(sql())).toEqual(before)
 
       const unknownEvent = standardDelivery(webhookId, JSON.stringify({ type: 'payment.disputed', timestamp: '2026-11-29T10:00:00.000Z', data: paymentData(order) }))
+      // Direct: Prism itself answers an event type the document does not have, and a body that is not JSON.
       const notUnderstood = await sendDirect(unknownEvent)
       expectProblem(notUnderstood, 'payload-invalid')
       expect(notUnderstood.json.detail).toContain('type')
