@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import Ajv2020, { type ValidateFunction } from '@redocly/ajv/dist/2020'
+import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020'
 import fc from 'fast-check'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { midtransSignature } from '../../server/webhooks/providers/midtrans'

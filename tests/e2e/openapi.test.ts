@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import Ajv2020 from '@redocly/ajv/dist/2020'
+import Ajv2020 from 'ajv/dist/2020'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import type { oas31 } from 'zod-openapi'
 import { buildOpenApiDocument } from '../../server/openapi/document'
