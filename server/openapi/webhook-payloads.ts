@@ -1,70 +1,12 @@
-import { z } from 'zod'
+import { Notification } from '../webhooks/providers/midtrans'
+import { StandardEvent } from '../webhooks/providers/standard'
+import { StripeEvent } from '../webhooks/providers/stripe'
 
 /**
- * What each provider posts, as its parser in server/webhooks/providers/ reads it. Those schemas are
- * private to their modules: each declaration below is the provider's own, verbatim
- * (`webhookPayloadSources` names where it lives, and tests/unit/openapi.test.ts fails when the two
- * differ); fields a parser ignores are allowed. The same test has each provider's parser accept the
- * example documented here.
+ * What each provider posts: the very schema its parser in server/webhooks/providers/ reads it with
+ * (fields a parser ignores are allowed), with the document's description and example.
+ * tests/unit/openapi.test.ts has each provider's parser accept the example documented here.
  */
-
-const StandardEvent = z.object({
-  type: z.enum(['payment.succeeded', 'payment.failed', 'payment.refunded']),
-  timestamp: z.iso.datetime({ offset: true }),
-  data: z.object({
-    orderId: z.string().min(1).max(64),
-    paymentId: z.string().min(1).max(128),
-    amount: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
-    currency: z.string().regex(/^[A-Z]{3}$/),
-  }),
-})
-
-const metadataValue = z.string().min(1).max(64)
-const currencyCode = z.string().regex(/^[a-zA-Z]{3}$/)
-
-const StripeEvent = z.object({
-  id: z.string().regex(/^[\x21-\x7E]{1,255}$/),
-  type: z.string(),
-  data: z.object({
-    object: z.object({
-      id: z.string().min(1).max(255),
-      object: z.string().optional(),
-      amount: z.number().int().nonnegative().optional(),
-      amount_received: z.number().int().nonnegative().optional(),
-      amount_refunded: z.number().int().nonnegative().optional(),
-      currency: currencyCode.optional(),
-      payment_intent: z.string().max(255).nullish(),
-      charge: z.string().max(255).nullish(),
-      status: z.string().nullish(),
-      // This app's PaymentIntents and refunds carry order_id (server/payments/stripe.ts); SPEC §5
-      // also documents orderId, for events made elsewhere. order_id wins when both are there.
-      // A refund made in Stripe's dashboard has none: its order is found by its payment_intent.
-      metadata: z.object({ order_id: metadataValue.optional(), orderId: metadataValue.optional(), refund_id: metadataValue.optional() }).optional(),
-    }).refine(object => object.metadata?.order_id !== undefined || object.metadata?.orderId !== undefined || (object.object === 'refund' && !!object.payment_intent),
-      { message: 'needs order_id (or orderId), the order the object belongs to', path: ['metadata'] }),
-  }),
-})
-
-const Signed = z.object({
-  order_id: z.string().min(1).max(64),
-  status_code: z.string().regex(/^\d{3}$/),
-  gross_amount: z.string().regex(/^\d{1,15}(\.\d{1,2})?$/),
-  signature_key: z.string().regex(/^[0-9a-fA-F]{128}$/),
-})
-
-const Notification = Signed.extend({
-  transaction_id: z.string().regex(/^[\w-]{1,64}$/),
-  transaction_status: z.string().regex(/^[a-z_]{1,32}$/),
-  fraud_status: z.string().regex(/^[a-z_]{1,32}$/).optional(),
-  currency: z.string().regex(/^[A-Z]{3}$/).optional(),
-})
-
-/** Where each declaration above is the provider's own. */
-export const webhookPayloadSources: Record<string, string[]> = {
-  'server/webhooks/providers/standard.ts': ['StandardEvent'],
-  'server/webhooks/providers/stripe.ts': ['metadataValue', 'currencyCode', 'StripeEvent'],
-  'server/webhooks/providers/midtrans.ts': ['Signed', 'Notification'],
-}
 
 export const StandardWebhookEvent = StandardEvent.meta({
   id: 'StandardWebhookEvent',

@@ -1,6 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { and, desc, eq, isNull, sql } from 'drizzle-orm'
-import { z } from 'zod'
 import { ExpiringMap } from '../cache/expiring-map'
 import type { Database } from '../db/client'
 import { newId } from '../db/ids'
@@ -8,11 +7,9 @@ import { apiKeys, tenants } from '../db/schema'
 import { log } from '../observability/logger'
 import { type OperatorOrigin, recordOperatorAction } from '../ops/operator-actions'
 import { problem } from '../problems'
+import { ApiKeyIdSchema, TenantIdSchema } from './schema'
 
 export interface Tenant { id: string, name: string }
-
-const TenantIdSchema = z.string().regex(/^ten_[\w-]{1,64}$/)
-const ApiKeyIdSchema = z.string().regex(/^key_[\w-]{1,64}$/)
 
 export function hashSecretKey(secretKey: string): string {
   return createHash('sha256').update(secretKey).digest('hex')

@@ -9,8 +9,6 @@ import { describe, expect, it } from 'vitest'
 import { webhookProviderNames } from '../../server/config'
 import { buildOpenApiDocument } from '../../server/openapi/document'
 import { apiOperations } from '../../server/openapi/operations'
-import { routeInputSources } from '../../server/openapi/route-inputs'
-import { webhookPayloadSources } from '../../server/openapi/webhook-payloads'
 import { problemCatalog } from '../../server/problems'
 import { midtransProvider } from '../../server/webhooks/providers/midtrans'
 import { standardProvider } from '../../server/webhooks/providers/standard'
@@ -109,36 +107,6 @@ describe('the OpenAPI document and the route files', () => {
       expect(operation.security, `${method} ${path}`).toBeDefined()
       const succeeds = Object.keys(operation.responses ?? {}).some(status => status.startsWith('2'))
       expect(succeeds, `${method} ${path}`).toBe(path !== '/api/webhooks/{provider}')
-    }
-  })
-})
-
-/**
- * `const <name> = …` in a module, to the end of its statement (the first line end outside brackets),
- * without comments or layout: what the declaration says.
- */
-function declaration(file: string, name: string): string | undefined {
-  const source = readFileSync(join(projectRoot, file), 'utf8')
-  const start = new RegExp(`^const ${name} = `, 'm').exec(source)?.index
-  if (start === undefined) return undefined
-  let depth = 0
-  let end = start
-  for (; end < source.length && !(source[end] === '\n' && depth === 0); end++) {
-    if ('([{'.includes(source[end]!)) depth++
-    else if (')]}'.includes(source[end]!)) depth--
-  }
-  return source.slice(start, end).replace(/\/\/.*$/gm, '').replace(/\s+/g, ' ')
-}
-
-describe('inputs the document copies from modules that do not export them', () => {
-  it.each([
-    ...Object.entries(routeInputSources).map(([file, names]) => ['server/openapi/route-inputs.ts', file, names] as const),
-    ...Object.entries(webhookPayloadSources).map(([file, names]) => ['server/openapi/webhook-payloads.ts', file, names] as const),
-  ])('%s declares what %s declares', (copy, file, names) => {
-    for (const name of names) {
-      const original = declaration(file, name)
-      expect(original, `${file} declares ${name}`).toBeDefined()
-      expect(declaration(copy, name), `${name} in ${copy} differs from ${file}: copy the route's declaration again`).toBe(original)
     }
   })
 })

@@ -1,10 +1,8 @@
-import { z } from 'zod'
 import { useDatabaseHandle } from '../../db'
 import { readValidatedJson } from '../../http/body'
+import { CreateTenantSchema } from '../../tenants/schema'
 import { createTenant } from '../../tenants/service'
 import type { OpsCreatedTenant } from '../../../shared/ops-api'
-
-const CreateTenantSchema = z.object({ name: z.string().trim().min(1).max(100) })
 
 export default defineEventHandler(async (event) => {
   const { name } = await readValidatedJson(event, CreateTenantSchema)

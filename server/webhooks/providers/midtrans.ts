@@ -25,7 +25,7 @@ const Signed = z.object({
   signature_key: z.string().regex(/^[0-9a-fA-F]{128}$/),
 })
 
-const Notification = Signed.extend({
+export const Notification = Signed.extend({
   transaction_id: z.string().regex(/^[\w-]{1,64}$/),
   transaction_status: z.string().regex(/^[a-z_]{1,32}$/),
   fraud_status: z.string().regex(/^[a-z_]{1,32}$/).optional(),

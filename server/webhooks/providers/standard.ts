@@ -21,7 +21,7 @@ export function signStandardWebhook(secret: string, id: string, timestamp: numbe
 const headerOf = (delivery: WebhookDelivery, name: 'id' | 'timestamp' | 'signature') =>
   delivery.header(`webhook-${name}`) ?? delivery.header(`svix-${name}`)
 
-const StandardEvent = z.object({
+export const StandardEvent = z.object({
   type: z.enum(['payment.succeeded', 'payment.failed', 'payment.refunded']),
   timestamp: z.iso.datetime({ offset: true }),
   data: z.object({

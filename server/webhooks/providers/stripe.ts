@@ -36,7 +36,7 @@ const refundStatusOf = {
 const metadataValue = z.string().min(1).max(64)
 const currencyCode = z.string().regex(/^[a-zA-Z]{3}$/)
 
-const StripeEvent = z.object({
+export const StripeEvent = z.object({
   id: z.string().regex(/^[\x21-\x7E]{1,255}$/),
   type: z.string(),
   data: z.object({

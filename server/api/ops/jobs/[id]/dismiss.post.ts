@@ -1,12 +1,10 @@
-import { z } from 'zod'
 import { useDatabaseHandle } from '../../../../db'
 import { readValidatedJson } from '../../../../http/body'
 import { metrics } from '../../../../observability/metrics'
 import { dismissJob } from '../../../../ops/job-dismissal'
+import { DismissSchema } from '../../../../ops/schemas'
 import { problem } from '../../../../problems'
 import type { OpsJob } from '../../../../../shared/ops-api'
-
-const DismissSchema = z.object({ reason: z.string().trim().min(1).max(500) })
 
 /** Dismisses a dead letter with the operator's reason (server/ops/job-dismissal.ts). */
 export default defineEventHandler(async (event) => {

@@ -1,11 +1,8 @@
-import { z } from 'zod'
 import { useDatabaseHandle } from '../../../../db'
 import { readOptionalValidatedJson } from '../../../../http/body'
+import { IssueKeySchema } from '../../../../tenants/schema'
 import { issueApiKey, tenantIdParam } from '../../../../tenants/service'
 import type { OpsIssuedApiKey } from '../../../../../shared/ops-api'
-
-/** Nothing to choose about a new key: no body, or an empty object. */
-const IssueKeySchema = z.object({}).strict()
 
 /** Issues another secret key (shown once); the tenant's other keys keep working until revoked. */
 export default defineEventHandler(async (event) => {

@@ -1,0 +1,50 @@
+import { z } from 'zod'
+import { idempotencyStatuses, jobStatuses } from '../../shared/statuses'
+import { listQuery } from './list'
+
+/** What the ops routes validate: their bodies, queries and path names. */
+
+/** An optional query filter: 1 to `max` characters. */
+const text = (max: number) => z.string().min(1).max(max).optional()
+
+/** POST /api/ops/jobs/{id}/dismiss. */
+export const DismissSchema = z.object({ reason: z.string().trim().min(1).max(500) })
+
+/** GET /api/ops/audit/duplicates. */
+export const AuditQuery = z.object({
+  windowMinutes: z.coerce.number().int().min(1).max(1440).default(10),
+  replayThreshold: z.coerce.number().int().min(1).max(1_000_000).default(20),
+}).strict()
+
+/** GET /api/ops/evidence: one subject at least (server/ops/evidence.ts, requireOneSubject). */
+export const EvidenceQuery = z.object({
+  key: text(255),
+  scope: text(300),
+  orderId: text(200),
+  eventId: text(255),
+  requestId: text(128),
+  keyId: text(200),
+}).strict()
+
+/** GET /api/ops/idempotency. */
+export const RecordsQuery = listQuery({
+  tenant: text(200),
+  scope: text(300),
+  status: z.enum(idempotencyStatuses).optional(),
+  key: text(255),
+})
+
+/** GET /api/ops/jobs. */
+export const JobsQuery = listQuery({
+  status: z.enum(jobStatuses).optional(),
+  kind: text(100),
+  resourceId: text(200),
+})
+
+/** GET /api/ops/mailbox. */
+export const MailboxQuery = listQuery({ orderId: text(200) })
+
+/** The maintenance tasks POST /api/ops/tasks/{name} runs now (they also run on their schedule). */
+export const runnableTasks = ['jobs:rescue', 'retention:cleanup', 'payments:reconcile'] as const
+/** Any other name is 404. */
+export const TaskNameSchema = z.enum(runnableTasks)
