@@ -258,6 +258,8 @@ export const apiOperations: ApiOperation[] = [
     pathParams: z.object({
       provider: z.string().meta({ description: 'Not one of the providers above.', example: 'paypal', override: { not: { enum: [...webhookProviderNames] } } }),
     }),
+    // A sender delivers its event as it would to a real provider: whatever it is, it is not read.
+    body: { schema: z.unknown(), required: false, description: 'Not read.' },
     success: [],
     problems: ['not-found'],
   },

@@ -2752,7 +2752,12 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        /** @description Not read. */
+        requestBody?: {
+            content: {
+                "application/json": unknown;
+            };
+        };
         responses: {
             400: components["responses"]["MalformedRequest"];
             404: components["responses"]["NotFound"];
