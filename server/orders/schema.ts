@@ -35,4 +35,14 @@ export const CreateOrderSchema = z.object({
 
 export type CreateOrderInput = z.output<typeof CreateOrderSchema>
 
+/** SPEC §4's example order: the API description's example, and the tests' known answer. */
+export const specExampleOrder: CreateOrderInput = {
+  cartId: 'crt_123',
+  currency: 'IDR',
+  amount: 150000,
+  paymentMethod: 'bank_transfer',
+  items: [{ sku: 'SKU-1', quantity: 2, unitPrice: 75000 }],
+  customer: { email: 'a@b.co' },
+}
+
 export const OrderIdSchema = z.string().regex(/^ord_[\w-]{1,64}$/)

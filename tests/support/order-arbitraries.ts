@@ -1,5 +1,5 @@
 import fc from 'fast-check'
-import { paymentMethods } from '../../server/orders/schema'
+import { paymentMethods, specExampleOrder as exampleOrder } from '../../server/orders/schema'
 
 /** Order payloads for the schema and fingerprint suites: the SPEC §4 example and fast-check generators. */
 
@@ -12,14 +12,8 @@ export interface OrderPayload {
   customer: { email: string }
 }
 
-export const specExampleOrder: OrderPayload = {
-  cartId: 'crt_123',
-  currency: 'IDR',
-  amount: 150000,
-  paymentMethod: 'bank_transfer',
-  items: [{ sku: 'SKU-1', quantity: 2, unitPrice: 75000 }],
-  customer: { email: 'a@b.co' },
-}
+/** SPEC §4's example order (one copy, beside the schema). */
+export const specExampleOrder: OrderPayload = exampleOrder
 
 export const orderTopLevelFields = ['cartId', 'currency', 'amount', 'paymentMethod', 'items', 'customer'] as const
 export const orderItemFields = ['sku', 'quantity', 'unitPrice'] as const
