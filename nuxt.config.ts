@@ -14,8 +14,11 @@ const moduleSyncOnlyFiles = ['async-function/require.mjs', 'async-generator-func
 export default defineNuxtConfig({
   ...(buildRoot && { buildDir: `${buildRoot}/.nuxt` }),
   compatibilityDate: '2025-07-15',
-  // Generates the project-aware flat ESLint config (.nuxt/eslint.config.mjs) that eslint.config.mjs extends.
-  modules: ['@nuxt/eslint'],
+  // @nuxt/eslint generates the project-aware flat ESLint config (.nuxt/eslint.config.mjs) that
+  // eslint.config.mjs extends. nuxt-idempotency (packages/) is the idempotency layer itself.
+  modules: ['@nuxt/eslint', 'nuxt-idempotency'],
+  // The layer runs on the app's own database, locks and Redis (server/plugins/idempotency.ts).
+  idempotency: { connect: false },
   eslint: { config: { stylistic: true } },
   devtools: { enabled: false },
   telemetry: false,

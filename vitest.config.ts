@@ -25,7 +25,7 @@ const selects = (name: string) => !projectFilters.length
 
 // `project` (the default selection) is one of vitest's run options, which its config accepts too.
 const test: TestUserConfig = {
-  project: ['unit', 'integration', 'e2e', 'nuxt'],
+  project: ['unit', 'integration', 'e2e', 'nuxt', 'module'],
   projects: [
     { test: { name: 'unit', include: ['tests/unit/**/*.test.ts'], environment: 'node' } },
     {
@@ -58,6 +58,18 @@ const test: TestUserConfig = {
         testTimeout: 10_000,
         // The whole run (setup, load, faults, settling, checks) is one beforeAll.
         hookTimeout: 600_000,
+      },
+    },
+    {
+      // nuxt-idempotency's own suites: fixture apps built with @nuxt/test-utils, and the package
+      // installed from its tarball into a fresh app.
+      test: {
+        name: 'module',
+        include: ['packages/nuxt-idempotency/test/**/*.test.ts'],
+        environment: 'node',
+        fileParallelism: false,
+        testTimeout: 60_000,
+        hookTimeout: 900_000,
       },
     },
     // Loading Nuxt takes seconds of CPU: only when this project is selected.

@@ -5,9 +5,8 @@
  * create the tenant through the running server instead.
  */
 import { ConfigError, parseConfig } from '../server/config'
-import { databaseOptions } from '../server/db'
-import { openDatabase } from '../server/db/client'
-import { PgliteDirLockedError } from '../server/db/pglite-lock'
+import { openAppDatabase } from '../server/db'
+import { PgliteDirLockedError } from 'nuxt-idempotency/db'
 import { createTenant } from '../server/tenants/service'
 
 const name = process.argv.slice(2).join(' ').trim()
@@ -25,7 +24,7 @@ catch (error) {
 }
 let handle
 try {
-  handle = await openDatabase(databaseOptions(config))
+  handle = await openAppDatabase(config)
 }
 catch (error) {
   if (!(error instanceof PgliteDirLockedError)) throw error

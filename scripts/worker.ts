@@ -5,8 +5,7 @@
  * Runs rescue and retention on a timer, each under its lock, as the app's scheduled tasks do.
  */
 import { ConfigError, initConfig } from '../server/config'
-import { databaseOptions } from '../server/db'
-import { openDatabase } from '../server/db/client'
+import { openAppDatabase } from '../server/db'
 import { createConfiguredWorker } from '../server/jobs'
 import { deleteExpiredRecords, rescueStaleJobs } from '../server/jobs/maintenance'
 import { closeLocks, useLocks } from '../server/locks'
@@ -27,7 +26,7 @@ if (!config.DATABASE_URL) {
   process.exit(1)
 }
 
-const handle = await openDatabase(databaseOptions(config))
+const handle = await openAppDatabase(config)
   .catch((error) => {
     console.error('Start-up failed: could not open or migrate the database.', error)
     process.exit(1)

@@ -1,5 +1,5 @@
 import type { NitroErrorHandler } from 'nitropack'
-import { isDatabaseUnavailable } from './db/errors'
+import { isDatabaseUnavailable } from 'nuxt-idempotency/db'
 import { log } from './observability/logger'
 import { problemBody, type ProblemBody, problemOf, type ProblemSlug } from './problems'
 

@@ -1,4 +1,4 @@
-import type { IdempotencyOutcome } from './idempotency/handler'
+import type { IdempotencyOutcome } from 'nuxt-idempotency/server'
 import type { Tenant } from './tenants/service'
 import type { AuthenticationMethod } from './utils/auth'
 

@@ -3,8 +3,8 @@
  * constraints, zod filters) and the app (ops console filters and badges). One list per table.
  */
 
-export const idempotencyStatuses = ['processing', 'succeeded', 'failed'] as const
-export type IdempotencyStatus = typeof idempotencyStatuses[number]
+// The idempotency layer's own (nuxt-idempotency owns that table).
+export { idempotencyStatuses, type IdempotencyStatus } from 'nuxt-idempotency/statuses'
 
 /**
  * queued: waiting for run_at. running: claimed by `locked_by` under `fence`. failed: an attempt

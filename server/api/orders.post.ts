@@ -1,6 +1,7 @@
 import { useConfig } from '../config'
 import { readValidatedJson } from '../http/body'
-import { requireIdempotencyKey, runIdempotent } from '../idempotency/handler'
+import { requireIdempotencyKey } from 'nuxt-idempotency/server'
+import { runCheckoutIdempotent } from '../http/idempotent'
 import { CreateOrderSchema } from '../orders/schema'
 import { planOrder } from '../orders/service'
 import { currencyProblem } from '../payments/currencies'
@@ -14,7 +15,8 @@ export default defineEventHandler(async (event) => {
   // Before the idempotency layer: nothing is stored, so the same key may carry a corrected order.
   const unpayable = currencyProblem(useConfig().PAYMENT_PROVIDER, order.amount, order.currency)
   if (unpayable) throw problem('currency-not-supported', unpayable)
-  const reply = await runIdempotent(event, {
+  const reply = await runCheckoutIdempotent(event, {
+    mode: 'atomic',
     scope: tenantScope(tenant.id),
     route: 'POST /api/orders',
     key,

@@ -1,4 +1,4 @@
-import type { Database } from '../db/client'
+import type { Database } from 'nuxt-idempotency/db'
 import { tenants } from '../db/schema'
 import type { Tenant } from '../tenants/service'
 

@@ -1,6 +1,6 @@
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs'
 import { dirname } from 'node:path'
-import { readTextIfExists } from '../utils/files'
+import { readTextIfExists } from 'nuxt-idempotency/db'
 
 /** How a kept secret is made and checked (the configuration's own generator and validation). */
 export interface SecretMaker {

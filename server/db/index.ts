@@ -1,5 +1,11 @@
+import { existsSync } from 'node:fs'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import postgres from 'postgres'
+import { type Database, type DatabaseHandle, openDatabase, type OpenDatabaseOptions } from 'nuxt-idempotency/db'
+import { idempotencyMigrations } from 'nuxt-idempotency/core'
 import { type AppConfig, useConfig } from '../config'
-import { type Database, type DatabaseHandle, openDatabase, type OpenDatabaseOptions } from './client'
+import * as schema from './schema'
 
 export type { Database, DatabaseHandle }
 
@@ -12,7 +18,8 @@ export function databaseReady(): Promise<DatabaseHandle> {
   // being loaded, and Nitro points import.meta.url at the server's entry (next to the migrations
   // the build ships, see shippedMigrationsDir) only once that is done.
   opening ??= new Promise(resolve => setImmediate(resolve)).then(() => {
-    return openDatabase(databaseOptions(useConfig()))
+    // The build ships the module's migrations next to the server; `nuxt dev` finds them where the module is.
+    return openAppDatabase(useConfig(), (useRuntimeConfig().idempotency as { migrationsDir?: string } | undefined)?.migrationsDir)
   }).then(handle => (ready = handle))
   return opening
 }
@@ -23,14 +30,59 @@ export function useDatabaseHandle(): DatabaseHandle {
   return ready
 }
 
-/** What the configuration says about the database, for every entry point that opens it. */
-export function databaseOptions(config: AppConfig): OpenDatabaseOptions {
+/** What the configuration says about the database, but the migrations (see openAppDatabase). */
+export function databaseOptions(config: AppConfig): Omit<OpenDatabaseOptions, 'migrations'> {
   return {
     url: config.DATABASE_URL,
     poolMode: config.DATABASE_POOL_MODE,
     directUrl: config.DATABASE_DIRECT_URL,
     caFile: config.DATABASE_CA_FILE,
     pgliteDir: config.PGLITE_DIR,
-    migrationsDir: config.MIGRATIONS_DIR,
+    schema,
+    applicationName: 'idempotent-checkout',
   }
+}
+
+/**
+ * The app's database: its own migrations first (drizzle's default journal table), then the
+ * idempotency module's, which create only what the app's did not.
+ */
+export function openAppDatabase(config: AppConfig, moduleMigrationsFallback?: string): Promise<DatabaseHandle> {
+  if (config.DATABASE_URL) checkPatchedDriver(postgres)
+  return openDatabase({ ...databaseOptions(config), migrations: [appMigrations(config), idempotencyMigrations(moduleMigrationsFallback)] })
+}
+
+/** The app's own migrations (drizzle's default journal table); they run before the module's. */
+export function appMigrations(config: Pick<AppConfig, 'MIGRATIONS_DIR'>) {
+  return { folder: config.MIGRATIONS_DIR ?? shippedMigrationsDir(), table: '__drizzle_migrations' }
+}
+
+/**
+ * The nearest `drizzle/` folder with a migration journal above this module: `.output/server/drizzle`
+ * in a build (nuxt.config.ts copies it there), the project's own from the sources. Otherwise
+ * `drizzle` under the working directory, whose absence the migrator reports.
+ */
+export function shippedMigrationsDir(): string {
+  for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
+    if (existsSync(join(dir, 'drizzle', 'meta', '_journal.json'))) return join(dir, 'drizzle')
+    if (dirname(dir) === dir) return resolve('drizzle')
+  }
+}
+
+/**
+ * Set on postgres.js by patches/postgres+3.4.9.patch, next to its fix of writes deferred past a lost
+ * connection (unpatched, such a write throws from a timer and the process dies with Postgres).
+ */
+export const PATCHED_DRIVER_MARKER = Symbol.for('idempotent-checkout.postgres.deferred-write-fix')
+
+export class UnpatchedDriverError extends Error {}
+
+/**
+ * Refuses a postgres.js without the project's patch: `npm ci --ignore-scripts` skips patch-package
+ * (postinstall) silently, and the build then ships the unpatched driver.
+ */
+export function checkPatchedDriver(driver: unknown): void {
+  if ((driver as { [PATCHED_DRIVER_MARKER]?: unknown } | undefined)?.[PATCHED_DRIVER_MARKER] === true) return
+  throw new UnpatchedDriverError('postgres.js is missing the fix in patches/postgres+3.4.9.patch (without it a lost Postgres connection can crash the process). '
+    + 'Did `npm ci` run with --ignore-scripts? Run `npx patch-package`, rebuild, and start again.')
 }

@@ -1,8 +1,12 @@
 import { sql } from 'drizzle-orm'
-import { bigint, bigserial, check, index, integer, json, jsonb, pgSequence, pgTable, text, timestamp, unique, uniqueIndex, uuid } from 'drizzle-orm/pg-core'
+import { bigint, bigserial, check, index, integer, jsonb, pgSequence, pgTable, text, timestamp, unique, uniqueIndex } from 'drizzle-orm/pg-core'
 import { type PaymentNextAction, type RefundSource, refundSources, type RefundStatus, refundStatuses } from '../../shared/orders'
+import { idempotencyRecords } from 'nuxt-idempotency/schema'
 import { type IdempotencyStatus, idempotencyStatuses, type JobStatus, jobStatuses, type WebhookEventSource, webhookEventSources, type WebhookEventStatus, webhookEventStatuses } from '../../shared/statuses'
 import type { OpsJobError } from '../../shared/ops-api'
+
+// The idempotency module's table, part of this schema so that drizzle-kit keeps it (and queries join it).
+export { idempotencyRecords }
 
 export { idempotencyStatuses, jobStatuses, webhookEventSources, webhookEventStatuses }
 export type { IdempotencyStatus, JobStatus, WebhookEventSource, WebhookEventStatus }
@@ -67,45 +71,6 @@ export const operatorActions = pgTable('operator_actions', {
   index('operator_actions_tenant_idx').on(t.tenantId),
   index('operator_actions_subject_idx').on(t.subjectId),
   index('operator_actions_request_id_idx').on(t.requestId),
-])
-
-export const idempotencyRecords = pgTable('idempotency_records', {
-  id: uuid('id').primaryKey().defaultRandom(),
-  /** `tenant:<id>` for orders, `provider:<name>` for webhooks. */
-  scope: text('scope').notNull(),
-  key: text('key').notNull(),
-  /** `POST /api/orders`: part of the fingerprint, kept for the 422 detail and for operators. */
-  route: text('route').notNull(),
-  fingerprint: text('fingerprint').notNull(),
-  /**
-   * processing: claimed, result not stored (an owner holds the lease, or its lease ran out or was
-   * released after an unexpected failure, so the next retry may take over). succeeded/failed: the
-   * response is stored and replayed; failed marks a deterministic business failure (4xx).
-   */
-  status: text('status').$type<IdempotencyStatus>().notNull(),
-  leaseToken: uuid('lease_token'),
-  leaseExpiresAt: timestamp('lease_expires_at', { withTimezone: true }),
-  attempts: integer('attempts').notNull().default(1),
-  requestId: text('request_id').notNull(),
-  responseStatus: integer('response_status'),
-  // json, not jsonb: the replay must be byte-for-byte the first response, key order included.
-  responseBody: json('response_body').$type<Record<string, unknown>>(),
-  responseHeaders: jsonb('response_headers').$type<Record<string, string>>(),
-  resourceType: text('resource_type'),
-  resourceId: text('resource_id'),
-  /** Why the last attempt failed (unexpected errors) or which problem was stored (4xx). */
-  error: text('error'),
-  createdAt: createdAt(),
-  updatedAt: updatedAt(),
-  expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
-}, t => [
-  unique('idempotency_records_scope_key_unique').on(t.scope, t.key),
-  index('idempotency_records_expires_at_idx').on(t.expiresAt),
-  // The evidence locker looks a key up without its scope (a webhook event id in any provider), and
-  // the ops listing reads the newest records first.
-  index('idempotency_records_key_idx').on(t.key),
-  index('idempotency_records_created_at_idx').on(t.createdAt),
-  check('idempotency_records_status_check', sql`${t.status} in (${sql.raw(idempotencyStatuses.map(status => `'${status}'`).join(', '))})`),
 ])
 
 export const orders = pgTable('orders', {

@@ -1,9 +1,8 @@
 import { sql } from 'drizzle-orm'
-import type { Database } from '../db/client'
+import type { Database, BoundStatement } from 'nuxt-idempotency/db'
 import { newId } from '../db/ids'
 import { jobs } from '../db/schema'
-import { type BoundStatement, defineStatement } from '../db/statements'
-import { afterCommit } from '../db/transaction'
+import { defineStatement, afterCommit } from 'nuxt-idempotency/db'
 import type { JobType, PayloadOf } from './types'
 import { wakeWorkers } from './wake'
 

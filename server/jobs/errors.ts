@@ -1,4 +1,4 @@
-import { describeDatabaseError } from '../db/errors'
+import { describeDatabaseError } from 'nuxt-idempotency/db'
 import { escapeText } from '../observability/logger'
 
 /**

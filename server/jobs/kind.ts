@@ -1,4 +1,4 @@
-import type { Database } from '../db/client'
+import type { Database } from 'nuxt-idempotency/db'
 import type { ClaimedJob, JobEffect } from './store'
 import type { JobType } from './types'
 

@@ -1,8 +1,7 @@
 import { and, asc, desc, eq, getTableColumns, inArray, lt, lte, type SQL, sql } from 'drizzle-orm'
-import { type Database, queryAllPrepared, queryPrepared } from '../db/client'
+import { type Database, queryAllPrepared, queryPrepared, type BoundStatement, defineStatement, mapRow, shiftParams } from 'nuxt-idempotency/db'
 import { type JobStatus, jobs } from '../db/schema'
-import { type BoundStatement, defineStatement, mapRow, shiftParams } from '../db/statements'
-import { afterCommit, transaction } from '../db/transaction'
+import { afterCommit, transaction } from 'nuxt-idempotency/db'
 import { wakeWorkers } from './wake'
 
 /**

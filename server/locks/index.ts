@@ -1,8 +1,6 @@
 import { log } from '../observability/logger'
 import { isCluster, type RedisClient, useRedis } from '../redis'
-import { createMemoryLocks } from './memory'
-import { createRedisLocks } from './redis'
-import type { Locks } from './types'
+import { createMemoryLocks, createRedisLocks, type Locks } from 'nuxt-idempotency/locks'
 
 export type { Locks }
 

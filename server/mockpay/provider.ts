@@ -1,5 +1,5 @@
 import { eq, sql } from 'drizzle-orm'
-import type { Database } from '../db/client'
+import type { Database } from 'nuxt-idempotency/db'
 import { newId } from '../db/ids'
 import { paymentIntentRefunds, paymentIntents } from '../db/schema'
 import { PaymentRefused, type PaymentProvider } from '../payments/types'

@@ -1,5 +1,5 @@
 import pino from 'pino'
-import { describeDatabaseError } from '../db/errors'
+import { describeDatabaseError } from 'nuxt-idempotency/db'
 
 /**
  * Structured JSON log lines on stdout, one object per line, for any log shipper:

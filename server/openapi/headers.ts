@@ -7,7 +7,7 @@ import type { oas31 } from 'zod-openapi'
 
 const ref = (kind: 'headers' | 'parameters', name: string) => ({ $ref: `#/components/${kind}/${name}` })
 
-/** Visible ASCII bare, or one RFC 8941 sf-string (`"abc"` is the key `abc`), as server/idempotency/key.ts reads it. */
+/** Visible ASCII bare, or one RFC 8941 sf-string (`"abc"` is the key `abc`), as nuxt-idempotency's core/key.ts reads it. */
 const IDEMPOTENCY_KEY_PATTERN = String.raw`^(?:[\x21-\x7E]{1,255}|"(?:[\x21\x23-\x5B\x5D-\x7E]|\\[\x22\x5C]){1,255}"(?:;[\x21-\x7E]*)?)$`
 
 export const parameterComponents: Record<string, oas31.ParameterObject> = {

@@ -1,5 +1,5 @@
 import { and, desc, eq, gte, isNotNull, ne, sql } from 'drizzle-orm'
-import type { Database } from '../db/client'
+import type { Database } from 'nuxt-idempotency/db'
 import { invoices, mailbox, orders, orderStatusHistory, paymentIntentRefunds, paymentIntents, refunds, requestLog, sideEffects, webhookEvents } from '../db/schema'
 import type { BusinessDuplicate, DuplicatesAudit, ExactlyOnceViolation, ViolationKind } from '../../shared/ops-api'
 

@@ -1,5 +1,5 @@
 import { and, asc, eq, inArray, like, or, type SQL } from 'drizzle-orm'
-import type { Database } from '../db/client'
+import type { Database } from 'nuxt-idempotency/db'
 import { idempotencyRecords, invoices, jobs, mailbox, operatorActions, orders, orderStatusHistory, refunds, requestLog, sideEffects, webhookEvents } from '../db/schema'
 import { problem } from '../problems'
 import { type Evidence, type EvidenceEntry, type EvidenceQuery, evidenceSubjects } from '../../shared/ops-api'

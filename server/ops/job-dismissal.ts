@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm'
-import type { Database } from '../db/client'
+import type { Database } from 'nuxt-idempotency/db'
 import { orders } from '../db/schema'
 import { createJobStore, type JobRow } from '../jobs/store'
 import { orderIdOfResource } from '../../shared/resources'

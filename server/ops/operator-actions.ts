@@ -1,4 +1,4 @@
-import type { Database } from '../db/client'
+import type { Database } from 'nuxt-idempotency/db'
 import { operatorActions } from '../db/schema'
 
 /** What operators can do to tenants, their keys and dead letters; each is kept as evidence in `operator_actions`. */

@@ -1,4 +1,4 @@
-import { shiftParams } from '../db/statements'
+import { shiftParams } from 'nuxt-idempotency/db'
 import type { JobEffect } from '../jobs/store'
 
 /** A refund's notice is one per refund: `refund_notice:<refund id>`. */

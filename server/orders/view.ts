@@ -1,6 +1,6 @@
 import { and, eq, getTableName, sql } from 'drizzle-orm'
 import { useConfig } from '../config'
-import type { Database } from '../db/client'
+import type { Database } from 'nuxt-idempotency/db'
 import { jobs, orders, refunds } from '../db/schema'
 import { paymentCreateIntentJob } from '../jobs/types'
 import type { OrderPaymentView, OrderView, RefundView } from '../../shared/orders'

@@ -1,6 +1,6 @@
 import { desc, inArray, sql } from 'drizzle-orm'
 import { useConfig } from '../config'
-import type { Database } from '../db/client'
+import type { Database } from 'nuxt-idempotency/db'
 import { jobs } from '../db/schema'
 import { paymentCancelJob, paymentCreateIntentJob, paymentRefundJob } from '../jobs/types'
 

@@ -1,13 +1,13 @@
 import { and, asc, eq, inArray, isNotNull, isNull, lt, sql } from 'drizzle-orm'
-import type { DatabaseHandle } from '../db/client'
+import type { DatabaseHandle } from 'nuxt-idempotency/db'
 import { newId } from '../db/ids'
 import { jobs, orders, refunds } from '../db/schema'
-import { transaction } from '../db/transaction'
+import { transaction } from 'nuxt-idempotency/db'
 import { createJobStore } from '../jobs/store'
 import { paymentCreateIntentJob, paymentRefundJob } from '../jobs/types'
 import { applyRefundOutcome } from '../orders/payment-state'
-import { type IdempotencyDeps, runIdempotent } from '../idempotency/core'
-import { fingerprint } from '../idempotency/fingerprint'
+import { type IdempotencyDeps, runIdempotent } from 'nuxt-idempotency/core'
+import { fingerprint } from 'nuxt-idempotency/core'
 import { withTaskLock, type MaintenanceResult } from '../jobs/maintenance'
 import { log } from '../observability/logger'
 import { metrics } from '../observability/metrics'
@@ -165,6 +165,8 @@ async function reconcileOnce({ handle, provider, idempotency, afterSeconds, ttlS
       requestId,
       ttlSeconds,
       waitMs: 0,
+      // Stored as a webhook delivery's answer would be (the same record, replayed the same way).
+      annotateBody: true,
     }, {
       mode: 'atomic',
       plan: planWebhookIngest(provider.name, { event, rawBody: JSON.stringify(state.answer), signatureHeaders: {}, source: 'reconciliation' }, requestId),

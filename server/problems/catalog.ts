@@ -1,14 +1,14 @@
+import { idempotencyProblems } from 'nuxt-idempotency/core'
+
 /**
  * Every problem type the API can answer with (RFC 9457). `type` is `/problems/<slug>`, served as a
  * short page by server/routes/problems/[slug].get.ts from the `explanation` below.
  */
 export const problemCatalog = {
+  // The idempotency layer's own (nuxt-idempotency), each where it is answered.
+  ...idempotencyProblems,
   'validation-failed': { status: 400, title: 'Validation failed', explanation: 'The request body does not match the schema. `errors` lists each field with what is wrong. Nothing was stored and the idempotency key stays free: fix the body and send it again.' },
   'malformed-json': { status: 400, title: 'Malformed JSON', explanation: 'The body is not valid JSON. Nothing was stored.' },
-  'idempotency-key-missing': { status: 400, title: 'Idempotency-Key header missing', explanation: 'This route changes state and needs an `Idempotency-Key` header: 1–255 visible ASCII characters, unique per intended operation (a UUID v4 is a good choice). Reuse the same key when you retry.' },
-  'idempotency-key-invalid': { status: 400, title: 'Idempotency-Key header invalid', explanation: 'The key must be 1–255 visible ASCII characters (0x21–0x7E): no spaces, control characters or non-ASCII. Send it once, bare (`k1`) or as an RFC 8941 string (`"k1"`, the same key); a value opening with `"` that is not one valid string is refused.' },
-  'idempotency-key-reused': { status: 422, title: 'Idempotency key reused with a different request', explanation: 'This key was already used for a request with a different method, route or body. Retries must resend exactly the same request; a new operation needs a new key.' },
-  'request-in-progress': { status: 409, title: 'Request with this key is in progress', explanation: 'A request with the same key and body is still being processed. Retry after `Retry-After` seconds with the same key, or send `Prefer: wait=N` (N ≤ 10) to wait for its result.' },
   'cart-already-ordered': { status: 409, title: 'Cart already ordered', explanation: 'An order already exists for this cart (under another idempotency key). `orderId` names it: fetch it with GET /api/orders/{orderId} instead of ordering again.' },
   'currency-not-supported': { status: 400, title: 'Currency not supported', explanation: 'The configured payment provider cannot charge this currency, or cannot charge this amount in it exactly (it would round it). Nothing was stored and the idempotency key stays free: order in a currency and amount the detail names as accepted.' },
   'order-not-refundable': { status: 409, title: 'Order not refundable', explanation: 'Only a paid or partially refunded order can be refunded. `orderStatus` names the order\'s state: an unpaid order is canceled instead (POST /api/orders/{id}/cancel), a refunded one has nothing left.' },
@@ -21,7 +21,6 @@ export const problemCatalog = {
   'method-not-allowed': { status: 405, title: 'Method not allowed', explanation: 'This route does not accept that HTTP method.' },
   'payload-too-large': { status: 413, title: 'Payload too large', explanation: 'Request bodies are limited to 64 KiB.' },
   'unsupported-media-type': { status: 415, title: 'Unsupported media type', explanation: 'Send the body as JSON with `Content-Type: application/json`.' },
-  'webhook-signature-invalid': { status: 401, title: 'Webhook signature invalid', explanation: 'The signature or timestamp headers are missing, wrong, or outside the ±300 s tolerance. Nothing was stored.' },
   'payload-invalid': { status: 400, title: 'Webhook payload invalid', explanation: 'The signature is valid but the event is not one this provider integration understands.' },
   'job-not-retryable': { status: 409, title: 'Job is not a dead letter', explanation: 'Only a job in `dead_letter` can be redriven. A queued, failed or running job will run by itself; a completed job is done; a dismissed job stays dismissed. `jobStatus` names its current state.' },
   'job-not-dismissable': { status: 409, title: 'Job is not a dead letter', explanation: 'Only a job in `dead_letter` can be dismissed. A queued, failed or running job will still run; a completed job is done; a dismissed job was dismissed already (its reason stays). `jobStatus` names its current state.' },

@@ -1,7 +1,8 @@
 import { getRouterParam, type H3Event } from 'h3'
 import { useConfig } from '../config'
 import { readOptionalValidatedJson } from '../http/body'
-import { requireIdempotencyKey, runIdempotent } from '../idempotency/handler'
+import { requireIdempotencyKey } from 'nuxt-idempotency/server'
+import { runCheckoutIdempotent } from '../http/idempotent'
 import { OrderIdSchema } from '../orders/schema'
 import { findOrderView } from '../orders/view'
 import { recordOperatorAction } from '../ops/operator-actions'
@@ -37,7 +38,8 @@ export async function refundOrder(event: H3Event, caller: RefundCaller) {
   const orderId = orderIdOf(event)
   const key = requireIdempotencyKey(event)
   const input = await readOptionalValidatedJson(event, CreateRefundSchema)
-  const reply = await runIdempotent(event, {
+  const reply = await runCheckoutIdempotent(event, {
+    mode: 'atomic',
     scope: caller.scope,
     route: caller.route,
     key,
@@ -67,7 +69,8 @@ export async function refundOrder(event: H3Event, caller: RefundCaller) {
 export async function cancelOrderRoute(event: H3Event, tenantId: string, checkoutSessionId: string | undefined) {
   const orderId = orderIdOf(event)
   const key = requireIdempotencyKey(event)
-  const reply = await runIdempotent(event, {
+  const reply = await runCheckoutIdempotent(event, {
+    mode: 'atomic',
     scope: tenantScope(tenantId),
     route: 'POST /api/orders/:id/cancel',
     key,

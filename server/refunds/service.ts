@@ -1,5 +1,5 @@
 import { and, eq, sql } from 'drizzle-orm'
-import type { Database } from '../db/client'
+import type { Database } from 'nuxt-idempotency/db'
 import { orders, refunds } from '../db/schema'
 import { enqueueJob } from '../jobs/enqueue'
 import { paymentCancelJob } from '../jobs/types'

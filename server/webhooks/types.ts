@@ -1,3 +1,4 @@
+import type { Verification, WebhookDelivery } from 'nuxt-idempotency/webhooks'
 import type { RefundStatus } from '../../shared/orders'
 import type { PaymentStatus } from '../orders/payment-state'
 
@@ -41,14 +42,6 @@ export interface PaymentEvent {
   refund?: { providerRefundId: string, refundId?: string, amount: number, status: RefundStatus }
 }
 
-/** One HTTP delivery as received: the raw bytes and a header reader. */
-export interface WebhookDelivery {
-  body: Buffer
-  header: (name: string) => string | undefined
-  nowSeconds: number
-}
-
-export type Verification = { ok: true } | { ok: false, reason: string, claimedEventId?: string }
 export type Parsed = { ok: true, event: PaymentEvent } | { ok: false, reason: string }
 
 export interface WebhookProvider {
@@ -61,5 +54,5 @@ export interface WebhookProvider {
   parse(json: unknown, delivery: WebhookDelivery): Parsed
 }
 
-/** Deliveries older or newer than this are refused, both ways: a replayed capture, or a clock far ahead. */
-export const TIMESTAMP_TOLERANCE_SECONDS = 300
+// The delivery and its verification are the idempotency module's (nuxt-idempotency/webhooks).
+export { TIMESTAMP_TOLERANCE_SECONDS, type Verification, type WebhookDelivery } from 'nuxt-idempotency/webhooks'

@@ -2,14 +2,14 @@ import { randomUUID } from 'node:crypto'
 import { eq, sql } from 'drizzle-orm'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { z } from 'zod'
-import type { Database } from '../../server/db/client'
-import { describeDatabaseError } from '../../server/db/errors'
+import type { Database } from 'nuxt-idempotency/db'
+import { describeDatabaseError } from 'nuxt-idempotency/db'
 import { idempotencyRecords, jobs, tenants } from '../../server/db/schema'
-import { type IdempotencyDeps, runIdempotent } from '../../server/idempotency/core'
-import { createReplayCache } from '../../server/idempotency/replay-cache'
+import { type IdempotencyDeps, runIdempotent } from 'nuxt-idempotency/core'
+import { createReplayCache } from 'nuxt-idempotency/core'
 import { defineJobKind } from '../../server/jobs/kind'
 import { createWorker } from '../../server/jobs/runner'
-import { createMemoryLocks } from '../../server/locks/memory'
+import { createMemoryLocks } from 'nuxt-idempotency/locks'
 import { setLogLevel } from '../../server/observability/logger'
 import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../support/databases'
 import { enqueueTestJob } from '../support/jobs'
@@ -104,7 +104,7 @@ function errorTextContract(driver: DatabaseDriver) {
     const scope = `tenant:error_text_${randomUUID()}`
     const request = { scope, route: 'POST /api/tenants', key: 'key-1', fingerprint: 'fp', requestId: 'req_error_text', ttlSeconds: 3600, waitMs: 0 }
     const outcome = runIdempotent(deps, request, {
-      mode: 'leased',
+      mode: 'atomic',
       execute: async (tx) => {
         await insertDuplicate(tx)
         return { status: 201, body: {} }

@@ -1,25 +1,21 @@
 import { randomUUID } from 'node:crypto'
 import { setTimeout as delay } from 'node:timers/promises'
-import { fileURLToPath } from 'node:url'
 import { and, eq, type SQL, sql } from 'drizzle-orm'
 import { Redis, type RedisOptions } from 'ioredis'
 import { createStorage, type Storage } from 'unstorage'
 import redisDriver from 'unstorage/drivers/redis'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { type Database, type DatabaseHandle, openDatabase } from '../../server/db/client'
-import { violatedUniqueConstraint } from '../../server/db/errors'
+import { type Database, type DatabaseHandle, openDatabase } from 'nuxt-idempotency/db'
+import { violatedUniqueConstraint, defineStatement } from 'nuxt-idempotency/db'
 import { idempotencyRecords, tenants } from '../../server/db/schema'
-import { defineStatement } from '../../server/db/statements'
 import {
   type AtomicOperation, type AtomicPlan, type IdempotencyDeps, type IdempotentOutcome, type IdempotentRequest, type IdempotentResult,
-  type LeasedOperation, processingLockKey, runIdempotent,
-} from '../../server/idempotency/core'
-import { CACHE_EXPIRY_MARGIN_MS, createReplayCache } from '../../server/idempotency/replay-cache'
-import { createIdempotencyStore, type IdempotencyStore, type RecordView } from '../../server/idempotency/store'
-import { createMemoryLocks } from '../../server/locks/memory'
-import { createRedisLocks } from '../../server/locks/redis'
+  processingLockKey, type TransactionalOperation, runIdempotent, createIdempotencyStore, type IdempotencyStore, type RecordView,
+} from 'nuxt-idempotency/core'
+import { CACHE_EXPIRY_MARGIN_MS, createReplayCache } from 'nuxt-idempotency/core'
+import { createMemoryLocks, createRedisLocks } from 'nuxt-idempotency/locks'
 import type { RedisClient } from '../../server/redis'
-import type { Locks } from '../../server/locks/types'
+import type { Locks } from 'nuxt-idempotency/locks'
 import { problem } from '../../server/problems'
 import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../support/databases'
 import { startTcpProxy } from '../support/tcp-proxy'
@@ -27,6 +23,7 @@ import { pollUntil } from '../support/poll'
 import { startRedisServer } from '../support/redis-server'
 import { connectSharedTestRedis, type TestRedisConnection } from '../support/redis-topologies'
 import { describeWithServices, freePort, postgresAdminUrl, uniqueRedisPrefix } from '../support/services'
+import { testMigrations } from '../support/migrations'
 
 // The transport-free idempotency core (server/idempotency/core.ts) on every pair of backends the app
 // runs on, with real parts only: Postgres or PGlite, Redis or in-process locks, and the Redis replay
@@ -55,7 +52,6 @@ const REPLAY_CACHE_BYTES = 1_000_000
 /** Every instance of a deployment signs its shared replay entries with one key. */
 const REPLAY_SIGNING_KEY = 'replay-cache-contract-signing-key-0123456789'
 const signed = (storage: Storage | undefined) => storage && { storage, signingKey: REPLAY_SIGNING_KEY }
-const migrationsDir = fileURLToPath(new URL('../../drizzle', import.meta.url))
 
 /** The plans' business statement: one tenant row. */
 const insertTenant = defineStatement<{ id: string, name: string }>(db => db.insert(tenants).values({
@@ -231,6 +227,7 @@ function idempotencyCoreContract(pair: Pair) {
       requestId: `req_${++requestCount}`,
       ttlSeconds: TTL_SECONDS,
       waitMs: 0,
+      annotateBody: true,
       ...overrides,
     }
   }
@@ -255,10 +252,10 @@ function idempotencyCoreContract(pair: Pair) {
     return Object.assign(operation, { planned })
   }
 
-  /** A leased operation writing one tenant row after `first` (inside its transaction); `fail` is thrown after the write. */
-  function leased(options: TenantWrite & { first?: () => Promise<void> | void, fail?: unknown } = {}): LeasedOperation {
+  /** A claimed atomic operation writing one tenant row after `first` (inside its transaction); `fail` is thrown after the write. */
+  function leased(options: TenantWrite & { first?: () => Promise<void> | void, fail?: unknown } = {}): TransactionalOperation {
     return {
-      mode: 'leased',
+      mode: 'atomic',
       execute: async (tx) => {
         await options.first?.()
         const tenantId = options.tenantId ?? newTenantId()
@@ -356,7 +353,7 @@ function idempotencyCoreContract(pair: Pair) {
     const url = new URL(postgresAdminUrl)
     if (options.proxyPort) url.port = String(options.proxyPort)
     url.pathname = `/${row!.name}`
-    const handle = await openDatabase({ url: url.toString(), pgliteDir: '', migrationsDir, poolSize: 4, lockTimeoutMs: options.lockTimeoutMs })
+    const handle = await openDatabase({ url: url.toString(), pgliteDir: '', migrations: testMigrations, poolSize: 4, lockTimeoutMs: options.lockTimeoutMs })
     cleanUps.push(() => handle.close())
     return handle
   }

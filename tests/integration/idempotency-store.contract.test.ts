@@ -2,11 +2,11 @@ import { randomUUID } from 'node:crypto'
 import { setTimeout as delay } from 'node:timers/promises'
 import { eq, sql } from 'drizzle-orm'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import type { Database } from '../../server/db/client'
+import type { Database } from 'nuxt-idempotency/db'
 import { idempotencyRecords, tenants } from '../../server/db/schema'
 import {
   canTakeOver, type Claim, type ClaimInput, createIdempotencyStore, type IdempotencyStore, type RecordView, type StoredResponse,
-} from '../../server/idempotency/store'
+} from 'nuxt-idempotency/core'
 import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../support/databases'
 import { describeWithServices } from '../support/services'
 
@@ -278,10 +278,10 @@ function idempotencyStoreContract(driver: DatabaseDriver, concurrentTransactions
     })
   })
 
-  describe('storeFailure', () => {
+  describe('storeFenced', () => {
     it('stores a 4xx response as failed and ends the lease', async () => {
       const owner = await claim()
-      expect(await store.storeFailure(owner, cartTakenResponse)).toBe(true)
+      expect(await store.storeFenced(owner, cartTakenResponse)).toBe(true)
       expect(await find()).toMatchObject({
         status: 'failed',
         responseStatus: 409,
@@ -397,7 +397,7 @@ function idempotencyStoreContract(driver: DatabaseDriver, concurrentTransactions
         resourceType: 'order',
         resourceId: 'ord_existing',
       }
-      expect(await store.storeFailure(retry!, failureAboutAnOrder)).toBe(true)
+      expect(await store.storeFenced(retry!, failureAboutAnOrder)).toBe(true)
       await expire(abandoned.record.id)
       expect(await find()).toMatchObject({
         attempts: 2,
@@ -469,7 +469,7 @@ function idempotencyStoreContract(driver: DatabaseDriver, concurrentTransactions
       const tenantOfA = newTenantId()
       expect(await store.commit(ownerA, tenantWrite(tenantOfA, createdResponse('ord_from_a')))).toEqual({ kind: 'lease-lost' })
       expect(await tenantExists(tenantOfA)).toBe(false)
-      expect(await store.storeFailure(ownerA, cartTakenResponse)).toBe(false)
+      expect(await store.storeFenced(ownerA, cartTakenResponse)).toBe(false)
       expect(await store.renew(ownerA, LONG_LEASE_MS)).toBe(false)
       await store.release(ownerA, 'stale owner gave up')
       expect(await find()).toMatchObject({ status: 'processing', leaseToken: ownerB.leaseToken, leaseLive: true, error: null })

@@ -1,12 +1,12 @@
-import { fileURLToPath } from 'node:url'
 import postgres from 'postgres'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { type DatabaseHandle, IDLE_IN_TRANSACTION_TIMEOUT_MS, LOCK_TIMEOUT_MS, openDatabase, queryAllPrepared, queryPrepared } from '../../server/db/client'
+import { type DatabaseHandle, IDLE_IN_TRANSACTION_TIMEOUT_MS, LOCK_TIMEOUT_MS, openDatabase, queryAllPrepared, queryPrepared } from 'nuxt-idempotency/db'
 import { startTurnsProxy } from '../../bench/pg-turns-proxy.mjs'
 import { startPostgresServer, type TestPostgresServer } from '../support/chaos/postgres-server'
 import { type Pgbouncer, startPgbouncer } from '../support/pgbouncer.mjs'
 import { throughPooler } from '../support/postgres-topology'
 import { createTestDatabase, describeWithServices, postgresAdminUrl } from '../support/services'
+import { testMigrations } from '../support/migrations'
 
 /**
  * The driver behind PgBouncer in transaction mode with its usual settings (a pooler of the test's
@@ -14,7 +14,6 @@ import { createTestDatabase, describeWithServices, postgresAdminUrl } from '../s
  * URL reaches Postgres.
  */
 
-const migrationsDir = fileURLToPath(new URL('../../drizzle', import.meta.url))
 const setting = (name: string) => ({ text: `select current_setting('${name}') as value`, params: [] })
 
 describeWithServices('Postgres behind a transaction pooler', ['postgres'], () => {
@@ -24,7 +23,7 @@ describeWithServices('Postgres behind a transaction pooler', ['postgres'], () =>
   const opened: DatabaseHandle[] = []
 
   const open = async (options: { poolMode?: 'session' | 'transaction', directUrl?: string } = {}) => {
-    const handle = await openDatabase({ url: pooledUrl, poolMode: options.poolMode ?? 'transaction', directUrl: options.directUrl, pgliteDir: '', migrationsDir, poolSize: 4 })
+    const handle = await openDatabase({ url: pooledUrl, poolMode: options.poolMode ?? 'transaction', directUrl: options.directUrl, pgliteDir: '', migrations: testMigrations, poolSize: 4 })
     opened.push(handle)
     return handle
   }
@@ -95,7 +94,7 @@ describeWithServices('Postgres behind a transaction pooler', ['postgres'], () =>
     // Round trips counted between the driver and Postgres (no pooler: the count is the driver's).
     const proxy = await startTurnsProxy({ host: '127.0.0.1', port: Number(new URL(database.url).port || 5432) })
     try {
-      const handle = await openDatabase({ url: throughPooler(database.url, `postgres://127.0.0.1:${proxy.port}`), poolMode: 'transaction', pgliteDir: '', migrationsDir, poolSize: 1 })
+      const handle = await openDatabase({ url: throughPooler(database.url, `postgres://127.0.0.1:${proxy.port}`), poolMode: 'transaction', pgliteDir: '', migrations: testMigrations, poolSize: 1 })
       opened.push(handle)
       const statement = (index: number) => ({ text: 'select $1::int as n, $2::text as s', params: [index, `s${index}`] })
       await queryPrepared(handle.db, statement(0))
@@ -133,7 +132,7 @@ describeWithServices('the driver behind a transaction pooler when Postgres or th
   beforeAll(async () => {
     server = await startPostgresServer('pooled_outage')
     pooler = await startPgbouncer({ serverUrl: server.url })
-    handle = await openDatabase({ url: pooler.urlFor(server.url), poolMode: 'transaction', pgliteDir: '', migrationsDir, poolSize: 6 })
+    handle = await openDatabase({ url: pooler.urlFor(server.url), poolMode: 'transaction', pgliteDir: '', migrations: testMigrations, poolSize: 6 })
   }, 60_000)
 
   afterAll(async () => {

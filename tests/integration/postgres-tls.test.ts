@@ -1,19 +1,17 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type DatabaseHandle, openDatabase, queryPrepared } from '../../server/db/client'
+import { type DatabaseHandle, openDatabase, queryPrepared } from 'nuxt-idempotency/db'
 import { startPostgresServer, type TestPostgresServer } from '../support/chaos/postgres-server'
 import { makeTestCertificates, type TestCertificates } from '../support/test-certificates.mjs'
+import { testMigrations } from '../support/migrations'
 
 /**
  * TLS to Postgres as a managed service asks for it: a server of the test's own with ssl = on and a
  * certificate signed by a CA the test made. `sslmode` and `sslrootcert` in DATABASE_URL, or
  * DATABASE_CA_FILE, are honoured as libpq honours them.
  */
-
-const migrationsDir = fileURLToPath(new URL('../../drizzle', import.meta.url))
 
 describe('Postgres over TLS', () => {
   let folder: string
@@ -23,7 +21,7 @@ describe('Postgres over TLS', () => {
   const opened: DatabaseHandle[] = []
 
   const open = async (query: string, caFile?: string) => {
-    const handle = await openDatabase({ url: `${server.url}?${query}`, caFile, pgliteDir: '', migrationsDir, poolSize: 1 })
+    const handle = await openDatabase({ url: `${server.url}?${query}`, caFile, pgliteDir: '', migrations: testMigrations, poolSize: 1 })
     opened.push(handle)
     return handle
   }

@@ -3,9 +3,8 @@ import { sql } from 'drizzle-orm'
 import { createStorage, type Storage } from 'unstorage'
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest'
 import { idempotencyRecords } from '../../server/db/schema'
-import { type AtomicOperation, type IdempotencyDeps, type IdempotentRequest, runIdempotent } from '../../server/idempotency/core'
-import { CACHE_EXPIRY_MARGIN_MS, createReplayCache, type RejectedEntry } from '../../server/idempotency/replay-cache'
-import { createRedisLocks } from '../../server/locks/redis'
+import { type AtomicOperation, type IdempotencyDeps, type IdempotentRequest, runIdempotent, CACHE_EXPIRY_MARGIN_MS, createReplayCache, type RejectedEntry } from 'nuxt-idempotency/core'
+import { createRedisLocks } from 'nuxt-idempotency/locks'
 import { openSuiteDatabase, type SuiteDatabase } from '../support/databases'
 import { pollUntil } from '../support/poll'
 import { connectSharedTestRedis, type TestRedisConnection } from '../support/redis-topologies'
@@ -58,7 +57,7 @@ describeWithServices('replay cache: shared entries are signed and bound to their
   }
 
   const request = (overrides: Partial<IdempotentRequest> = {}): IdempotentRequest => ({
-    scope, route: ROUTE, key: 'key-1', fingerprint: 'fp-genuine', requestId: `req_${randomUUID()}`, ttlSeconds: TTL_SECONDS, waitMs: 0, ...overrides,
+    scope, route: ROUTE, key: 'key-1', fingerprint: 'fp-genuine', requestId: `req_${randomUUID()}`, ttlSeconds: TTL_SECONDS, waitMs: 0, annotateBody: true, ...overrides,
   })
 
   /** The genuine operation: each plan answers a body naming its own number (plans that lose to a record are not counted apart). */

@@ -1,11 +1,10 @@
-import { fileURLToPath } from 'node:url'
 import type { H3Event } from 'h3'
 import postgres from 'postgres'
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it, vi } from 'vitest'
-import { type Database, type DatabaseHandle, openDatabase } from '../../server/db/client'
+import { type Database, type DatabaseHandle, openDatabase } from 'nuxt-idempotency/db'
 import { requestLog } from '../../server/db/schema'
 import { deleteExpiredRecords } from '../../server/jobs/maintenance'
-import { createMemoryLocks } from '../../server/locks/memory'
+import { createMemoryLocks } from 'nuxt-idempotency/locks'
 import { logger, setLogLevel } from '../../server/observability/logger'
 import { registry } from '../../server/observability/metrics'
 import { createRequestLogWriter, flushRequestLog, recordRequest, type RequestLogRow, type RequestLogWriterOptions } from '../../server/observability/request-log'
@@ -13,14 +12,13 @@ import { openSuiteDatabase, type SuiteDatabase } from '../support/databases'
 import { pollUntil } from '../support/poll'
 import { createTestDatabase, describeWithServices } from '../support/services'
 import { proxyDatabase, type TcpProxy } from '../support/tcp-proxy'
+import { testMigrations } from '../support/migrations'
 
 // The request log is the evidence of every request, and a database outage is when it matters most:
 // rows wait in a bounded queue and are retried until Postgres takes them, exactly once, one write at
 // a time; retention deletes the old ones in batches. On real Postgres behind a TCP proxy that can
 // cut or stall the app's connections while the test reads the database directly. A row the
 // database refuses for its data never holds up the rest: its batch is split, the row quarantined.
-
-const migrationsDir = fileURLToPath(new URL('../../drizzle', import.meta.url))
 
 /** Wraps the database's execute (the writer's only call) to see how many run at once and how they end. */
 function observed(db: Database) {
@@ -115,7 +113,7 @@ describeWithServices('request log writer on Postgres that goes away', ['postgres
     dropDatabase = database.drop
     const proxied = await proxyDatabase(database.url)
     proxy = proxied.proxy
-    handle = await openDatabase({ url: proxied.url, pgliteDir: '', migrationsDir, poolSize: 4 })
+    handle = await openDatabase({ url: proxied.url, pgliteDir: '', migrations: testMigrations, poolSize: 4 })
     direct = postgres(database.url, { max: 2, onnotice: () => {} })
   }, 60_000)
 

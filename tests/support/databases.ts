@@ -1,10 +1,10 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { type DatabaseHandle, openDatabase } from '../../server/db/client'
+import { type DatabaseHandle, openDatabase } from 'nuxt-idempotency/db'
 import { appDatabase } from './postgres-topology'
 import { createTestDatabase } from './services'
+import { testMigrations } from './migrations'
 
 /**
  * A migrated database for one integration suite, on either driver the app supports: a fresh
@@ -19,16 +19,14 @@ export interface SuiteDatabase {
   close: () => Promise<void>
 }
 
-const migrationsDir = fileURLToPath(new URL('../../drizzle', import.meta.url))
-
 /** `poolSize` sizes the Postgres connection pool; PGlite always has a single connection. */
 export async function openSuiteDatabase(driver: DatabaseDriver, label: string, options: { poolSize?: number } = {}): Promise<SuiteDatabase> {
   if (driver === 'postgres') {
     const database = await createTestDatabase(label)
-    return openCleaningUp(() => openDatabase({ ...appDatabase(database.url), pgliteDir: '', migrationsDir, poolSize: options.poolSize }), database.drop)
+    return openCleaningUp(() => openDatabase({ ...appDatabase(database.url), pgliteDir: '', migrations: testMigrations, poolSize: options.poolSize }), database.drop)
   }
   const pgliteDir = await mkdtemp(join(tmpdir(), `ic-${label.replace(/\W+/g, '-')}-`))
-  return openCleaningUp(() => openDatabase({ pgliteDir, migrationsDir }), () => rm(pgliteDir, { recursive: true, force: true }))
+  return openCleaningUp(() => openDatabase({ pgliteDir, migrations: testMigrations }), () => rm(pgliteDir, { recursive: true, force: true }))
 }
 
 /** Opens the handle; `cleanUp` runs after it closes, or at once when opening (migrating) fails. */

@@ -1,6 +1,6 @@
 import type postgres from 'postgres'
 import type { AppProcess } from './app'
-import { processingLockKey as lockName } from '../../server/idempotency/core'
+import { processingLockKey as lockName } from 'nuxt-idempotency/core'
 import { pollUntil } from './poll'
 import { connectSharedTestRedis } from './redis-topologies'
 

@@ -1,21 +1,18 @@
-import { fileURLToPath } from 'node:url'
 import postgres from 'postgres'
-import type { Database, DatabaseHandle } from '../../server/db/client'
-import { openDatabase } from '../../server/db/client'
+import type { Database, DatabaseHandle } from 'nuxt-idempotency/db'
+import { openDatabase, transaction } from 'nuxt-idempotency/db'
 import { newId } from '../../server/db/ids'
 import { type JobErrorEntry, orders, tenants } from '../../server/db/schema'
 import { z } from 'zod'
-import { transaction } from '../../server/db/transaction'
 import { type EnqueueOptions, enqueueJob } from '../../server/jobs/enqueue'
 import { defineJobType } from '../../server/jobs/types'
 import { orderResource } from '../../shared/resources'
+import { testMigrations } from './migrations'
 
 /**
  * Seeds orders and jobs straight into a test database through the app's own outbox function, and
  * reads back what the workers did. Assertions about "exactly once" are about rows.
  */
-
-const migrationsDir = fileURLToPath(new URL('../../drizzle', import.meta.url))
 
 export interface JobRowView {
   id: string
@@ -43,7 +40,7 @@ export interface JobsFixture {
 }
 
 export async function openJobsFixture(databaseUrl: string): Promise<JobsFixture> {
-  const handle = await openDatabase({ url: databaseUrl, pgliteDir: '', migrationsDir, poolSize: 4 })
+  const handle = await openDatabase({ url: databaseUrl, pgliteDir: '', migrations: testMigrations, poolSize: 4 })
   const sql = postgres(databaseUrl, { max: 4, onnotice: () => {} })
   const close = async () => {
     await sql.end({ timeout: 5 })

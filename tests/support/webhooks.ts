@@ -1,9 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type postgres from 'postgres'
 import { toStripeAmount } from '../../server/payments/currencies'
-import { hmacSha256 } from '../../server/webhooks/providers/common'
-import { midtransSignature } from '../../server/webhooks/providers/midtrans'
-import { signStandardWebhook } from '../../server/webhooks/providers/standard'
+import { hmacSha256, midtransSignature, signStandardWebhook } from 'nuxt-idempotency/webhooks'
 import { testSecrets } from './app'
 import { request, type TestResponse } from './http'
 

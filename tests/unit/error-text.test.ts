@@ -1,6 +1,6 @@
 import { DrizzleQueryError } from 'drizzle-orm'
 import { describe, expect, it } from 'vitest'
-import { describeDatabaseError, isDatabaseUnavailable } from '../../server/db/errors'
+import { describeDatabaseError, isDatabaseUnavailable } from 'nuxt-idempotency/db'
 import { describeError, RetryableJobError } from '../../server/jobs/errors'
 import { serializeError } from '../../server/observability/logger'
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { ExpiringMap } from '../../server/cache/expiring-map'
+import { ExpiringMap } from 'nuxt-idempotency/core'
 
 describe('ExpiringMap', () => {
   it('answers an entry until its expiry, then forgets it', () => {

@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { canonicalJson, fingerprint, type FingerprintInput } from '../../server/idempotency/fingerprint'
+import { canonicalJson, fingerprint, type FingerprintInput } from 'nuxt-idempotency/core'
 import { CreateOrderSchema } from '../../server/orders/schema'
 import {
   orderCustomerFields, orderItemFields, orderTopLevelFields, specExampleOrder, unknownFieldsArbitrary,

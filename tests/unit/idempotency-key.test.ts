@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { checkIdempotencyKey, parseIdempotencyKeyHeader } from '../../server/idempotency/key'
+import { checkIdempotencyKey, parseIdempotencyKeyHeader } from 'nuxt-idempotency/core'
 
 /** SPEC §3: 1–255 visible ASCII characters (0x21–0x7E). */
 const FIRST_VISIBLE = 0x21

@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module'
 import postgres from 'postgres'
 import { describe, expect, it } from 'vitest'
-import { checkPatchedDriver, PATCHED_DRIVER_MARKER, UnpatchedDriverError } from '../../server/db/client'
+import { checkPatchedDriver, PATCHED_DRIVER_MARKER, UnpatchedDriverError } from '../../server/db'
 
 // patches/postgres+3.4.9.patch is applied by patch-package in postinstall, which `npm ci
 // --ignore-scripts` skips without a word: the app checks the marker the patch sets.

@@ -1,5 +1,5 @@
 import { useConfig } from '../../config'
-import { runIdempotent } from '../../idempotency/handler'
+import { runCheckoutIdempotent } from '../../http/idempotent'
 import { planWebhookIngest } from '../../webhooks/ingest'
 import { countWebhookResult, readVerifiedDelivery } from '../../webhooks/receive'
 import { requireWebhookProvider } from '../../webhooks/registry'
@@ -11,7 +11,8 @@ const DUPLICATE_WAIT_MS = 5000
 export default defineEventHandler(async (event) => {
   const provider = requireWebhookProvider(getRouterParam(event, 'provider'))
   const delivery = await readVerifiedDelivery(event, provider)
-  const reply = await countWebhookResult(provider.name, runIdempotent(event, {
+  const reply = await countWebhookResult(provider.name, runCheckoutIdempotent(event, {
+    mode: 'atomic',
     scope: providerScope(provider.name),
     route: `POST /api/webhooks/${provider.name}`,
     key: delivery.event.eventId,

@@ -1,4 +1,4 @@
-import { signStandardWebhook } from '../../webhooks/providers/standard'
+import { signStandardWebhook } from 'nuxt-idempotency/webhooks'
 import { RetryableJobError } from '../errors'
 import { defineJobKind } from '../kind'
 import { mockpayDeliverJob } from '../types'

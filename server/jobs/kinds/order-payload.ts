@@ -1,7 +1,7 @@
 import { getTableColumns, sql } from 'drizzle-orm'
-import { type Database, queryPrepared } from '../../db/client'
+import { type Database, queryPrepared } from 'nuxt-idempotency/db'
 import { orders } from '../../db/schema'
-import { defineStatement, mapRow } from '../../db/statements'
+import { defineStatement, mapRow } from 'nuxt-idempotency/db'
 import { RetryableJobError } from '../errors'
 import type { OrderJobPayload } from '../types'
 

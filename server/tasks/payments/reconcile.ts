@@ -1,6 +1,6 @@
 import { useConfig } from '../../config'
 import { databaseReady } from '../../db'
-import { useIdempotencyDeps } from '../../idempotency/handler'
+import { idempotencyReady } from 'nuxt-idempotency/server'
 import { usePaymentProvider } from '../../payments'
 import { reconcilePayments } from '../../payments/reconcile'
 
@@ -13,7 +13,7 @@ export default defineTask({
       result: await reconcilePayments({
         handle,
         provider: usePaymentProvider(),
-        idempotency: useIdempotencyDeps(),
+        idempotency: await idempotencyReady(),
         afterSeconds: config.PAYMENT_RECONCILE_AFTER_SECONDS,
         ttlSeconds: config.WEBHOOK_IDEMPOTENCY_TTL_SECONDS,
       }),

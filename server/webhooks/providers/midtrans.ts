@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto'
+import { verifyMidtransSignature } from 'nuxt-idempotency/webhooks'
 import { z } from 'zod'
 import type { PaymentEvent, PaymentEventType, WebhookProvider } from '../types'
-import { explainIssues, sameBytes } from './common'
+import { explainIssues } from './common'
 
 /**
  * Midtrans HTTP notifications: the signature is in the body, `signature_key` =
@@ -82,29 +82,10 @@ function read(status: string, statusCode: string, fraudStatus: string | undefine
   return { ok: false, reason: `${what} does not go with status_code "${statusCode}" (${status} needs ${needs})` }
 }
 
-const parseJson = (body: Buffer): unknown => {
-  try {
-    return JSON.parse(body.toString('utf8'))
-  }
-  catch {
-    return undefined
-  }
-}
-
-export function midtransSignature(serverKey: string, orderId: string, statusCode: string, grossAmount: string): string {
-  return createHash('sha512').update(`${orderId}${statusCode}${grossAmount}${serverKey}`).digest('hex')
-}
-
 export const midtransProvider: WebhookProvider = {
   name: 'midtrans',
   signatureHeaders: [],
-  verify(delivery, serverKey) {
-    const signed = Signed.safeParse(parseJson(delivery.body))
-    if (!signed.success) return { ok: false, reason: 'body lacks order_id, status_code, gross_amount or signature_key' }
-    const { order_id, status_code, gross_amount, signature_key } = signed.data
-    const expected = Buffer.from(midtransSignature(serverKey, order_id, status_code, gross_amount), 'hex')
-    return sameBytes(Buffer.from(signature_key, 'hex'), expected) ? { ok: true } : { ok: false, reason: 'signature_key does not match' }
-  },
+  verify: verifyMidtransSignature,
   parse(json) {
     const parsed = Notification.safeParse(json)
     if (!parsed.success) return { ok: false, reason: explainIssues(parsed.error) }

@@ -1,14 +1,11 @@
+import { verifyStripeSignature } from 'nuxt-idempotency/webhooks'
 import { z } from 'zod'
 import type { RefundStatus } from '../../../shared/orders'
 import type { PaymentEvent, PaymentEventType, WebhookProvider } from '../types'
 import { fromStripeAmount } from '../../payments/currencies'
-import { checkTimestamp, explainIssues, hmacSha256, sameBytes } from './common'
+import { explainIssues } from './common'
 
-/**
- * Stripe: `Stripe-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "t.body">[,v1=…][,v0=…]`. Any v1 may
- * match (Stripe sends one per active secret while a secret rolls); v0 is a test scheme and never
- * counts. Unlike stripe-node, a timestamp too far in the future is refused too.
- */
+/** Stripe: `Stripe-Signature` verified by the idempotency module; the event read here as a payment event. */
 
 // A Map, not an object literal: a type such as "toString" must not find Object.prototype's member.
 const typeOf = new Map<string, PaymentEventType>([
@@ -70,19 +67,7 @@ const StripeRefund = z.object({
 export const stripeProvider: WebhookProvider = {
   name: 'stripe',
   signatureHeaders: ['stripe-signature'],
-  verify(delivery, secret) {
-    const header = delivery.header('stripe-signature')
-    if (!header) return { ok: false, reason: 'Stripe-Signature header missing' }
-    const pairs = header.split(',').map(part => part.trim().split('=', 2) as [string, string | undefined])
-    const timestamps = pairs.filter(([name]) => name === 't')
-    if (timestamps.length !== 1) return { ok: false, reason: 'Stripe-Signature needs exactly one t=' }
-    const time = checkTimestamp(timestamps[0]![1], delivery.nowSeconds)
-    if (!time.ok) return time
-    const expected = hmacSha256(secret, `${time.seconds}.`, delivery.body)
-    const matches = pairs.some(([name, value]) => name === 'v1' && value !== undefined && /^[0-9a-f]{64}$/.test(value)
-      && sameBytes(Buffer.from(value, 'hex'), expected))
-    return matches ? { ok: true } : { ok: false, reason: 'no v1 signature matches' }
-  },
+  verify: verifyStripeSignature,
   parse(json) {
     const parsed = StripeEvent.safeParse(json)
     if (!parsed.success) return { ok: false, reason: explainIssues(parsed.error) }

@@ -1,7 +1,7 @@
 import { unlinkSync, writeFileSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
-import { readTextIfExists } from '../utils/files'
+import { readTextIfExists } from './files'
 
 /**
  * PGlite is one process's database: a second process opening the same directory (say
@@ -10,7 +10,7 @@ import { readTextIfExists } from '../utils/files'
  * removed when that process exits, and a lock whose process is gone is taken over.
  */
 
-export const PGLITE_LOCK_FILE = 'checkout.lock'
+export const PGLITE_LOCK_FILE = 'pglite.lock'
 
 /** Lock files this process holds, each removed when it exits. */
 const held = new Map<string, LockOwner>()

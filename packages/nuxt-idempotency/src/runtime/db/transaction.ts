@@ -1,12 +1,4 @@
-import type { Database, DatabaseHandle } from './client'
-
-/**
- * Work that must wait until a transaction committed (wake the workers for the jobs it enqueued),
- * registered by whoever writes inside the transaction instead of by every caller after it. A
- * rolled-back transaction runs none of its hooks. Hooks are deduplicated: a transaction that
- * enqueues ten jobs wakes the workers once.
- */
-export type AfterCommitHook = (handle: DatabaseHandle) => void
+import type { AfterCommitHook, Database, DatabaseHandle } from './types'
 
 const handles = new WeakMap<object, DatabaseHandle>()
 const openTransactions = new WeakMap<object, { handle: DatabaseHandle, hooks: Set<AfterCommitHook> }>()

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { RedisClient } from '../redis'
-import { LockBackendError, type Locks } from './types'
+import type { RedisClient, Locks } from './types'
+import { LockBackendError } from './types'
 
 // A lock's value is its owner token, or `<token> <tag>` for a tagged lock. Owner-checked writes must
 // be one atomic step: a GET followed by a separate PEXPIRE/DEL could act on a lock that expired and

@@ -1,7 +1,7 @@
 import { and, eq, getTableColumns, inArray, isNull, lt, or, sql } from 'drizzle-orm'
-import type { Database } from '../db/client'
-import { idempotencyRecords as records } from '../db/schema'
-import { type BoundStatement, defineStatement } from '../db/statements'
+import type { BoundStatement, Database } from '../db/types'
+import { idempotencyRecords as records } from './schema'
+import { defineStatement } from '../db/statements'
 import { transaction } from '../db/transaction'
 
 /**
@@ -216,8 +216,11 @@ export function createIdempotencyStore(db: Database) {
       return outcome
     },
 
-    /** Stores a deterministic failure whose business writes were rolled back. Fenced like commit. */
-    async storeFailure(claim: Claim, response: StoredResponse): Promise<boolean> {
+    /**
+     * Stores a response on its own, fenced like commit: a leased owner's result (its work ran with no
+     * transaction open), or a deterministic failure whose business writes were rolled back.
+     */
+    async storeFenced(claim: Claim, response: StoredResponse): Promise<boolean> {
       const rows = await db.update(records).set(finalFields(response))
         .where(owned(claim.record.id, claim.leaseToken)).returning({ id: records.id })
       return rows.length === 1

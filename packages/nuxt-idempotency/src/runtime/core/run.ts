@@ -1,13 +1,11 @@
 import { createHash } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { Database, DatabaseHandle } from '../db/client'
+import type { BoundStatement, Database, DatabaseHandle } from '../db/types'
 import { describeDatabaseError, isLockTimeout, violatedUniqueConstraint } from '../db/errors'
-import type { BoundStatement } from '../db/statements'
 import { LockBackendError, type Locks } from '../locks/types'
-import { problemOf } from '../problems'
 import { CACHE_EXPIRY_MARGIN_MS, type FinishedRecord, finishedFromView, type ReplayCache } from './replay-cache'
 import {
-  canTakeOver, type Claim, type ClaimInput, createIdempotencyStore, finishedRecordExpiry, finishedRecordInsert, type IdempotencyStore,
+  canTakeOver, type Claim, type ClaimInput, type CommitOutcome, createIdempotencyStore, finishedRecordExpiry, finishedRecordInsert, type IdempotencyStore,
   RECORD_KEY_CONSTRAINT, type RecordView, type StoredResponse,
 } from './store'
 
@@ -21,7 +19,14 @@ import {
  * postgres.js. The unique (scope, key) decides whenever the lock could not (Redis lost or flushed,
  * the lock expired): a second execution waits on the first's uncommitted record and replays it.
  *
- * leased (the handler calls out before it commits): a claimed record with a fenced lease token.
+ * atomic with `execute(tx)` (the handler reads before it writes, in the record's transaction): a
+ * claimed record with a fenced lease token; the business writes and the stored response commit
+ * together, fenced by the token.
+ *
+ * leased (the handler calls out: an API, a file, a mail): the claim commits with its lease, the
+ * handler runs with no transaction open, and its response is stored afterwards, fenced by the token.
+ * An owner that dies mid-call leaves the lease to run out; the next retry then runs the call again,
+ * which is why the handler passes the key on to whatever it calls.
  */
 
 export type IdempotentResult = Omit<StoredResponse, 'error'>
@@ -51,17 +56,36 @@ export interface AtomicOperation {
   beforeCommit?: () => Promise<void>
 }
 
-export interface LeasedOperation {
-  mode: 'leased'
+/** Atomic, for work that reads before it writes: the writes and the stored response in one transaction. */
+export interface TransactionalOperation {
+  mode: 'atomic'
   /**
-   * The business work, inside the transaction that stores its response. Throw a 4xx `problem()` for a
-   * deterministic failure: its writes roll back and the problem is stored and replayed.
+   * The business work, inside the transaction that stores its response. Throw a 4xx error for a
+   * deterministic failure: its writes roll back and the failure is stored and replayed.
    */
   execute: (tx: Database) => Promise<IdempotentResult>
   beforeCommit?: () => Promise<void>
 }
 
-export type IdempotentOperation = AtomicOperation | LeasedOperation
+export interface LeasedOperation {
+  mode: 'leased'
+  /**
+   * The business work, with no transaction open. A thrown 4xx error is stored and replayed; any
+   * other failure ends the lease, so that a retry runs the work again.
+   */
+  execute: () => Promise<IdempotentResult>
+}
+
+export type IdempotentOperation = AtomicOperation | TransactionalOperation | LeasedOperation
+
+/** A deterministic failure found in a thrown error (a 4xx), as it is stored and replayed. */
+export interface StoredFailure {
+  status: number
+  body: Record<string, unknown>
+  headers?: Record<string, string>
+  /** A short name of the failure, kept in the record's `error` column. */
+  name: string
+}
 
 export interface IdempotentRequest {
   /** Whose keys these are: `tenant:<id>`, `provider:<name>`. */
@@ -74,6 +98,8 @@ export interface IdempotentRequest {
   ttlSeconds: number
   /** How long a duplicate of a request still in flight waits for its result before `in_progress`. */
   waitMs: number
+  /** Adds `idempotency: { key, replayed }` to each stored body (an object): a replay marker in the body as well as the header. */
+  annotateBody?: boolean
 }
 
 export interface IdempotencyDeps {
@@ -84,6 +110,8 @@ export interface IdempotencyDeps {
   lockTtlMs: number
   /** Lease of a claimed record (leased): renewed likewise. */
   leaseMs: number
+  /** The deterministic failure a thrown error stands for; undefined: not one (nothing is stored). Default: an HTTP error of status 400–499. */
+  failureOf?: (error: unknown) => StoredFailure | undefined
 }
 
 interface Notes {
@@ -119,9 +147,9 @@ export async function runIdempotent(deps: IdempotencyDeps, request: IdempotentRe
   const waitUntil = Date.now() + request.waitMs
   let degraded = false
   for (let poll = 0; ; poll++) {
-    const outcome = operation.mode === 'atomic'
+    const outcome = 'plan' in operation
       ? await attemptAtomic(deps, request, operation)
-      : await attemptLeased(deps, request, operation)
+      : await attemptClaimed(deps, request, operation)
     degraded ||= outcome.degraded === true
     const remaining = waitUntil - Date.now()
     if (outcome.kind !== 'in_progress' || outcome.reason !== 'running' || remaining <= 0) return { ...outcome, ...(degraded && { degraded }) }
@@ -188,7 +216,7 @@ async function executeAtomically(deps: IdempotencyDeps, request: IdempotentReque
   const { db } = deps.database
   const now = new Date()
   const plan = operation.plan(db, now)
-  const response = storedResponse(plan.result, request.key)
+  const response = storedResponse(plan.result, request)
   const record = { ...request, response, now }
   try {
     await deps.database.transact([finishedRecordInsert(db, record), ...plan.statements], { beforeCommit: operation.beforeCommit })
@@ -205,7 +233,7 @@ async function executeAtomically(deps: IdempotencyDeps, request: IdempotentReque
     if (constraint === RECORD_KEY_CONSTRAINT || existing) {
       return answerForTakenKey(deps, request, existing, pass, () => executeAtomically(deps, request, operation, pass + 1))
     }
-    const answer = plan.onUniqueViolation && await deterministicAnswer(() => plan.onUniqueViolation!(constraint, db), request.key)
+    const answer = plan.onUniqueViolation && await deterministicAnswer(deps, () => plan.onUniqueViolation!(constraint, db), request)
     if (!answer) throw error
     return storeAnswer(deps, request, answer, pass)
   }
@@ -256,20 +284,20 @@ async function answerForTakenKey(
 }
 
 // ---------------------------------------------------------------------------------------------
-// leased
+// claimed first: leased, and atomic with execute(tx)
 // ---------------------------------------------------------------------------------------------
 
 type LeasedDecision
   = | { kind: 'answered', outcome: IdempotentOutcome }
     | { kind: 'owner', claim: Claim, takeover: boolean }
 
-async function attemptLeased(deps: IdempotencyDeps, request: IdempotentRequest, operation: LeasedOperation): Promise<IdempotentOutcome> {
+async function attemptClaimed(deps: IdempotencyDeps, request: IdempotentRequest, operation: TransactionalOperation | LeasedOperation): Promise<IdempotentOutcome> {
   const cached = deps.replays.local(request.scope, request.key) ?? await deps.replays.shared(request.scope, request.key, request.fingerprint)
   if (cached) return answerFinished(cached, request.fingerprint)
   const input: ClaimInput = { ...request, leaseMs: deps.leaseMs }
   const decision = await claimLeased(deps, input)
   if (decision.kind === 'answered') return decision.outcome
-  const outcome = await executeLeased(deps, request, operation, decision.claim)
+  const outcome = await executeClaimed(deps, request, operation, decision.claim)
   return decision.takeover ? { ...outcome, takeover: true } : outcome
 }
 
@@ -304,19 +332,26 @@ async function claimLeased(deps: IdempotencyDeps, input: ClaimInput): Promise<Le
   return { kind: 'answered', outcome: { kind: 'in_progress', reason: 'running' } }
 }
 
-async function executeLeased(deps: IdempotencyDeps, request: IdempotentRequest, operation: LeasedOperation, claim: Claim): Promise<IdempotentOutcome> {
+async function executeClaimed(deps: IdempotencyDeps, request: IdempotentRequest, operation: TransactionalOperation | LeasedOperation, claim: Claim): Promise<IdempotentOutcome> {
   const store = storeOf(deps)
   const renewal = setInterval(() => void store.renew(claim, deps.leaseMs).catch(() => {}), Math.max(50, Math.floor(deps.leaseMs / 3)))
   renewal.unref()
   try {
-    let committed
+    let committed: CommitOutcome
     try {
-      committed = await store.commit(claim, async tx => storedResponse(await operation.execute(tx), request.key), operation.beforeCommit)
+      if (operation.mode === 'atomic') {
+        committed = await store.commit(claim, async tx => storedResponse(await operation.execute(tx), request), operation.beforeCommit)
+      }
+      else {
+        // No transaction is open while the work runs: a slow outside call holds no connection.
+        const response = storedResponse(await operation.execute(), request)
+        committed = await store.storeFenced(claim, response) ? { kind: 'committed', response } : { kind: 'lease-lost' }
+      }
     }
     catch (error) {
-      const failure = storedProblem(error, request.key)
+      const failure = storedFailure(deps, error, request)
       if (failure) {
-        if (!await store.storeFailure(claim, failure)) return { kind: 'in_progress', reason: 'lease_lost' }
+        if (!await store.storeFenced(claim, failure)) return { kind: 'in_progress', reason: 'lease_lost' }
         rememberExecuted(deps, request, failure, claim.record.expiresAt)
         return { kind: 'executed', response: failure }
       }
@@ -338,42 +373,60 @@ async function executeLeased(deps: IdempotencyDeps, request: IdempotentRequest, 
 // ---------------------------------------------------------------------------------------------
 
 /**
- * Runs `answer`: a result, or a thrown 4xx problem, is a deterministic answer to store (undefined:
+ * Runs `answer`: a result, or a thrown 4xx error, is a deterministic answer to store (undefined:
  * none); anything else (a 5xx, the database gone) is rethrown and nothing is stored.
  */
-async function deterministicAnswer(answer: () => Promise<IdempotentResult | undefined>, key: string): Promise<StoredResponse | undefined> {
+async function deterministicAnswer(deps: IdempotencyDeps, answer: () => Promise<IdempotentResult | undefined>, request: IdempotentRequest): Promise<StoredResponse | undefined> {
   try {
     const result = await answer()
-    return result && storedResponse(result, key)
+    return result && storedResponse(result, request)
   }
   catch (error) {
-    const failure = storedProblem(error, key)
+    const failure = storedFailure(deps, error, request)
     if (!failure) throw error
     return failure
   }
 }
 
-/** A thrown 4xx problem as the response to store and replay; undefined for anything else. */
-function storedProblem(error: unknown, key: string): StoredResponse | undefined {
-  const failure = problemOf(error)
-  if (!failure || failure.body.status >= 500) return undefined
-  return {
-    status: failure.body.status,
-    body: { ...failure.body, idempotency: { key, replayed: false } },
-    headers: { 'Content-Type': 'application/problem+json' },
-    error: failure.body.type.replace('/problems/', ''),
-  }
+/** A thrown 4xx error as the response to store and replay; undefined for anything else. */
+function storedFailure(deps: IdempotencyDeps, error: unknown, request: IdempotentRequest): StoredResponse | undefined {
+  const failure = (deps.failureOf ?? httpClientError)(error)
+  if (!failure || failure.status < 400 || failure.status >= 500) return undefined
+  return { status: failure.status, body: annotated(failure.body, request), headers: failure.headers, error: failure.name }
 }
 
-function storedResponse(result: IdempotentResult, key: string): StoredResponse {
+/**
+ * An HTTP error (h3's `createError`, or anything with a `statusCode`): its problem body when it
+ * carries one (`data.problem`), else its `data` when that is an object, else `{ statusCode, statusMessage }`.
+ */
+export function httpClientError(error: unknown): StoredFailure | undefined {
+  const thrown = error as { statusCode?: unknown, statusMessage?: unknown, data?: unknown } | null
+  if (typeof thrown !== 'object' || thrown === null || typeof thrown.statusCode !== 'number') return undefined
+  // A problem (RFC 9457) carried as `data.problem`, as the layer's own and many apps' errors do.
+  const problem = (thrown.data as { problem?: { type?: unknown, status?: unknown } } | undefined)?.problem
+  if (typeof problem?.status === 'number' && typeof problem.type === 'string') {
+    return { status: problem.status, body: problem as Record<string, unknown>, headers: { 'Content-Type': 'application/problem+json' }, name: problem.type.replace('/problems/', '') }
+  }
+  const status = thrown.statusCode
+  const statusMessage = typeof thrown.statusMessage === 'string' ? thrown.statusMessage : undefined
+  const body = typeof thrown.data === 'object' && thrown.data !== null && !Array.isArray(thrown.data)
+    ? thrown.data as Record<string, unknown>
+    : { statusCode: status, ...(statusMessage && { statusMessage }) }
+  return { status, body, name: statusMessage ?? `http_${status}` }
+}
+
+function storedResponse(result: IdempotentResult, request: IdempotentRequest): StoredResponse {
   return {
     status: result.status,
-    body: { ...result.body, idempotency: { key, replayed: false } },
+    body: annotated(result.body, request),
     headers: result.headers,
     resourceType: result.resourceType,
     resourceId: result.resourceId,
   }
 }
+
+const annotated = (body: Record<string, unknown>, request: IdempotentRequest) =>
+  request.annotateBody ? { ...body, idempotency: { key: request.key, replayed: false } } : body
 
 /**
  * `expiresAt`: the record's expiry as stored — a leased claim returns its row, an atomic insert

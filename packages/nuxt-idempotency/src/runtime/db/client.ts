@@ -1,53 +1,14 @@
-import { existsSync, mkdirSync } from 'node:fs'
-import { dirname, join, resolve } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
-import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
+import { mkdirSync } from 'node:fs'
+import { resolve } from 'node:path'
 import { readMigrationFiles } from 'drizzle-orm/migrator'
-import postgres from 'postgres'
+import type postgres from 'postgres'
 import { holdPgliteDir } from './pglite-lock'
 import { type PoolMode, postgresConnection } from './postgres-options'
-import * as schema from './schema'
-import { type BoundStatement, shiftParams } from './statements'
+import { shiftParams } from './statements'
 import { registerDatabase, runAfterCommit } from './transaction'
+import type { BoundStatement, Database, DatabaseHandle } from './types'
 
-export type Database = PgDatabase<PgQueryResultHKT, typeof schema>
-
-export interface DatabaseHandle {
-  db: Database
-  driver: 'postgres' | 'pglite'
-  /**
-   * postgres.js only. `transaction`: DATABASE_URL is a transaction pooler, so every statement is
-   * unnamed (unprepared) and every transaction sets its own timeouts (SET LOCAL).
-   */
-  poolMode?: PoolMode
-  /** Round trip to the server: readiness checks. */
-  ping(): Promise<void>
-  /**
-   * Runs the statements as one transaction with one commit. On postgres.js they travel as one
-   * statement (`with s0 as (…), s1 as (…) select 1`, prepared): one socket write, one round trip.
-   * Rejects with the first failure, everything rolled back.
-   */
-  transact(statements: BoundStatement[], options?: TransactOptions): Promise<void>
-  /**
-   * Cross-process notifications (LISTEN/NOTIFY) on a dedicated connection that reconnects by itself;
-   * absent on PGlite, which is one process, and behind a transaction pooler without a direct URL,
-   * where a LISTEN does not outlive its transaction (their workers poll).
-   */
-  notifications?: {
-    listen(channel: string, onNotify: () => void): Promise<() => Promise<void>>
-    notify(channel: string): Promise<void>
-  }
-  close(): Promise<void>
-}
-
-export interface TransactOptions {
-  /**
-   * Runs after the statements, before COMMIT (an explicit transaction, test faults only); throwing
-   * rolls back. On PGlite it runs before BEGIN, so that a delay does not hold the one connection.
-   */
-  beforeCommit?: () => Promise<void>
-}
+export type { Database, DatabaseHandle }
 
 export interface OpenDatabaseOptions {
   /** postgres:// URL; without one the embedded PGlite in `pgliteDir` is used. */
@@ -59,8 +20,15 @@ export interface OpenDatabaseOptions {
   /** PEM file of the CA the server's certificate is verified against (sslmode=verify-ca/verify-full). */
   caFile?: string
   pgliteDir: string
-  /** Default: the `drizzle/` folder next to the code (shipped in `.output/server/` by the build). */
-  migrationsDir?: string
+  /**
+   * Applied in order at start-up, each folder (drizzle-kit's journal and SQL) with its own journal
+   * table in the `drizzle` schema, so an app's migrations and this module's live side by side.
+   */
+  migrations: MigrationSource[]
+  /** drizzle's schema, for relational queries (`db.query.*`); optional. */
+  schema?: Record<string, unknown>
+  /** Shown in pg_stat_activity. */
+  applicationName?: string
   poolSize?: number
   /** Postgres lock_timeout of the pool's connections (default LOCK_TIMEOUT_MS). */
   lockTimeoutMs?: number
@@ -78,22 +46,11 @@ export const IDLE_IN_TRANSACTION_TIMEOUT_MS = 60_000
 /** Advisory lock key held while migrating. Any constant works: every instance must agree on it. */
 export const MIGRATION_LOCK_ID = 4_207_731_001
 
-/**
- * Set on postgres.js by patches/postgres+3.4.9.patch, next to its fix of writes deferred past a lost
- * connection (unpatched, such a write throws from a timer and the process dies with Postgres).
- */
-export const PATCHED_DRIVER_MARKER = Symbol.for('idempotent-checkout.postgres.deferred-write-fix')
-
-export class UnpatchedDriverError extends Error {}
-
-/**
- * Refuses a postgres.js without the project's patch: `npm ci --ignore-scripts` skips patch-package
- * (postinstall) silently, and the build then ships the unpatched driver.
- */
-export function checkPatchedDriver(driver: unknown): void {
-  if ((driver as { [PATCHED_DRIVER_MARKER]?: unknown } | undefined)?.[PATCHED_DRIVER_MARKER] === true) return
-  throw new UnpatchedDriverError('postgres.js is missing the fix in patches/postgres+3.4.9.patch (without it a lost Postgres connection can crash the process). '
-    + 'Did `npm ci` run with --ignore-scripts? Run `npx patch-package`, rebuild, and start again.')
+/** A folder of drizzle-kit migrations and the table that records which of them were applied. */
+export interface MigrationSource {
+  folder: string
+  /** drizzle's own default, `__drizzle_migrations`, for an app's migrations. */
+  table: string
 }
 
 /**
@@ -101,10 +58,10 @@ export function checkPatchedDriver(driver: unknown): void {
  * Several instances starting at once serialise on a Postgres advisory lock.
  */
 export async function openDatabase(options: OpenDatabaseOptions): Promise<DatabaseHandle> {
-  const migrationsFolder = resolve(options.migrationsDir ?? shippedMigrationsDir())
+  const migrations = options.migrations.map(source => ({ ...source, folder: resolve(source.folder) }))
   const handle = options.url
-    ? await openPostgres({ ...options, url: options.url, migrationsFolder })
-    : await openPglite(resolve(options.pgliteDir), migrationsFolder)
+    ? await openPostgres({ ...options, url: options.url, migrations })
+    : await openPglite(resolve(options.pgliteDir), migrations, options.schema)
   return registerDatabase(withStatementHooks(handle))
 }
 
@@ -119,25 +76,13 @@ function withStatementHooks(handle: DatabaseHandle): DatabaseHandle {
   return handle
 }
 
-/**
- * The nearest `drizzle/` folder with a migration journal above this module: `.output/server/drizzle`
- * in a build (nuxt.config.ts copies it there), the project's own from the sources. Otherwise
- * `drizzle` under the working directory, whose absence the migrator reports.
- */
-export function shippedMigrationsDir(): string {
-  for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
-    if (existsSync(join(dir, 'drizzle', 'meta', '_journal.json'))) return join(dir, 'drizzle')
-    if (dirname(dir) === dir) return resolve('drizzle')
-  }
-}
-
 interface PostgresOpening extends OpenDatabaseOptions {
   url: string
-  migrationsFolder: string
 }
 
 async function openPostgres(options: PostgresOpening): Promise<DatabaseHandle> {
-  checkPatchedDriver(postgres)
+  // Loaded on demand, like PGlite: an app on the embedded database needs no postgres.js installed.
+  const [{ default: postgres }, { drizzle: drizzlePostgres }] = await Promise.all([import('postgres'), import('drizzle-orm/postgres-js')])
   const poolMode = options.poolMode ?? 'session'
   const lockTimeoutMs = options.lockTimeoutMs ?? LOCK_TIMEOUT_MS
   const pooled = poolMode === 'transaction'
@@ -145,7 +90,7 @@ async function openPostgres(options: PostgresOpening): Promise<DatabaseHandle> {
   const direct = options.directUrl ? postgresConnection(options.directUrl, options.caFile) : undefined
   const migrationConnection = postgres((direct ?? main).url, { ...(direct ?? main).options, max: 1, prepare: false, onnotice: () => {}, connect_timeout: 10 })
   try {
-    await migrateInOneTransaction(migrationConnection, options.migrationsFolder)
+    await migrateInOneTransaction(migrationConnection, options.migrations)
   }
   finally {
     await migrationConnection.end()
@@ -165,7 +110,7 @@ async function openPostgres(options: PostgresOpening): Promise<DatabaseHandle> {
     backoff: (failures: number) => Math.min(0.05 * 2 ** failures, 1),
     // A pooler refuses startup parameters but its own few: there every transaction sets the timeouts.
     connection: {
-      application_name: 'idempotent-checkout',
+      application_name: options.applicationName ?? 'nuxt-idempotency',
       ...(pooled ? {} : { idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_TIMEOUT_MS, lock_timeout: lockTimeoutMs }),
     },
   })
@@ -176,7 +121,7 @@ async function openPostgres(options: PostgresOpening): Promise<DatabaseHandle> {
   // LISTEN lasts as long as its session: through a transaction pooler only on a direct connection.
   const listener = pooled ? (direct && postgres(direct.url, { ...direct.options, max: 1, prepare: false, onnotice: () => {} })) : client
   return {
-    db: drizzlePostgres(client, { schema }) as unknown as Database,
+    db: drizzlePostgres(client, { schema: options.schema }) as unknown as Database,
     driver: 'postgres',
     poolMode,
     ping: async () => { await client`select 1` },
@@ -225,20 +170,24 @@ async function openPostgres(options: PostgresOpening): Promise<DatabaseHandle> {
  * and a transaction pooler keeps the lock and the migrations on one server connection (a
  * session-scoped lock would be taken on one and released on another).
  */
-async function migrateInOneTransaction(sql: postgres.Sql, migrationsFolder: string): Promise<void> {
-  const migrations = readMigrationFiles({ migrationsFolder })
+async function migrateInOneTransaction(sql: postgres.Sql, sources: MigrationSource[]): Promise<void> {
   await sql.begin(async (tx) => {
     await tx.unsafe('select pg_advisory_xact_lock($1)', [MIGRATION_LOCK_ID])
     await tx.unsafe('create schema if not exists drizzle')
-    await tx.unsafe('create table if not exists drizzle.__drizzle_migrations (id serial primary key, hash text not null, created_at bigint)')
-    const [last] = await tx.unsafe<Array<{ created_at: string }>>('select created_at from drizzle.__drizzle_migrations order by created_at desc limit 1')
-    for (const migration of migrations) {
-      if (last && Number(last.created_at) >= migration.folderMillis) continue
-      for (const statement of migration.sql) await tx.unsafe(statement)
-      await tx.unsafe('insert into drizzle.__drizzle_migrations (hash, created_at) values ($1, $2)', [migration.hash, migration.folderMillis])
+    for (const source of sources) {
+      const journal = `drizzle.${quoteIdentifier(source.table)}`
+      await tx.unsafe(`create table if not exists ${journal} (id serial primary key, hash text not null, created_at bigint)`)
+      const [last] = await tx.unsafe<Array<{ created_at: string }>>(`select created_at from ${journal} order by created_at desc limit 1`)
+      for (const migration of readMigrationFiles({ migrationsFolder: source.folder })) {
+        if (last && Number(last.created_at) >= migration.folderMillis) continue
+        for (const statement of migration.sql) await tx.unsafe(statement)
+        await tx.unsafe(`insert into ${journal} (hash, created_at) values ($1, $2)`, [migration.hash, migration.folderMillis])
+      }
     }
   })
 }
+
+const quoteIdentifier = (name: string) => `"${name.replace(/"/g, '""')}"`
 
 /**
  * The first query of the pool, so that a deployment pointed at a transaction pooler in session mode
@@ -272,7 +221,7 @@ function setTimeoutsInTransactions(client: postgres.Sql, timeouts: string): void
   }
 }
 
-async function openPglite(dataDir: string, migrationsFolder: string): Promise<DatabaseHandle> {
+async function openPglite(dataDir: string, migrations: MigrationSource[], schema?: Record<string, unknown>): Promise<DatabaseHandle> {
   // Loaded on demand: PGlite is large and production deployments never need it.
   const [{ PGlite }, { drizzle }, { migrate }] = await Promise.all([
     import('@electric-sql/pglite'),
@@ -289,7 +238,7 @@ async function openPglite(dataDir: string, migrationsFolder: string): Promise<Da
   const oneTransactionAtATime = serialised()
   client.transaction = work => oneTransactionAtATime(() => transaction(work))
   const db = drizzle(client, { schema })
-  await migrate(db, { migrationsFolder })
+  for (const source of migrations) await migrate(db, { migrationsFolder: source.folder, migrationsTable: source.table })
   return {
     db: db as unknown as Database,
     driver: 'pglite',

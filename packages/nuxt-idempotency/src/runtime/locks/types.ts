@@ -1,3 +1,8 @@
+import type { Cluster, Redis } from 'ioredis'
+
+/** A client of any topology (one node, Sentinel, Cluster): each command goes to the node that holds its key. */
+export type RedisClient = Redis | Cluster
+
 /**
  * A short-lived mutual-exclusion lock with an owner token, for business resources such as
  * `lock:order:<id>`. Only the owner may extend or release it (atomic compare). A lock keeps two

@@ -1,14 +1,5 @@
 import { type Column, is, Param, Placeholder } from 'drizzle-orm'
-import type { Database } from './client'
-import type { AfterCommitHook } from './transaction'
-
-/** A statement's text and its parameters as the driver takes them: what `DatabaseHandle.transact` sends. */
-export interface BoundStatement {
-  text: string
-  params: unknown[]
-  /** Runs once the transaction that carried the statement committed (`DatabaseHandle.transact`). */
-  afterCommit?: AfterCommitHook
-}
+import type { BoundStatement, Database } from './types'
 
 interface Compilable {
   toSQL(): { sql: string, params: unknown[] }

@@ -1,0 +1,130 @@
+import { cpSync } from 'node:fs'
+import { join } from 'node:path'
+import { addServerImports, addServerPlugin, addTypeTemplate, createResolver, defineNuxtModule, tryResolveModule } from '@nuxt/kit'
+import { defu } from 'defu'
+
+export interface ModuleOptions {
+  /** postgres:// URL of the records' database. Default: `DATABASE_URL` at run time; none: embedded PGlite in `pgliteDir`. */
+  databaseUrl: string
+  /** Where the embedded database lives when there is no URL. */
+  pgliteDir: string
+  /** redis:// URL for the processing locks and the shared replay cache. Default: `REDIS_URL` at run time; none: in-process locks (one instance). */
+  redisUrl: string
+  /** Seconds a key is remembered: a retry within it is a replay, after it a new request. */
+  ttl: number
+  /** How long a duplicate of a request in flight waits for its result (ms) before a 409; `Prefer: wait=N` asks per request. */
+  waitMs: number
+  /** Processing lock of an atomic request (ms), renewed while it runs. */
+  lockTtlMs: number
+  /** Lease of a claimed (leased) request (ms), renewed while it runs; after a crash the key is free again once it ran out. */
+  leaseMs: number
+  /** A request without a key is refused (400). false: it runs unprotected. */
+  required: boolean
+  /** Put before every scope: apps sharing one database keep their keys apart. */
+  keyPrefix: string
+  /** This instance's replay cache, in bytes of stored responses. */
+  replayCacheBytes: number
+  /** Signs the shared replay cache's entries (the same on every instance). Default: derived from the database URL. */
+  replayCacheSecret: string
+  /** The Nitro storage mount of the shared replay cache (mounted on Redis when there is a Redis URL). */
+  storage: string
+  /** false: the app opens the database itself and calls provideIdempotency(). */
+  connect: boolean
+}
+
+const defaults: ModuleOptions = {
+  databaseUrl: '',
+  pgliteDir: '.data/idempotency',
+  redisUrl: '',
+  ttl: 86_400,
+  waitMs: 0,
+  lockTtlMs: 10_000,
+  leaseMs: 30_000,
+  required: true,
+  keyPrefix: '',
+  replayCacheBytes: 8 * 1024 * 1024,
+  replayCacheSecret: '',
+  storage: 'idempotency',
+  connect: true,
+}
+
+/** The module's migrations folder inside the built server (see runtime/server/services.ts). */
+const SHIPPED_MIGRATIONS_DIR = 'idempotency-migrations' // runtime/core/migrations.ts looks for it
+
+const serverUtilities = {
+  'runtime/server/handler': ['defineIdempotentEventHandler', 'runIdempotent', 'requireIdempotencyKey'],
+  'runtime/server/webhooks': ['defineWebhookProvider', 'defineIdempotentWebhookHandler', 'standardWebhooksProvider', 'stripeWebhookProvider', 'midtransWebhookProvider'],
+  'runtime/server/services': ['idempotencyReady', 'provideIdempotency'],
+}
+
+export default defineNuxtModule<ModuleOptions>({
+  meta: { name: 'nuxt-idempotency', configKey: 'idempotency', compatibility: { nuxt: '>=3.13.0' } },
+  defaults,
+  async setup(options, nuxt) {
+    const resolver = createResolver(import.meta.url)
+    const migrationsDir = resolver.resolve('./runtime/migrations')
+
+    await checkDrivers(options, nuxt.options.rootDir)
+
+    // Runtime values come from here, overridable by NUXT_IDEMPOTENCY_* at run time.
+    nuxt.options.runtimeConfig.idempotency = defu(nuxt.options.runtimeConfig.idempotency as Partial<ModuleOptions> | undefined, { ...options, migrationsDir })
+
+    for (const [file, names] of Object.entries(serverUtilities)) {
+      addServerImports(names.map(name => ({ name, from: resolver.resolve(`./${file}`) })))
+    }
+    addServerPlugin(resolver.resolve('./runtime/server/plugins/idempotency'))
+
+    nuxt.hook('nitro:config', (config) => {
+      config.externals = defu(config.externals, { inline: [resolver.resolve('./runtime')] })
+      // PGlite loads its WASM and data files relative to its own module: it stays external.
+      config.externals.external = [...(config.externals.external ?? []), '@electric-sql/pglite']
+      config.hooks = defu(config.hooks, {
+        // The server applies the module's migrations at start-up: ship them with the build.
+        compiled(nitro: { options: { output: { serverDir: string } } }) {
+          cpSync(migrationsDir, join(nitro.options.output.serverDir, SHIPPED_MIGRATIONS_DIR), { recursive: true })
+        },
+      })
+    })
+
+    // NuxtHub applies the migrations folders it is given with its own database.
+    // @ts-expect-error The hook exists only where NuxtHub is installed.
+    nuxt.hook('hub:db:migrations:dirs', (dirs: string[]) => {
+      dirs.push(migrationsDir)
+    })
+
+    addTypeTemplate({
+      filename: 'types/nuxt-idempotency.d.ts',
+      getContents: () => `
+import type { IdempotencyOutcomeReport, IdempotencyRouteRules } from ${JSON.stringify(resolver.resolve('./runtime/server/handler'))}
+declare module 'nitropack' {
+  interface NitroRouteConfig { idempotency?: IdempotencyRouteRules }
+  interface NitroRouteRules { idempotency?: IdempotencyRouteRules }
+  interface NitroRuntimeHooks { 'idempotency:outcome': (report: IdempotencyOutcomeReport) => void }
+}
+declare module 'nitropack/types' {
+  interface NitroRouteConfig { idempotency?: IdempotencyRouteRules }
+  interface NitroRouteRules { idempotency?: IdempotencyRouteRules }
+  interface NitroRuntimeHooks { 'idempotency:outcome': (report: IdempotencyOutcomeReport) => void }
+}
+export {}
+`,
+    }, { nitro: true, nuxt: true })
+  },
+})
+
+/**
+ * The drivers are the app's optional peer dependencies: the embedded database needs PGlite, a
+ * database URL postgres.js, a Redis URL ioredis. A build without any database driver stops here,
+ * with the command that installs one.
+ */
+async function checkDrivers(options: ModuleOptions, rootDir: string): Promise<void> {
+  if (!options.connect) return
+  const installed = async (name: string) => Boolean(await tryResolveModule(name, rootDir))
+  const [postgres, pglite] = await Promise.all([installed('postgres'), installed('@electric-sql/pglite')])
+  if (!postgres && !pglite) {
+    throw new Error('nuxt-idempotency needs a database driver: `npm install postgres@3` (for DATABASE_URL) and/or `npm install @electric-sql/pglite` (the embedded default).')
+  }
+  if ((options.redisUrl || process.env.REDIS_URL) && !await installed('ioredis')) {
+    throw new Error('nuxt-idempotency: a Redis URL is set but ioredis is not installed: `npm install ioredis@5`.')
+  }
+}
