@@ -14,16 +14,19 @@ import { useRedis } from '../redis'
  * the app's metrics and warnings.
  */
 export default defineNitroPlugin((nitroApp) => {
-  const config = useConfig()
-  provideIdempotency(databaseReady().then(database => ({
-    database,
-    locks: useLocks(),
-    replays: replayCache(),
-    lockTtlMs: config.IDEMPOTENCY_LOCK_TTL_MS,
-    leaseMs: config.IDEMPOTENCY_LEASE_MS,
-    // The app closes its database and locks itself (server/plugins/startup.ts).
-    close: async () => {},
-  })))
+  // The configuration is read once the database is open: a bad one is the start-up plugin's to report.
+  provideIdempotency(databaseReady().then((database) => {
+    const config = useConfig()
+    return {
+      database,
+      locks: useLocks(),
+      replays: replayCache(),
+      lockTtlMs: config.IDEMPOTENCY_LOCK_TTL_MS,
+      leaseMs: config.IDEMPOTENCY_LEASE_MS,
+      // The app closes its database and locks itself (server/plugins/startup.ts).
+      close: async () => {},
+    }
+  }))
   nitroApp.hooks.hook('idempotency:outcome', countOutcome)
 })
 

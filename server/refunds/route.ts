@@ -13,8 +13,8 @@ import { cancelOrder, requestRefund, serializeRefund } from './service'
 
 /**
  * What the refund and cancel routes share: the order id from the path, the key, the body, and the
- * shared idempotency layer in leased mode — the decision reads the order under its row lock, and
- * the refund (or the cancel), its job and the stored response commit in one transaction.
+ * shared idempotency layer in atomic mode with execute(tx) — the decision reads the order under its
+ * row lock, and the refund (or the cancel), its job and the stored response commit in one transaction.
  */
 
 function orderIdOf(event: H3Event): string {

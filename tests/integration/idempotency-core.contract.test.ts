@@ -10,7 +10,7 @@ import { violatedUniqueConstraint, defineStatement } from 'nuxt-idempotency/db'
 import { idempotencyRecords, tenants } from '../../server/db/schema'
 import {
   type AtomicOperation, type AtomicPlan, type IdempotencyDeps, type IdempotentOutcome, type IdempotentRequest, type IdempotentResult,
-  processingLockKey, type TransactionalOperation, runIdempotent, createIdempotencyStore, type IdempotencyStore, type RecordView,
+  type LeasedOperation, processingLockKey, runIdempotent, type TransactionalOperation, createIdempotencyStore, type IdempotencyStore, type RecordView,
 } from 'nuxt-idempotency/core'
 import { CACHE_EXPIRY_MARGIN_MS, createReplayCache } from 'nuxt-idempotency/core'
 import { createMemoryLocks, createRedisLocks } from 'nuxt-idempotency/locks'
@@ -774,7 +774,7 @@ function idempotencyCoreContract(pair: Pair) {
   // -------------------------------------------------------------------------------------------
   // 9. Leased mode: a claimed record with a fenced lease, the response stored by the owner's commit.
   // -------------------------------------------------------------------------------------------
-  describe('leased mode', () => {
+  describe('atomic mode with execute(tx): claimed first, the writes and the response in one fenced transaction', () => {
     it('executes once, storing the response in the business row\'s transaction; replays on any instance; refuses another request', async () => {
       const owner = instance()
       const executed = await runIdempotent(owner, request(), leased())
@@ -894,6 +894,85 @@ function idempotencyCoreContract(pair: Pair) {
           expect(await record()).toMatchObject({ status: 'succeeded', resourceId: tenantId, leaseToken: null, attempts: 2 })
           expect(await businessRows()).toEqual([tenantId])
         })
+      })
+    }
+  })
+
+  describe('leased mode: the work runs with no transaction open, its response stored after it, fenced', () => {
+    /** Work outside the database (an outside API, say): counts its runs. */
+    function outside(options: { first?: () => Promise<void> | void, fail?: unknown, result?: IdempotentResult } = {}) {
+      const runs = { count: 0 }
+      const operation: LeasedOperation = {
+        mode: 'leased',
+        execute: async () => {
+          runs.count++
+          await options.first?.()
+          if (options.fail) throw options.fail
+          return options.result ?? created('ten_outside')
+        },
+      }
+      return { runs, operation }
+    }
+
+    it('the claim is committed before the work starts: a duplicate is answered at once, then replays; the work ran once', async () => {
+      const first = hold()
+      const work = outside({ first: first.step })
+      const running = runIdempotent(instance(), request(), work.operation)
+      await first.reached
+      // Committed, not only written: read on another connection (on PGlite, the only one: no transaction holds it).
+      expect(await record()).toMatchObject({ status: 'processing', leaseLive: true, responseStatus: null })
+      expect(await runIdempotent(instance(), request(), outside().operation)).toEqual({ kind: 'in_progress', reason: 'running' })
+      expect(await runIdempotent(instance(), request({ fingerprint: 'fp-b', route: OTHER_ROUTE }), outside().operation)).toEqual({ kind: 'conflict', firstRoute: ROUTE })
+      first.release()
+      const executed = await running
+      expect(executed).toEqual({ kind: 'executed', response: stored(created('ten_outside')) })
+      expect(await record()).toMatchObject({ status: 'succeeded', responseStatus: 201, resourceId: 'ten_outside', leaseToken: null, leaseExpiresAt: null, attempts: 1 })
+      expectReplay(await runIdempotent(instance(), request(), outside().operation), executed)
+      expect(work.runs.count).toBe(1)
+      expect(await recordCount()).toBe(1)
+    })
+
+    it('a thrown 4xx is stored and replayed; an unexpected failure ends the lease, so the retry runs the work again', async () => {
+      const tenantId = newTenantId()
+      const refused = outside({ fail: tenantExists(tenantId) })
+      const outcome = await runIdempotent(instance(), request(), refused.operation)
+      expect(outcome).toEqual({ kind: 'executed', response: storedProblem(tenantId, 'key-1') })
+      expectReplay(await runIdempotent(instance(), request(), outside().operation), outcome)
+      expect(refused.runs.count).toBe(1)
+
+      const failure = new Error('provider timed out')
+      const failing = outside({ fail: failure })
+      await expect(runIdempotent(instance(), request({ key: 'key-2' }), failing.operation)).rejects.toBe(failure)
+      expect(await record('key-2')).toMatchObject({ status: 'processing', leaseToken: null, leaseLive: false, responseStatus: null, error: 'Error: provider timed out' })
+      const retry = outside()
+      const retried = await runIdempotent(instance(), request({ key: 'key-2' }), retry.operation)
+      expect(retried).toEqual({ kind: 'executed', response: stored(created('ten_outside'), 'key-2'), takeover: true })
+      expect(await record('key-2')).toMatchObject({ status: 'succeeded', error: null, attempts: 2 })
+      expect(failing.runs.count + retry.runs.count).toBe(2)
+    })
+
+    if (concurrentTransactions) {
+      it('an owner whose lease ran out while its work ran stores nothing and answers lease_lost; the taker\'s response is the key\'s', async () => {
+        const proxy = await startTcpProxy({ host: new URL(postgresAdminUrl).hostname, port: Number(new URL(postgresAdminUrl).port || 5432) })
+        cleanUps.push(() => proxy.close())
+        const owner = instance({ database: await anotherPool({ proxyPort: proxy.port }), leaseMs: SHORT_LEASE_MS })
+        cleanUps.push(async () => proxy.resume())
+        const first = hold()
+        const slow = outside({ first: first.step, result: created('ten_owner') })
+        const running = runIdempotent(owner, request(), slow.operation)
+        await first.reached
+        // Its lease renewals no longer reach Postgres, as from a frozen or partitioned instance.
+        proxy.pause()
+        await leaseRanOut()
+        const taker = outside({ result: created('ten_taker') })
+        const taken = await runIdempotent(instance(), request(), taker.operation)
+        expect(taken).toEqual({ kind: 'executed', response: stored(created('ten_taker')), takeover: true })
+        proxy.resume()
+        first.release()
+        expect(await running).toEqual({ kind: 'in_progress', reason: 'lease_lost' })
+        expect(await record()).toMatchObject({ status: 'succeeded', resourceId: 'ten_taker', leaseToken: null, attempts: 2 })
+        // The work itself ran twice: why a leased handler passes its key on to whatever it calls.
+        expect(slow.runs.count + taker.runs.count).toBe(2)
       })
     }
   })

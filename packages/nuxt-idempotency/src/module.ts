@@ -6,6 +6,8 @@ import { defu } from 'defu'
 export interface ModuleOptions {
   /** postgres:// URL of the records' database. Default: `DATABASE_URL` at run time; none: embedded PGlite in `pgliteDir`. */
   databaseUrl: string
+  /** `transaction` when the URL is a transaction pooler (PgBouncer, Supavisor, RDS Proxy): no named prepared statements, timeouts set per transaction. */
+  databasePoolMode: '' | 'session' | 'transaction'
   /** Where the embedded database lives when there is no URL. */
   pgliteDir: string
   /** redis:// URL for the processing locks and the shared replay cache. Default: `REDIS_URL` at run time; none: in-process locks (one instance). */
@@ -30,10 +32,17 @@ export interface ModuleOptions {
   storage: string
   /** false: the app opens the database itself and calls provideIdempotency(). */
   connect: boolean
+  /**
+   * The app's own drizzle-kit migrations folders, applied before the module's on the same database
+   * (journal `drizzle.__drizzle_migrations`); its handlers reach that database with useIdempotencyDatabase().
+   * Absolute, or relative to the server's working directory.
+   */
+  appMigrationsDirs: string[]
 }
 
 const defaults: ModuleOptions = {
   databaseUrl: '',
+  databasePoolMode: '',
   pgliteDir: '.data/idempotency',
   redisUrl: '',
   ttl: 86_400,
@@ -46,6 +55,7 @@ const defaults: ModuleOptions = {
   replayCacheSecret: '',
   storage: 'idempotency',
   connect: true,
+  appMigrationsDirs: [],
 }
 
 /** The module's migrations folder inside the built server (see runtime/server/services.ts). */
@@ -54,7 +64,7 @@ const SHIPPED_MIGRATIONS_DIR = 'idempotency-migrations' // runtime/core/migratio
 const serverUtilities = {
   'runtime/server/handler': ['defineIdempotentEventHandler', 'runIdempotent', 'requireIdempotencyKey'],
   'runtime/server/webhooks': ['defineWebhookProvider', 'defineIdempotentWebhookHandler', 'standardWebhooksProvider', 'stripeWebhookProvider', 'midtransWebhookProvider'],
-  'runtime/server/services': ['idempotencyReady', 'provideIdempotency'],
+  'runtime/server/services': ['idempotencyReady', 'provideIdempotency', 'useIdempotencyDatabase'],
 }
 
 export default defineNuxtModule<ModuleOptions>({

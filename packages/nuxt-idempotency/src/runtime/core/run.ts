@@ -396,12 +396,15 @@ function storedFailure(deps: IdempotencyDeps, error: unknown, request: Idempoten
 }
 
 /**
- * An HTTP error (h3's `createError`, or anything with a `statusCode`): its problem body when it
- * carries one (`data.problem`), else its `data` when that is an object, else `{ statusCode, statusMessage }`.
+ * An HTTP error thrown by the handler itself (h3's `createError`): its problem body when it carries
+ * one (`data.problem`), else its `data` when that is an object, else `{ statusCode, statusMessage }`.
  */
 export function httpClientError(error: unknown): StoredFailure | undefined {
   const thrown = error as { statusCode?: unknown, statusMessage?: unknown, data?: unknown } | null
   if (typeof thrown !== 'object' || thrown === null || typeof thrown.statusCode !== 'number') return undefined
+  // Only the handler's own answer: an outside API's 4xx (ofetch's FetchError has a statusCode too)
+  // says nothing final about this request, so nothing is stored and a retry runs again.
+  if ((thrown.constructor as { __h3_error__?: unknown } | undefined)?.__h3_error__ !== true) return undefined
   // A problem (RFC 9457) carried as `data.problem`, as the layer's own and many apps' errors do.
   const problem = (thrown.data as { problem?: { type?: unknown, status?: unknown } } | undefined)?.problem
   if (typeof problem?.status === 'number' && typeof problem.type === 'string') {

@@ -82,7 +82,7 @@ interface PostgresOpening extends OpenDatabaseOptions {
 
 async function openPostgres(options: PostgresOpening): Promise<DatabaseHandle> {
   // Loaded on demand, like PGlite: an app on the embedded database needs no postgres.js installed.
-  const [{ default: postgres }, { drizzle: drizzlePostgres }] = await Promise.all([import('postgres'), import('drizzle-orm/postgres-js')])
+  const [{ default: postgres }, { drizzle: drizzlePostgres }] = await Promise.all([import('postgres').catch(missingDriver('postgres@3', 'a database URL')), import('drizzle-orm/postgres-js')])
   const poolMode = options.poolMode ?? 'session'
   const lockTimeoutMs = options.lockTimeoutMs ?? LOCK_TIMEOUT_MS
   const pooled = poolMode === 'transaction'
@@ -224,7 +224,7 @@ function setTimeoutsInTransactions(client: postgres.Sql, timeouts: string): void
 async function openPglite(dataDir: string, migrations: MigrationSource[], schema?: Record<string, unknown>): Promise<DatabaseHandle> {
   // Loaded on demand: PGlite is large and production deployments never need it.
   const [{ PGlite }, { drizzle }, { migrate }] = await Promise.all([
-    import('@electric-sql/pglite'),
+    import('@electric-sql/pglite').catch(missingDriver('@electric-sql/pglite', 'the embedded database (no database URL)')),
     import('drizzle-orm/pglite'),
     import('drizzle-orm/pglite/migrator'),
   ])
@@ -257,6 +257,13 @@ async function openPglite(dataDir: string, migrations: MigrationSource[], schema
       })
     },
     close: () => client.close(),
+  }
+}
+
+/** A driver that is not installed: the install command, instead of a module resolution error. */
+function missingDriver(name: string, neededFor: string) {
+  return (error: unknown): never => {
+    throw new Error(`${neededFor} needs ${name.replace(/@\d+$/, '')}: run \`npm install ${name}\`.`, { cause: error })
   }
 }
 

@@ -21,7 +21,7 @@ export type IdempotencyOutcome = 'miss' | 'replay' | 'conflict' | 'in_progress' 
 
 export interface IdempotencyOutcomeReport {
   event: H3Event
-  /** `POST /api/orders`; `unknown` when the request was refused before the route was known. */
+  /** `POST /api/orders`; `<METHOD> unmatched` when the request was refused before a route matched. */
   route: string
   scope?: string
   key?: string
@@ -154,6 +154,8 @@ export interface IdempotentHandlerContext {
   /** The request's key: pass it on to whatever the handler calls (a provider's API, a queue), so a retry after a crash is recognised there too. */
   idempotencyKey: string
   scope: string
+  /** `mode: 'atomic'` only: the record's own transaction; the handler's writes commit with its stored response, or not at all. */
+  tx?: Database
 }
 
 export interface IdempotentHandlerOptions<Result> {
@@ -165,6 +167,11 @@ export interface IdempotentHandlerOptions<Result> {
   waitMs?: number
   /** false: a request without a key runs unprotected (routeRules `idempotency.required` wins). */
   required?: boolean
+  /**
+   * leased (default): the handler runs with no transaction open (it calls out). atomic: it runs in
+   * the record's transaction (`context.tx`), for handlers that only write to this database.
+   */
+  mode?: 'leased' | 'atomic'
   handler: (event: H3Event, context: IdempotentHandlerContext) => Result | Promise<Result>
 }
 
@@ -202,24 +209,26 @@ async function handleIdempotently<Result>(event: H3Event, options: IdempotentHan
   if (!required && !getHeader(event, 'idempotency-key')) return options.handler(event, { idempotencyKey: '', scope: '' })
   const key = requireIdempotencyKey(event)
   const scope = options.scope ? `scope:${await options.scope(event)}` : `route:${route}`
-  const reply = await runIdempotent(event, {
-    mode: 'leased',
+  const respondWith = async (tx?: Database): Promise<IdempotentResult> => {
+    const body = await options.handler(event, { idempotencyKey: key, scope, ...(tx && { tx }) })
+    const location = getResponseHeader(event, 'location')
+    return {
+      status: getResponseStatus(event),
+      body: (body ?? null) as Record<string, unknown>,
+      headers: location ? { Location: String(location) } : undefined,
+    }
+  }
+  const request = {
     scope,
     route,
     key,
     payload: { query: getQuery(event), body: await readPayload(event) },
     ttlSeconds: rules.ttl ?? options.ttl,
     defaultWaitMs: options.waitMs,
-    execute: async () => {
-      const body = await options.handler(event, { idempotencyKey: key, scope })
-      const location = getResponseHeader(event, 'location')
-      return {
-        status: getResponseStatus(event),
-        body: (body ?? null) as Record<string, unknown>,
-        headers: location ? { Location: String(location) } : undefined,
-      }
-    },
-  })
+  }
+  const reply = await runIdempotent(event, options.mode === 'atomic'
+    ? { ...request, mode: 'atomic', execute: tx => respondWith(tx) }
+    : { ...request, mode: 'leased', execute: () => respondWith() })
   return reply.body
 }
 

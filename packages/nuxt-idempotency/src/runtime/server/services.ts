@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto'
 import type { Storage } from 'unstorage'
-import { createReplayCache, idempotencyMigrations, type IdempotencyDeps } from '../core'
-import type { MigrationSource } from '../db/client'
+import { createIdempotencyStore, createReplayCache, idempotencyMigrations, type IdempotencyDeps } from '../core'
+import type { DatabaseHandle, MigrationSource } from '../db/client'
 import { openDatabase } from '../db'
 import { createMemoryLocks, createRedisLocks, type Locks } from '../locks'
 import { useRuntimeConfig, useStorage } from '#imports'
@@ -20,6 +20,7 @@ export interface IdempotencyServices extends IdempotencyDeps {
 export interface IdempotencyRuntimeOptions {
   connect: boolean
   databaseUrl: string
+  databasePoolMode: '' | 'session' | 'transaction'
   pgliteDir: string
   redisUrl: string
   ttl: number
@@ -32,6 +33,7 @@ export interface IdempotencyRuntimeOptions {
   replayCacheSecret: string
   storage: string
   migrationsDir: string
+  appMigrationsDirs: string[]
 }
 
 let opening: Promise<IdempotencyServices> | undefined
@@ -43,6 +45,8 @@ export function useIdempotencyOptions(): IdempotencyRuntimeOptions {
 /** Hands the layer a database, locks and replay cache opened by the app (with `connect: false`). */
 export function provideIdempotency(services: IdempotencyServices | Promise<IdempotencyServices>): void {
   opening = Promise.resolve(services)
+  // A failure is the app's to report (it opened them); requests awaiting the services still get it.
+  opening.catch(() => {})
 }
 
 /** The services, opened on first use (and at start-up by the module's plugin). */
@@ -56,6 +60,11 @@ export function idempotencyReady(): Promise<IdempotencyServices> {
   return opening
 }
 
+/** The database the records live in, for the app's own tables (migrated with `appMigrationsDirs`). */
+export async function useIdempotencyDatabase(): Promise<DatabaseHandle> {
+  return (await idempotencyReady()).database
+}
+
 export async function closeIdempotency(): Promise<void> {
   const services = await opening?.catch(() => undefined)
   opening = undefined
@@ -67,14 +76,17 @@ async function connect(options: IdempotencyRuntimeOptions): Promise<IdempotencyS
   const redisUrl = options.redisUrl || process.env.REDIS_URL || undefined
   const database = await openDatabase({
     url: databaseUrl,
+    poolMode: options.databasePoolMode || undefined,
     pgliteDir: options.pgliteDir,
-    migrations: [moduleMigrations()],
+    // The app's own tables first (drizzle-kit folders, drizzle's journal table), then the module's.
+    migrations: [...options.appMigrationsDirs.map(folder => ({ folder, table: '__drizzle_migrations' })), moduleMigrations()],
   })
   const redis = redisUrl ? await openRedis(redisUrl) : undefined
   const locks: Locks = redis ? createRedisLocks(redis.client) : createMemoryLocks()
+  const shared = sharedReplayStorage(options.storage, redis)
   const replays = createReplayCache({
     maxBytes: options.replayCacheBytes,
-    shared: redis && { storage: redis.storage(options.storage), signingKey: options.replayCacheSecret || derivedSigningKey(databaseUrl) },
+    shared: shared && { storage: shared, signingKey: options.replayCacheSecret || derivedSigningKey(databaseUrl) },
   })
   return {
     database, locks, replays, lockTtlMs: options.lockTtlMs, leaseMs: options.leaseMs,
@@ -85,12 +97,44 @@ async function connect(options: IdempotencyRuntimeOptions): Promise<IdempotencyS
   }
 }
 
+const RETENTION_BATCH = 1000
+const RETENTION_MAX_BATCHES = 50
+const RETENTION_LOCK = 'idempotency:retention'
+
+/** Deletes expired records in batches, on one instance at a time (a lock); returns how many. */
+export async function deleteExpiredRecords(services: IdempotencyServices): Promise<number> {
+  const token = await services.locks.acquire(RETENTION_LOCK, 60_000)
+  if (!token) return 0
+  try {
+    const store = createIdempotencyStore(services.database.db)
+    let deleted = 0
+    for (let batch = 0; batch < RETENTION_MAX_BATCHES; batch++) {
+      const count = await store.deleteExpired(RETENTION_BATCH)
+      deleted += count
+      if (count < RETENTION_BATCH) break
+    }
+    return deleted
+  }
+  finally {
+    await services.locks.release(RETENTION_LOCK, token)
+  }
+}
+
 /**
  * Without a configured secret the shared replay entries are signed with a key derived from the
  * database URL: every instance of one deployment has it, and someone who can only write to Redis does not.
  */
 const derivedSigningKey = (databaseUrl: string | undefined) =>
   createHmac('sha256', 'nuxt-idempotency replay cache').update(databaseUrl ?? 'embedded').digest('base64url')
+
+/**
+ * The shared tier of the replay cache: the app's own mount when it configured one (`nitro.storage`),
+ * else Redis when there is a Redis URL, else none (each instance's own tier only).
+ */
+function sharedReplayStorage(mount: string, redis: Awaited<ReturnType<typeof openRedis>> | undefined): Storage | undefined {
+  if (useStorage().getMount(`${mount}:`).base === `${mount}:`) return useStorage(mount)
+  return redis?.storage(mount)
+}
 
 async function openRedis(url: string): Promise<{ client: import('ioredis').Redis, storage: (mount: string) => Storage }> {
   const [{ default: Redis }, { default: redisDriver }] = await Promise.all([

@@ -1,5 +1,8 @@
-import { closeIdempotency, idempotencyReady, useIdempotencyOptions } from '../services'
+import { closeIdempotency, deleteExpiredRecords, idempotencyReady, useIdempotencyOptions } from '../services'
 import { defineNitroPlugin } from '#imports'
+
+/** How often expired records are deleted (an expired record already answers as absent: this only keeps the table small). */
+const RETENTION_INTERVAL_MS = 10 * 60_000
 
 /**
  * Opens the database (applying the module's migrations) and the locks at start-up, so a bad URL or
@@ -7,11 +10,21 @@ import { defineNitroPlugin } from '#imports'
  * await plugins: requests await the same promise.
  */
 export default defineNitroPlugin((nitroApp) => {
+  let retention: ReturnType<typeof setInterval> | undefined
   if (useIdempotencyOptions().connect) {
-    idempotencyReady().catch((error: unknown) => {
-      console.error('[nuxt-idempotency] could not open the database:', error)
-      process.exit(1)
-    })
+    idempotencyReady().then(
+      (services) => {
+        retention = setInterval(() => void deleteExpiredRecords(services).catch(() => {}), RETENTION_INTERVAL_MS)
+        retention.unref()
+      },
+      (error: unknown) => {
+        console.error('[nuxt-idempotency] could not open the database:', error)
+        process.exit(1)
+      },
+    )
   }
-  nitroApp.hooks.hook('close', closeIdempotency)
+  nitroApp.hooks.hook('close', async () => {
+    clearInterval(retention)
+    await closeIdempotency()
+  })
 })
