@@ -1,15 +1,9 @@
 import { createError, type H3Error } from 'h3'
+import { type ProblemBody, problemOf } from 'nuxt-idempotency/core'
 import { type ProblemSlug, problemCatalog } from './catalog'
 
-export { problemCatalog, type ProblemSlug }
-
-export interface ProblemBody {
-  type: string
-  title: string
-  status: number
-  detail: string
-  [extension: string]: unknown
-}
+// The body's shape and how a thrown error carries it are the idempotency layer's (it stores them).
+export { problemCatalog, problemOf, type ProblemBody, type ProblemSlug }
 
 export interface ProblemOptions {
   /** Extension members (e.g. `errors`, `orderId`). */
@@ -30,9 +24,4 @@ export function problemBody(slug: ProblemSlug, detail: string, extensions: Recor
 export function problem(slug: ProblemSlug, detail: string, options: ProblemOptions = {}): H3Error {
   const body = problemBody(slug, detail, options.extensions)
   return createError({ statusCode: body.status, statusMessage: body.title, data: { problem: body, headers: options.headers }, cause: options.cause })
-}
-
-export function problemOf(error: unknown): { body: ProblemBody, headers?: Record<string, string> } | undefined {
-  const data = (error as { data?: { problem?: ProblemBody, headers?: Record<string, string> } } | undefined)?.data
-  return data?.problem ? { body: data.problem, headers: data.headers } : undefined
 }

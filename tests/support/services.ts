@@ -16,7 +16,8 @@ export const redisUrl = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
 
 type Service = 'postgres' | 'redis'
 
-function reachable(url: string, defaultPort: number): Promise<boolean> {
+/** Whether something accepts a TCP connection at the URL's host and port within a second. */
+export function reachable(url: string, defaultPort: number): Promise<boolean> {
   const { hostname, port } = new URL(url)
   return new Promise((resolve) => {
     const socket = net.connect({ host: hostname, port: Number(port || defaultPort) })

@@ -1,30 +1,14 @@
-import { randomBytes } from 'node:crypto'
-import net from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
+import { postgresAdminUrl, reachable, redisUrl, requireServices, uniqueName } from '../../../../tests/support/services'
 
 /**
- * The real Postgres and Redis the multi-instance suites use (loopback only). With REQUIRE_SERVICES=1
- * a service that does not answer fails the suite instead of skipping it.
+ * The real Postgres and Redis the multi-instance suites use (loopback only), as the repository's own
+ * suites reach them: the same URLs, and with REQUIRE_SERVICES=1 a service that does not answer fails
+ * the suite instead of skipping it.
  */
-export const requireServices = process.env.REQUIRE_SERVICES === '1'
-export const postgresAdminUrl = process.env.TEST_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/postgres'
-export const redisUrl = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
-
-function reachable(url: string, defaultPort: number): Promise<boolean> {
-  const { hostname, port } = new URL(url)
-  return new Promise((resolve) => {
-    const socket = net.connect({ host: hostname, port: Number(port || defaultPort) })
-    const done = (ok: boolean) => {
-      socket.destroy()
-      resolve(ok)
-    }
-    socket.setTimeout(1000, () => done(false))
-    socket.once('connect', () => done(true))
-    socket.once('error', () => done(false))
-  })
-}
+export { postgresAdminUrl, redisUrl, requireServices } from '../../../../tests/support/services'
 
 /** Which of Postgres and Redis do not answer; throws under REQUIRE_SERVICES=1 when any is missing. */
 export async function missingServices(): Promise<string[]> {
@@ -32,11 +16,6 @@ export async function missingServices(): Promise<string[]> {
   const missing = [...(pg ? [] : [`Postgres (${postgresAdminUrl})`]), ...(redis ? [] : [`Redis (${redisUrl})`])]
   if (missing.length && requireServices) throw new Error(`REQUIRE_SERVICES=1 but ${missing.join(' and ')} is not reachable`)
   return missing
-}
-
-/** A name no other run shares: letters, digits and underscores. */
-export function uniqueName(label: string): string {
-  return `${label.replace(/\W+/g, '_').toLowerCase()}_${process.pid}_${randomBytes(4).toString('hex')}`
 }
 
 /** A fresh database on the real server: its URL now, created by `create()`, dropped by `drop()`. */

@@ -4,6 +4,7 @@ import { createIdempotencyStore, createReplayCache, idempotencyMigrations, type 
 import type { DatabaseHandle, MigrationSource } from '../db/client'
 import { openDatabase } from '../db'
 import { createMemoryLocks, createRedisLocks, type Locks } from '../locks'
+import type { ModuleOptions } from '../../module'
 import { useRuntimeConfig, useStorage } from '#imports'
 
 /**
@@ -16,24 +17,10 @@ export interface IdempotencyServices extends IdempotencyDeps {
   close(): Promise<void>
 }
 
-/** The module's runtime options (runtimeConfig.idempotency, so NUXT_IDEMPOTENCY_* env overrides them). */
-export interface IdempotencyRuntimeOptions {
-  connect: boolean
-  databaseUrl: string
-  databasePoolMode: '' | 'session' | 'transaction'
-  pgliteDir: string
-  redisUrl: string
-  ttl: number
-  waitMs: number
-  lockTtlMs: number
-  leaseMs: number
-  required: boolean
-  keyPrefix: string
-  replayCacheBytes: number
-  replayCacheSecret: string
-  storage: string
+/** The module's options as runtimeConfig.idempotency holds them (NUXT_IDEMPOTENCY_* env overrides them). */
+export interface IdempotencyRuntimeOptions extends ModuleOptions {
+  /** The module's migrations where its sources are (development); a build ships its own copy. */
   migrationsDir: string
-  appMigrationsDirs: string[]
 }
 
 let opening: Promise<IdempotencyServices> | undefined
