@@ -64,6 +64,24 @@ export function expectReplayOf(answer: Answer, first: Answer): void {
   expect(answer.headers.get('idempotent-replayed')).toBe('true')
 }
 
+/**
+ * Copies of one request sent at once: exactly one executed; every other is a replay of it or, when
+ * it arrived while the first ran, 409 request-in-progress with Retry-After. Returns the executed one.
+ */
+export function expectOneExecution(answers: Answer[]): Answer {
+  const executed = answers.filter(answer => answer.status === 201 && answer.headers.get('idempotent-replayed') === null)
+  expect(executed, JSON.stringify(answers.map(answer => [answer.status, answer.body]))).toHaveLength(1)
+  for (const answer of answers) {
+    if (answer === executed[0]) continue
+    if (answer.status === 409) {
+      expectProblem(answer, 409, 'request-in-progress')
+      expect(answer.headers.get('retry-after')).toBe('1')
+    }
+    else expectReplayOf(answer, executed[0]!)
+  }
+  return executed[0]!
+}
+
 export function describeKeyContract(name: string, backend: Backend): void {
   describe.skipIf(backend.skipBecause !== undefined)(name, async () => {
     const secret = webhookSecret()
@@ -264,19 +282,9 @@ export function describeKeyContract(name: string, backend: Backend): void {
       it('executes 10 concurrent copies of one request once', async () => {
         const key = randomUUID()
         const answers = await Promise.all(Array.from({ length: 10 }, () => post('/api/slow', { key, body: { plan: 'pro' } })))
-        const executed = answers.filter(answer => answer.status === 201 && answer.headers.get('idempotent-replayed') === null)
-        expect(executed, JSON.stringify(answers.map(answer => [answer.status, answer.body]))).toHaveLength(1)
-        for (const answer of answers) {
-          if (answer === executed[0]) continue
-          // A copy that arrives while the first runs (a second) is in progress; one arriving after it, a replay.
-          if (answer.status === 409) {
-            expectProblem(answer, 409, 'request-in-progress')
-            expect(answer.headers.get('retry-after')).toBe('1')
-          }
-          else expectReplayOf(answer, executed[0]!)
-        }
+        const executed = expectOneExecution(answers)
         expect(await executions('slow', key)).toBe(1)
-        expectReplayOf(await post('/api/slow', { key, body: { plan: 'pro' } }), executed[0]!)
+        expectReplayOf(await post('/api/slow', { key, body: { plan: 'pro' } }), executed)
       })
     })
 
