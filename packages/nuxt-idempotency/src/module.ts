@@ -12,6 +12,12 @@ export interface ModuleOptions {
   pgliteDir: string
   /** redis:// URL for the processing locks and the shared replay cache. Default: `REDIS_URL` at run time; none: in-process locks (one instance). */
   redisUrl: string
+  /** A Redis Cluster instead: `host:port` of any of its nodes, comma-separated. Default: `REDIS_CLUSTER_NODES` at run time. */
+  redisClusterNodes: string
+  /** A master found through Sentinel instead: `host:port` of the sentinels, comma-separated. Default: `REDIS_SENTINELS` at run time. */
+  redisSentinels: string
+  /** The master's name the sentinels monitor. Default: `REDIS_SENTINEL_NAME` at run time. */
+  redisSentinelName: string
   /** Seconds a key is remembered: a retry within it is a replay, after it a new request. */
   ttl: number
   /** How long a duplicate of a request in flight waits for its result (ms) before a 409; `Prefer: wait=N` asks per request. */
@@ -45,6 +51,9 @@ const defaults: ModuleOptions = {
   databasePoolMode: '',
   pgliteDir: '.data/idempotency',
   redisUrl: '',
+  redisClusterNodes: '',
+  redisSentinels: '',
+  redisSentinelName: '',
   ttl: 86_400,
   waitMs: 0,
   lockTtlMs: 10_000,
@@ -134,7 +143,8 @@ async function checkDrivers(options: ModuleOptions, rootDir: string): Promise<vo
   if (!postgres && !pglite) {
     throw new Error('nuxt-idempotency needs a database driver: `npm install postgres@3` (for DATABASE_URL) and/or `npm install @electric-sql/pglite` (the embedded default).')
   }
-  if ((options.redisUrl || process.env.REDIS_URL) && !await installed('ioredis')) {
+  const redis = options.redisUrl || options.redisClusterNodes || options.redisSentinels || process.env.REDIS_URL || process.env.REDIS_CLUSTER_NODES || process.env.REDIS_SENTINELS
+  if (redis && !await installed('ioredis')) {
     throw new Error('nuxt-idempotency: a Redis URL is set but ioredis is not installed: `npm install ioredis@5`.')
   }
 }

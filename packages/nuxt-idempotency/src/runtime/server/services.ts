@@ -3,7 +3,7 @@ import type { Storage } from 'unstorage'
 import { createIdempotencyStore, createReplayCache, idempotencyMigrations, type IdempotencyDeps } from '../core'
 import type { DatabaseHandle, MigrationSource } from '../db/client'
 import { openDatabase } from '../db'
-import { createMemoryLocks, createRedisLocks, type Locks } from '../locks'
+import { createMemoryLocks, createRedisLocks, type Locks, type RedisClient } from '../locks'
 import type { ModuleOptions } from '../../module'
 import { useRuntimeConfig, useStorage } from '#imports'
 
@@ -60,7 +60,7 @@ export async function closeIdempotency(): Promise<void> {
 
 async function connect(options: IdempotencyRuntimeOptions): Promise<IdempotencyServices> {
   const databaseUrl = options.databaseUrl || process.env.DATABASE_URL || undefined
-  const redisUrl = options.redisUrl || process.env.REDIS_URL || undefined
+  const redisTopology = redisTopologyOf(options)
   const database = await openDatabase({
     url: databaseUrl,
     poolMode: options.databasePoolMode || undefined,
@@ -68,7 +68,7 @@ async function connect(options: IdempotencyRuntimeOptions): Promise<IdempotencyS
     // The app's own tables first (drizzle-kit folders, drizzle's journal table), then the module's.
     migrations: [...options.appMigrationsDirs.map(folder => ({ folder, table: '__drizzle_migrations' })), moduleMigrations()],
   })
-  const redis = redisUrl ? await openRedis(redisUrl) : undefined
+  const redis = redisTopology ? await openRedis(redisTopology) : undefined
   const locks: Locks = redis ? createRedisLocks(redis.client) : createMemoryLocks()
   const shared = sharedReplayStorage(options.storage, redis)
   const replays = createReplayCache({
@@ -123,21 +123,57 @@ function sharedReplayStorage(mount: string, redis: Awaited<ReturnType<typeof ope
   return redis?.storage(mount)
 }
 
-async function openRedis(url: string): Promise<{ client: import('ioredis').Redis, storage: (mount: string) => Storage }> {
-  const [{ default: Redis }, { default: redisDriver }] = await Promise.all([
+/** One Redis, a Cluster, or a master behind Sentinel: the options' or the environment's, the first set wins in that order. */
+type RedisTopology
+  = | { kind: 'standalone', url: string }
+    | { kind: 'cluster', nodes: Array<{ host: string, port: number }> }
+    | { kind: 'sentinel', sentinels: Array<{ host: string, port: number }>, name: string }
+
+const hostPorts = (list: string) => list.split(',').map(entry => entry.trim()).filter(Boolean).map((entry) => {
+  const colon = entry.lastIndexOf(':')
+  return { host: entry.slice(0, colon), port: Number(entry.slice(colon + 1)) }
+})
+
+function redisTopologyOf(options: IdempotencyRuntimeOptions): RedisTopology | undefined {
+  const url = options.redisUrl || process.env.REDIS_URL
+  if (url) return { kind: 'standalone', url }
+  const nodes = options.redisClusterNodes || process.env.REDIS_CLUSTER_NODES
+  if (nodes) return { kind: 'cluster', nodes: hostPorts(nodes) }
+  const sentinels = options.redisSentinels || process.env.REDIS_SENTINELS
+  if (!sentinels) return undefined
+  const name = options.redisSentinelName || process.env.REDIS_SENTINEL_NAME
+  if (!name) throw new Error('nuxt-idempotency: Redis Sentinels are set but not the master\'s name: set REDIS_SENTINEL_NAME (or redisSentinelName), e.g. "mymaster".')
+  return { kind: 'sentinel', sentinels: hostPorts(sentinels), name }
+}
+
+async function openRedis(topology: RedisTopology): Promise<{ client: RedisClient, storage: (mount: string) => Storage }> {
+  const [{ Redis, Cluster }, { default: redisDriver }] = await Promise.all([
     import('ioredis').catch(() => {
-      throw new Error('nuxt-idempotency: REDIS_URL is set but ioredis is not installed. Run `npm install ioredis@5`.')
+      throw new Error('nuxt-idempotency: a Redis is configured but ioredis is not installed. Run `npm install ioredis@5`.')
     }),
     import('unstorage/drivers/redis'),
   ])
-  // Fail fast while Redis is away: the unique index in Postgres decides alone meanwhile.
-  const settings = { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 1000, retryStrategy: (attempt: number) => Math.min(attempt * 100, 2000) }
-  const client = new Redis(url, settings)
+  // Fail fast while Redis is away: the unique index in Postgres decides alone meanwhile. A demoted
+  // master (a failover) refuses writes with READONLY: reconnect, which finds the current one.
+  const settings = {
+    enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 1000,
+    retryStrategy: (attempt: number) => Math.min(attempt * 100, 2000),
+    reconnectOnError: (error: Error) => error.message.startsWith('READONLY'),
+  }
+  const base = 'idempotency:replay'
+  const [client, driver] = topology.kind === 'cluster'
+    ? [
+        new Cluster(topology.nodes, { enableOfflineQueue: false, redisOptions: settings, clusterRetryStrategy: settings.retryStrategy }),
+        redisDriver({ base, cluster: topology.nodes, clusterOptions: { enableOfflineQueue: false, redisOptions: settings } }),
+      ]
+    : topology.kind === 'sentinel'
+      ? [new Redis({ ...settings, sentinels: topology.sentinels, name: topology.name }), redisDriver({ base, ...settings, sentinels: topology.sentinels, name: topology.name })]
+      : [new Redis(topology.url, settings), redisDriver({ base, url: topology.url, ...settings })]
   client.on('error', () => {})
   return {
     client,
     storage: (mount) => {
-      useStorage().mount(mount, redisDriver({ url, base: 'idempotency:replay', ...settings }))
+      useStorage().mount(mount, driver)
       return useStorage(mount)
     },
   }
