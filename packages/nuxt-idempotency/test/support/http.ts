@@ -57,6 +57,12 @@ export function executionsOf(found: Counts, route: string, key?: string): number
   return Object.entries(found.executions).filter(([entry]) => entry.startsWith(`${route} `)).reduce((sum, [, n]) => sum + n, 0)
 }
 
+/** Executions of `route` under `key` summed over several servers (each counts its own). */
+export async function executionsOnAll(baseUrls: string[], route: string, key: string): Promise<number> {
+  const found = await Promise.all(baseUrls.map(baseUrl => counts(baseUrl)))
+  return found.reduce((sum, one) => sum + executionsOf(one, route, key), 0)
+}
+
 /** Re-checks `condition` every 20 ms until it holds; throws naming `what` after `timeoutMs`. */
 export async function pollUntil(what: string, condition: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
