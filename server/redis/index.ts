@@ -3,6 +3,7 @@ import type { ConnectionOptions } from 'node:tls'
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis'
 import type { Driver } from 'unstorage'
 import redisDriver from 'unstorage/drivers/redis'
+import { parseHostPorts } from 'nuxt-idempotency/locks'
 import { type AppConfig, ConfigError, redisSettingProblems, redisUsesTls, useConfig } from '../config'
 
 /** One node (REDIS_URL), a Redis Cluster (REDIS_CLUSTER_NODES) or a master found through Sentinels (REDIS_SENTINELS). */
@@ -65,11 +66,6 @@ function tlsOptions(settings: RedisSettings): ConnectionOptions | undefined {
   }
 }
 
-const hostPorts = (list: string) => list.split(',').map((entry) => {
-  const colon = entry.lastIndexOf(':')
-  return { host: entry.slice(0, colon), port: Number(entry.slice(colon + 1)) }
-})
-
 export interface RedisConnectionOptions {
   /** Connect only on the first command or an explicit connect() (tests connect before use). */
   lazyConnect?: boolean
@@ -130,13 +126,13 @@ export function createRedisConnection(settings: RedisSettings, options: RedisCon
       // Each node's connection: the cluster itself queues nothing, and a node's commands time out.
       redisOptions: node,
     }
-    storageDriver = redisDriver({ base, cluster: hostPorts(settings.REDIS_CLUSTER_NODES!), clusterOptions })
+    storageDriver = redisDriver({ base, cluster: parseHostPorts(settings.REDIS_CLUSTER_NODES!), clusterOptions })
   }
   else if (topology === 'sentinel') {
     storageDriver = redisDriver({
       ...common,
       base,
-      sentinels: hostPorts(settings.REDIS_SENTINELS!),
+      sentinels: parseHostPorts(settings.REDIS_SENTINELS!),
       name: settings.REDIS_SENTINEL_NAME,
       sentinelTLS: tls,
       enableTLSForSentinelMode: tls !== undefined,

@@ -149,3 +149,11 @@ export function createRedisLocks(redis: RedisClient, options: RedisLocksOptions 
 function refusesSetNxGet(error: unknown): error is Error {
   return error instanceof Error && error.name === 'ReplyError' && /^ERR\b/.test(error.message)
 }
+
+/** `host:port,host:port,…` (REDIS_CLUSTER_NODES, REDIS_SENTINELS) as ioredis takes it; the port after the last colon. */
+export function parseHostPorts(list: string): Array<{ host: string, port: number }> {
+  return list.split(',').map(entry => entry.trim()).filter(Boolean).map((entry) => {
+    const colon = entry.lastIndexOf(':')
+    return { host: entry.slice(0, colon), port: Number(entry.slice(colon + 1)) }
+  })
+}

@@ -3,7 +3,7 @@ import type { Storage } from 'unstorage'
 import { createIdempotencyStore, createReplayCache, idempotencyMigrations, type IdempotencyDeps } from '../core'
 import type { DatabaseHandle, MigrationSource } from '../db/client'
 import { openDatabase } from '../db'
-import { createMemoryLocks, createRedisLocks, type Locks, type RedisClient } from '../locks'
+import { createMemoryLocks, createRedisLocks, type Locks, parseHostPorts, type RedisClient } from '../locks'
 import type { ModuleOptions } from '../../module'
 import { useRuntimeConfig, useStorage } from '#imports'
 
@@ -129,21 +129,16 @@ type RedisTopology
     | { kind: 'cluster', nodes: Array<{ host: string, port: number }> }
     | { kind: 'sentinel', sentinels: Array<{ host: string, port: number }>, name: string }
 
-const hostPorts = (list: string) => list.split(',').map(entry => entry.trim()).filter(Boolean).map((entry) => {
-  const colon = entry.lastIndexOf(':')
-  return { host: entry.slice(0, colon), port: Number(entry.slice(colon + 1)) }
-})
-
 function redisTopologyOf(options: IdempotencyRuntimeOptions): RedisTopology | undefined {
   const url = options.redisUrl || process.env.REDIS_URL
   if (url) return { kind: 'standalone', url }
   const nodes = options.redisClusterNodes || process.env.REDIS_CLUSTER_NODES
-  if (nodes) return { kind: 'cluster', nodes: hostPorts(nodes) }
+  if (nodes) return { kind: 'cluster', nodes: parseHostPorts(nodes) }
   const sentinels = options.redisSentinels || process.env.REDIS_SENTINELS
   if (!sentinels) return undefined
   const name = options.redisSentinelName || process.env.REDIS_SENTINEL_NAME
   if (!name) throw new Error('nuxt-idempotency: Redis Sentinels are set but not the master\'s name: set REDIS_SENTINEL_NAME (or redisSentinelName), e.g. "mymaster".')
-  return { kind: 'sentinel', sentinels: hostPorts(sentinels), name }
+  return { kind: 'sentinel', sentinels: parseHostPorts(sentinels), name }
 }
 
 async function openRedis(topology: RedisTopology): Promise<{ client: RedisClient, storage: (mount: string) => Storage }> {
