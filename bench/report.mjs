@@ -65,7 +65,7 @@ export function markdownTable(rows) {
 const keyValueTable = (header, entries) => markdownTable(Object.entries(entries).map(([name, value]) => ({ [header[0]]: name, [header[1]]: value })))
 
 /** Writes the whole document; the drain section stays pending until drain.mjs fills it. */
-export function writeBenchmarks({ environment, settings, scenarios, targets, targetNotes, ratios, storm }) {
+export function writeBenchmarks({ environment, settings, scenarios, costs, costNotes, targets, targetNotes, ratios, storm, retention, profile }) {
   const document = `[← README](../README.md) · [all documentation](../README.md#documentation)
 
 # Benchmarks
@@ -99,6 +99,27 @@ ${settings.map(line => `- ${line}`).join('\n')}
 
 ${markdownTable(scenarios)}
 
+### Cost per order
+
+What one order (or replay) costs each kind of process, where the time goes across the machine.
+
+${markdownTable(costs)}
+
+${costNotes.join('\n\n')}
+
+### Where the app's CPU goes (as deployed)
+
+The "order, new key · as deployed" workload once more, its servers under \`node --cpu-prof\`, until its jobs drained
+(\`bench/profile.mjs\`): the self time of every function, summed over both servers and grouped by where its code lives.
+Node's own modules and native calls (a socket write, a hash) are charged to the code that called them: \`native code ← postgres\`
+is postgres.js's socket writes and reads. Profiling slows the servers, so the shares count, not the sum.
+
+${markdownTable(profile.groups)}
+
+The bundled server's busiest functions (Nuxt, Nitro, h3 and the app are one bundle, so they are told apart by name):
+
+${markdownTable(profile.functions)}
+
 ### Targets
 
 ${markdownTable(targets)}
@@ -112,6 +133,10 @@ ${ratios.map(line => `- ${line}`).join('\n')}
 ### Duplicate storm
 
 ${storm.map(line => `- ${line}`).join('\n')}
+
+### Retention
+
+${retention.map(line => `- ${line}`).join('\n')}
 
 ## Worker drain
 
