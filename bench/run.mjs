@@ -281,7 +281,7 @@ async function scenario(label, env, kind, mode, { meter, duration = seconds, war
       // The request log's last batch of the run is written within its flush interval.
       if (!floor) await sleep(200)
       const retained = floor ? undefined : (await retainedRows() - retainedBefore) / successes(result)
-      return { label, result, count, cost: costs, drainMs, alongside: besideDone, retained }
+      return { label, result, count, cost: { ...costs, embedded: !floor && !env.DATABASE_URL }, drainMs, alongside: besideDone, retained }
     }
     finally {
       await worker?.stop()
@@ -412,9 +412,10 @@ function costRow(label, cost, roundTrips) {
     'per': `${cost.units} responses`,
     'app CPU ms': costFigure(cost.cpuMs.app),
     'worker process CPU ms': costFigure(cost.cpuMs.worker),
-    'Postgres CPU ms': costFigure(cost.cpuMs.postgres),
+    // Embedded, the database is PGlite inside the app: the Postgres server's figures are someone else's.
+    'Postgres CPU ms': cost.embedded ? 'in app' : costFigure(cost.cpuMs.postgres),
     'Redis CPU ms': costFigure(cost.cpuMs.redis),
-    'write commits': costFigure(cost.writeCommits),
+    'write commits': cost.embedded ? '' : costFigure(cost.writeCommits),
     'round trips': costFigure(roundTrips?.perOrder),
   }
 }
