@@ -3,6 +3,7 @@ import type { BoundStatement, Database } from '../db/types'
 import { idempotencyRecords as records } from './schema'
 import { defineStatement } from '../db/statements'
 import { transaction } from '../db/transaction'
+import { deletePickedRows } from './paced-delete'
 
 /**
  * Postgres is the source of truth for idempotency; the unique (scope, key) decides who executes.
@@ -251,19 +252,20 @@ export function createIdempotencyStore(db: Database) {
     },
 
     /**
-     * Retention: deletes up to `batch` expired records (never one whose owner still holds a live
-     * lease); returns how many.
+     * Retention: deletes up to `batch` expired records, oldest expiry first (which keeps the plan on
+     * the expires_at index), never one whose owner still holds a live lease; rows another
+     * transaction holds are skipped. Returns how many.
      */
-    async deleteExpired(batch: number): Promise<number> {
+    deleteExpired(batch: number): Promise<number> {
       const expired = db.select({ id: records.id }).from(records)
         .where(and(
           lt(records.expiresAt, sql`now()`),
           or(isNull(records.leaseExpiresAt), lt(records.leaseExpiresAt, sql`now()`)),
         ))
+        .orderBy(records.expiresAt)
         .limit(batch)
         .for('update', { skipLocked: true })
-      const rows = await db.delete(records).where(inArray(records.id, expired)).returning({ id: records.id })
-      return rows.length
+      return deletePickedRows(db, records, records.id, expired)
     },
   }
 }

@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto'
 import type { Storage } from 'unstorage'
-import { createIdempotencyStore, createReplayCache, idempotencyMigrations, type IdempotencyDeps } from '../core'
+import { createIdempotencyStore, createReplayCache, deleteInPacedBatches, idempotencyMigrations, type IdempotencyDeps, RETENTION_PACE } from '../core'
 import type { DatabaseHandle, MigrationSource } from '../db/client'
 import { openDatabase } from '../db'
 import { createMemoryLocks, createRedisLocks, type Locks, parseHostPorts, type RedisClient } from '../locks'
@@ -84,23 +84,21 @@ async function connect(options: IdempotencyRuntimeOptions): Promise<IdempotencyS
   }
 }
 
-const RETENTION_BATCH = 1000
-const RETENTION_MAX_BATCHES = 50
 const RETENTION_LOCK = 'idempotency:retention'
+/** The lock outlives a run: its budget (RETENTION_PACE.budgetMs) ends first. */
+const RETENTION_LOCK_TTL_MS = 60_000
 
-/** Deletes expired records in batches, on one instance at a time (a lock); returns how many. */
+/**
+ * Deletes expired records, on one instance at a time (a lock), at RETENTION_PACE: until none is
+ * left or the run's budget ends; returns how many.
+ */
 export async function deleteExpiredRecords(services: IdempotencyServices): Promise<number> {
-  const token = await services.locks.acquire(RETENTION_LOCK, 60_000)
+  const token = await services.locks.acquire(RETENTION_LOCK, RETENTION_LOCK_TTL_MS)
   if (!token) return 0
   try {
     const store = createIdempotencyStore(services.database.db)
-    let deleted = 0
-    for (let batch = 0; batch < RETENTION_MAX_BATCHES; batch++) {
-      const count = await store.deleteExpired(RETENTION_BATCH)
-      deleted += count
-      if (count < RETENTION_BATCH) break
-    }
-    return deleted
+    const run = await deleteInPacedBatches({ idempotencyRecords: batch => store.deleteExpired(batch) }, RETENTION_PACE)
+    return run.deleted.idempotencyRecords
   }
   finally {
     await services.locks.release(RETENTION_LOCK, token)
