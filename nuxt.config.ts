@@ -31,7 +31,8 @@ export default defineNuxtConfig({
     // Every instance fires these; each task takes a lock, so one instance does the work.
     scheduledTasks: {
       '*/15 * * * * *': ['jobs:rescue'],
-      '*/10 * * * *': ['retention:cleanup'],
+      // A run deletes for up to RETENTION_PACE.budgetMs: that budget once a minute is retention's capacity.
+      '* * * * *': ['retention:cleanup'],
       '0 * * * * *': ['payments:reconcile'],
     },
     ...(buildRoot && { output: { dir: `${buildRoot}/.output` } }),

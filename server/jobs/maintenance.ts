@@ -1,7 +1,7 @@
-import { inArray, lt, sql } from 'drizzle-orm'
+import { lt, sql } from 'drizzle-orm'
 import type { Database } from 'nuxt-idempotency/db'
 import { requestLog } from '../db/schema'
-import { createIdempotencyStore } from 'nuxt-idempotency/core'
+import { createIdempotencyStore, deleteInPacedBatches, deletePickedRows, RETENTION_PACE, type PacedDeleteOptions } from 'nuxt-idempotency/core'
 import { LockBackendError, type Locks } from 'nuxt-idempotency/locks'
 import { log } from '../observability/logger'
 import { metrics } from '../observability/metrics'
@@ -13,18 +13,34 @@ import { createJobStore } from './store'
  * SKIP LOCKED, so even two runs at once (lock backend down) only share the work.
  */
 
-const RETENTION_BATCH = 1000
-/** One run stops after this many batches; the next run continues. */
-const RETENTION_MAX_BATCHES = 50
+/**
+ * How long a task's lock is held at most; it is not renewed, so a task's run must end first
+ * (retention's budget, RETENTION_PACE.budgetMs, does).
+ */
+const TASK_LOCK_TTL_MS = 60_000
 
 /** skipped: another instance holds the task's lock and does the work. */
 export type MaintenanceResult = { skipped: true } | { skipped: false, counts: Record<string, number> }
 
+type RetentionTable = 'idempotencyRecords' | 'jobs' | 'requestLog'
+
+/** A retention run: the rows deleted per table, and how the run went (its duration includes the pauses). */
+export type RetentionResult = { skipped: true } | {
+  skipped: false
+  counts: Record<RetentionTable, number>
+  run: { ms: number, batches: number, pausedMs: number, drained: boolean }
+}
+
 export async function withTaskLock(locks: Locks, name: string, work: () => Promise<Record<string, number>>): Promise<MaintenanceResult> {
+  const outcome = await underTaskLock(locks, name, work)
+  return outcome.skipped ? outcome : { skipped: false, counts: outcome.value }
+}
+
+async function underTaskLock<T>(locks: Locks, name: string, work: () => Promise<T>): Promise<{ skipped: true } | { skipped: false, value: T }> {
   const key = `lock:task:${name}`
   let token: string | null | undefined
   try {
-    token = await locks.acquire(key, 60_000)
+    token = await locks.acquire(key, TASK_LOCK_TTL_MS)
     if (!token) return { skipped: true }
   }
   catch (error) {
@@ -32,7 +48,7 @@ export async function withTaskLock(locks: Locks, name: string, work: () => Promi
     log.warn('lock backend unavailable; running the task unlocked (its statements skip locked rows)', { task: name })
   }
   try {
-    return { skipped: false, counts: await work() }
+    return { skipped: false, value: await work() }
   }
   finally {
     if (token) await locks.release(key, token).catch(() => {})
@@ -54,37 +70,39 @@ export function rescueStaleJobs(db: Database, locks: Locks, heartbeatTimeoutMs: 
 
 /**
  * Deletes expired idempotency records, completed jobs older than their retention and request-log
- * rows older than theirs, in batches.
+ * rows older than theirs: batch after batch until the backlog is gone or the run's time budget
+ * ends (the next run, a minute later, continues), pausing between batches so that retention takes
+ * a bounded share of the database however large the backlog (deleteInPacedBatches).
  */
-export function deleteExpiredRecords(db: Database, locks: Locks, jobRetentionDays: number, requestLogRetentionDays: number): Promise<MaintenanceResult> {
-  return withTaskLock(locks, 'retention', async () => {
-    const idempotencyRecords = await inBatches(() => createIdempotencyStore(db).deleteExpired(RETENTION_BATCH))
-    const jobs = await inBatches(() => createJobStore(db).deleteCompleted(jobRetentionDays, RETENTION_BATCH))
-    const requestLogRows = await inBatches(() => deleteOldRequestLogRows(db, requestLogRetentionDays, RETENTION_BATCH))
-    metrics.idempotencyRecordsDeleted.inc({}, idempotencyRecords)
-    metrics.jobsDeleted.inc({}, jobs)
-    metrics.requestLogRowsDeleted.inc({}, requestLogRows)
-    if (idempotencyRecords || jobs || requestLogRows) log.info('retention deleted old rows', { idempotencyRecords, jobs, requestLog: requestLogRows })
-    return { idempotencyRecords, jobs, requestLog: requestLogRows }
-  })
+export function deleteExpiredRecords(
+  db: Database, locks: Locks, jobRetentionDays: number, requestLogRetentionDays: number,
+  pace: Partial<PacedDeleteOptions<RetentionTable>> = {},
+): Promise<RetentionResult> {
+  return underTaskLock(locks, 'retention', async () => {
+    const counters = { idempotencyRecords: metrics.idempotencyRecordsDeleted, jobs: metrics.jobsDeleted, requestLog: metrics.requestLogRowsDeleted }
+    const run = await deleteInPacedBatches({
+      idempotencyRecords: batch => createIdempotencyStore(db).deleteExpired(batch),
+      jobs: batch => createJobStore(db).deleteCompleted(jobRetentionDays, batch),
+      requestLog: batch => deleteOldRequestLogRows(db, requestLogRetentionDays, batch),
+    }, {
+      ...RETENTION_PACE,
+      // Counted per batch, so that the counters move during a long run and keep what a failed one deleted.
+      onBatch: (table, deleted) => counters[table].inc({}, deleted),
+      ...pace,
+    })
+    const report = { ms: Math.round(run.elapsedMs), batches: run.batches, pausedMs: Math.round(run.pausedMs), drained: run.drained }
+    const { idempotencyRecords, jobs, requestLog: requestLogRows } = run.deleted
+    if (idempotencyRecords || jobs || requestLogRows) log.info('retention deleted old rows', { idempotencyRecords, jobs, requestLog: requestLogRows, ...report })
+    return { counts: run.deleted, run: report }
+  }).then(outcome => (outcome.skipped ? outcome : { skipped: false, ...outcome.value }))
 }
 
-/** One batch of rows older than `olderThanDays`, through the created_at index; rows another run holds are skipped. */
-async function deleteOldRequestLogRows(db: Database, olderThanDays: number, batch: number): Promise<number> {
+/** One batch of rows older than `olderThanDays`, oldest first through the created_at index; rows another run holds are skipped. */
+function deleteOldRequestLogRows(db: Database, olderThanDays: number, batch: number): Promise<number> {
   const old = db.select({ id: requestLog.id }).from(requestLog)
     .where(lt(requestLog.createdAt, sql`now() - (${olderThanDays}::int * interval '1 day')`))
+    .orderBy(requestLog.createdAt)
     .limit(batch)
     .for('update', { skipLocked: true })
-  const rows = await db.delete(requestLog).where(inArray(requestLog.id, old)).returning({ id: requestLog.id })
-  return rows.length
-}
-
-async function inBatches(deleteBatch: () => Promise<number>): Promise<number> {
-  let total = 0
-  for (let batch = 0; batch < RETENTION_MAX_BATCHES; batch++) {
-    const deleted = await deleteBatch()
-    total += deleted
-    if (deleted < RETENTION_BATCH) break
-  }
-  return total
+  return deletePickedRows(db, requestLog, requestLog.id, old)
 }

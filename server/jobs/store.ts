@@ -3,6 +3,7 @@ import { type Database, queryAllPrepared, queryPrepared, type BoundStatement, de
 import { type JobStatus, jobs } from '../db/schema'
 import { afterCommit, transaction } from 'nuxt-idempotency/db'
 import { wakeWorkers } from './wake'
+import { deletePickedRows } from 'nuxt-idempotency/core'
 
 /**
  * Every state change of a job is one conditional UPDATE. A claim draws a new fence token from a
@@ -249,14 +250,16 @@ export function createJobStore(db: Database) {
         .orderBy(desc(jobs.createdAt), desc(jobs.id)).limit(filter.limit ?? 100)
     },
 
-    /** Deletes up to `batch` completed jobs finished before the cutoff; returns how many. */
-    async deleteCompleted(olderThanDays: number, batch: number): Promise<number> {
+    /**
+     * Deletes up to `batch` completed jobs finished before the cutoff (rows another transaction holds
+     * are skipped); returns how many. No index has completed_at: the batch is found by scanning.
+     */
+    deleteCompleted(olderThanDays: number, batch: number): Promise<number> {
       const old = db.select({ id: jobs.id }).from(jobs)
         .where(and(eq(jobs.status, 'completed'), lt(jobs.completedAt, sql`now() - (${olderThanDays}::int * interval '1 day')`)))
         .limit(batch)
         .for('update', { skipLocked: true })
-      const rows = await db.delete(jobs).where(inArray(jobs.id, old)).returning({ id: jobs.id })
-      return rows.length
+      return deletePickedRows(db, jobs, jobs.id, old)
     },
   }
 }

@@ -958,11 +958,11 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
       for (const id of oldJobs) await ageCompletion(id, RETENTION_DAYS + 1)
       const recentJob = await completedJob()
 
-      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS, RETENTION_DAYS)).toEqual({ skipped: false, counts: { idempotencyRecords: 3, jobs: 2, requestLog: 0 } })
+      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS, RETENTION_DAYS)).toMatchObject({ skipped: false, counts: { idempotencyRecords: 3, jobs: 2, requestLog: 0 } })
       expect(await remainingRecordIds()).toEqual([expiredButOwned, unexpired].sort())
       expect(await remainingJobIds()).toEqual([recentJob])
 
-      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS, RETENTION_DAYS)).toEqual({ skipped: false, counts: { idempotencyRecords: 0, jobs: 0, requestLog: 0 } })
+      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS, RETENTION_DAYS)).toMatchObject({ skipped: false, counts: { idempotencyRecords: 0, jobs: 0, requestLog: 0 } })
     })
 
     it('retention skips while another instance holds its task lock', async () => {
@@ -974,8 +974,61 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
       expect(await remainingRecordIds()).toEqual([expired])
 
       expect(await locks.release('lock:task:retention', token!)).toBe(true)
-      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS, RETENTION_DAYS)).toEqual({ skipped: false, counts: { idempotencyRecords: 1, jobs: 0, requestLog: 0 } })
+      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS, RETENTION_DAYS)).toMatchObject({ skipped: false, counts: { idempotencyRecords: 1, jobs: 0, requestLog: 0 } })
       expect(await remainingRecordIds()).toEqual([])
+    })
+
+    /** `count` records expired an hour ago with no lease, inserted in bulk. */
+    async function expiredRecords(count: number): Promise<void> {
+      for (let from = 0; from < count; from += 500) {
+        await db.insert(idempotencyRecords).values(Array.from({ length: Math.min(500, count - from) }, () => ({
+          scope: 'tenant:ten_retention', key: randomUUID(), route: 'POST /api/orders', fingerprint: 'fingerprint-retention',
+          status: 'succeeded' as const, requestId: 'req_retention', expiresAt: sql`now() - interval '1 hour'`,
+        })))
+      }
+    }
+
+    /** `count` jobs completed `days` ago, inserted in bulk. */
+    async function jobsCompletedDaysAgo(count: number, days: number): Promise<void> {
+      for (let from = 0; from < count; from += 500) {
+        await db.insert(jobs).values(Array.from({ length: Math.min(500, count - from) }, () => {
+          const id = newId('job')
+          return { id, kind: 'contract.noop', dedupeKey: id, payload: {}, status: 'completed' as const, attempt: 1, maxAttempts: 1, completedAt: sql`now() - (${days}::int * interval '1 day')` }
+        }))
+      }
+    }
+
+    it('one retention run deletes a backlog of many batches, pausing after each but the last, and keeps what is not due', async () => {
+      await expiredRecords(1_050)
+      const kept = [await idempotencyRecord(true, 'live'), await idempotencyRecord(false, 'none')]
+      await jobsCompletedDaysAgo(1_020, RETENTION_DAYS + 1)
+      const recentJob = await completedJob()
+      const pauses: number[] = []
+
+      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS, RETENTION_DAYS, { batchSize: 100, sleep: async ms => void pauses.push(ms) }))
+        .toMatchObject({ skipped: false, counts: { idempotencyRecords: 1_050, jobs: 1_020, requestLog: 0 }, run: { batches: 23, drained: true } })
+      // Batches: 11 of records (the last of 50), 11 of jobs (the last of 20), 1 of request-log rows (none).
+      expect(pauses).toHaveLength(22)
+      expect(await remainingRecordIds()).toEqual(kept.sort())
+      expect(await remainingJobIds()).toEqual([recentJob])
+    })
+
+    it('a retention run stops at its time budget; the next one continues', async () => {
+      await expiredRecords(1_050)
+      await jobsCompletedDaysAgo(1_020, RETENTION_DAYS + 1)
+      // Every reading of the clock is a second later: each batch takes a second and, at half duty, rests another.
+      let readings = 0
+      const now = () => 1000 * readings++
+      const pace = { batchSize: 100, dutyCycle: 0.5, budgetMs: 10_000, now, sleep: async () => {} }
+
+      // Records, jobs, request log (none: done), records, then jobs' second batch ends at the budget.
+      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS, RETENTION_DAYS, pace))
+        .toMatchObject({ skipped: false, counts: { idempotencyRecords: 200, jobs: 200, requestLog: 0 }, run: { batches: 5, pausedMs: 4_000, drained: false } })
+      readings = 0
+      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS, RETENTION_DAYS, { ...pace, budgetMs: 600_000 }))
+        .toMatchObject({ skipped: false, counts: { idempotencyRecords: 850, jobs: 820, requestLog: 0 }, run: { drained: true } })
+      expect(await remainingRecordIds()).toEqual([])
+      expect(await remainingJobIds()).toEqual([])
     })
 
     it('rescue runs under its task lock and skips while another instance holds it', async () => {

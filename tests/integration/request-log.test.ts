@@ -405,20 +405,24 @@ function retentionContract(driver: 'postgres' | 'pglite') {
 
   it('deletes request-log rows older than REQUEST_LOG_RETENTION_DAYS in batches, counts them, and keeps the rest', async () => {
     const locks = createMemoryLocks()
-    // More than two batches of 1000 past the 14-day retention; a day inside it and today are kept.
-    await insertRows(2_500, 15, 'old')
+    // Many batches of 100 past the 14-day retention, deleted in one run; a day inside it and today are kept.
+    await insertRows(2_550, 15, 'old')
     await insertRows(3, 13, 'recent')
     await insertRows(2, 0, 'today')
     const deletedBefore = await counterValue('request_log_rows_deleted_total')
+    const pauses: number[] = []
 
-    expect(await deleteExpiredRecords(db, locks, 7, 14)).toEqual({ skipped: false, counts: { idempotencyRecords: 0, jobs: 0, requestLog: 2_500 } })
+    expect(await deleteExpiredRecords(db, locks, 7, 14, { batchSize: 100, sleep: async ms => void pauses.push(ms) }))
+      .toMatchObject({ skipped: false, counts: { idempotencyRecords: 0, jobs: 0, requestLog: 2_550 } })
+    // 26 batches of request-log rows (the last of 50) and one each of the two empty tables, a pause after each but the last.
+    expect(pauses).toHaveLength(27)
     const kept = await db.select({ requestId: requestLog.requestId }).from(requestLog).orderBy(requestLog.id)
     expect(kept.map(entry => entry.requestId)).toEqual([...ids('recent', 3), ...ids('today', 2)])
-    expect(await counterValue('request_log_rows_deleted_total') - deletedBefore).toBe(2_500)
+    expect(await counterValue('request_log_rows_deleted_total') - deletedBefore).toBe(2_550)
 
-    expect(await deleteExpiredRecords(db, locks, 7, 14)).toEqual({ skipped: false, counts: { idempotencyRecords: 0, jobs: 0, requestLog: 0 } })
+    expect(await deleteExpiredRecords(db, locks, 7, 14)).toMatchObject({ skipped: false, counts: { idempotencyRecords: 0, jobs: 0, requestLog: 0 } })
     // A shorter retention reaches the 13-day-old rows.
-    expect(await deleteExpiredRecords(db, locks, 7, 12)).toEqual({ skipped: false, counts: { idempotencyRecords: 0, jobs: 0, requestLog: 3 } })
+    expect(await deleteExpiredRecords(db, locks, 7, 12)).toMatchObject({ skipped: false, counts: { idempotencyRecords: 0, jobs: 0, requestLog: 3 } })
     await locks.close()
   })
 }
