@@ -1,0 +1,75 @@
+// Retention capacity: a backlog of rows past their retention in each of the three tables retention
+// empties, seeded with generate_series (a million a table in seconds), then the retention task run
+// through the ops API, as the scheduler runs it. Helpers only: bench/run.mjs drives them.
+import { randomBytes } from 'node:crypto'
+
+/** The defaults of JOB_RETENTION_DAYS and REQUEST_LOG_RETENTION_DAYS (server/config/index.ts); seeded rows are a day older. */
+export const RETENTION_DEFAULTS = { jobDays: 7, requestLogDays: 14 }
+
+// What marks the seeded rows, so that expiredRowsLeft counts them and nothing else.
+const RECORD_SCOPE = 'bench:retention'
+const JOB_KIND = 'bench.retention'
+const REQUEST_LOG_INSTANCE = 'bench-retention'
+
+/**
+ * Inserts `perTable` rows into each table, all past their retention: idempotency records expired an
+ * hour ago with no lease, completed jobs and request-log rows a day older than the default
+ * retention. Each table's insert is one statement on its own connection (`sql` needs a pool of 3
+ * for them to run at once). Resolves to the rows seeded in all.
+ */
+export async function seedExpiredRows(sql, perTable) {
+  const run = randomBytes(4).toString('hex')
+  const jobAge = `${RETENTION_DEFAULTS.jobDays + 1} days`
+  const requestLogAge = `${RETENTION_DEFAULTS.requestLogDays + 1} days`
+  const [records, jobs, requestLog] = await Promise.all([
+    sql`
+      insert into idempotency_records (scope, key, route, fingerprint, status, request_id, response_status, response_body, response_headers, created_at, updated_at, expires_at)
+      select ${RECORD_SCOPE}, ${run} || '-' || g, 'POST /api/orders', 'bench-fingerprint', 'succeeded', 'req_bench_' || ${run} || '_' || g,
+        201, '{"id":"ord_bench"}'::json, '{}'::jsonb, now() - interval '1 day', now() - interval '1 day', now() - interval '1 hour'
+      from generate_series(1, ${perTable}::int) g`,
+    sql`
+      insert into jobs (id, kind, dedupe_key, payload, status, attempt, max_attempts, completed_at, created_at, updated_at)
+      select 'job_bench_' || ${run} || '_' || g, ${JOB_KIND}, ${run} || '-' || g, '{}'::jsonb, 'completed', 1, 1,
+        now() - ${jobAge}::interval, now() - ${jobAge}::interval, now() - ${jobAge}::interval
+      from generate_series(1, ${perTable}::int) g`,
+    sql`
+      insert into request_log (request_id, method, path, status, duration_ms, instance, created_at)
+      select 'req_bench_' || ${run} || '_' || g, 'POST', '/api/orders', 201, 5, ${REQUEST_LOG_INSTANCE}, now() - ${requestLogAge}::interval
+      from generate_series(1, ${perTable}::int) g`,
+  ])
+  // Fresh statistics, as autovacuum would have them for a backlog that grew over days.
+  await sql`analyze idempotency_records, jobs, request_log`
+  return records.count + jobs.count + requestLog.count
+}
+
+/** How many seeded rows are still there: per table and in all. */
+export async function expiredRowsLeft(sql) {
+  const [row] = await sql`
+    select
+      (select count(*) from idempotency_records where scope = ${RECORD_SCOPE})::int as "idempotencyRecords",
+      (select count(*) from jobs where status = 'completed' and kind = ${JOB_KIND})::int as jobs,
+      (select count(*) from request_log where instance = ${REQUEST_LOG_INSTANCE})::int as "requestLog"`
+  return { ...row, total: row.idempotencyRecords + row.jobs + row.requestLog }
+}
+
+/**
+ * Runs retention once through the ops API (`POST /api/ops/tasks/retention:cleanup`), as the
+ * scheduler would. Resolves to the rows it deleted per table, the run's own duration in ms (pauses
+ * included; measured by the server, so a call that joins the scheduler's run of the same name, which
+ * Nitro answers with that run's result, still pairs the counts with their time) and whether it
+ * drained the backlog (false: its budget ended it, so counts / ms is its full pace). Rejects when
+ * the run was skipped (another instance holds the task's lock).
+ */
+export async function runRetention(url, opsToken) {
+  const response = await fetch(new URL('/api/ops/tasks/retention:cleanup', url), {
+    method: 'POST',
+    headers: { authorization: `Bearer ${opsToken}` },
+    // A run lasts up to its budget (40 s): well past the few seconds some clients allow by default.
+    signal: AbortSignal.timeout(120_000),
+  })
+  const body = await response.json()
+  if (!response.ok) throw new Error(`retention:cleanup answered ${response.status}: ${JSON.stringify(body)}`)
+  const { result } = body
+  if (result?.skipped !== false) throw new Error(`retention:cleanup did not run here: ${JSON.stringify(body)}`)
+  return { counts: result.counts, ms: result.run.ms, drained: result.run.drained }
+}
