@@ -223,6 +223,8 @@ export const jobs = pgTable('jobs', {
   unique('jobs_kind_dedupe_key_unique').on(t.kind, t.dedupeKey),
   index('jobs_ready_idx').on(t.runAt).where(sql`${t.status} in ('queued', 'failed')`),
   index('jobs_running_heartbeat_idx').on(t.heartbeatAt).where(sql`${t.status} = 'running'`),
+  // Retention picks completed jobs oldest first: without it every batch scans the table for old rows.
+  index('jobs_completed_at_idx').on(t.completedAt).where(sql`${t.status} = 'completed'`),
   index('jobs_status_kind_idx').on(t.status, t.kind),
   index('jobs_resource_idx').on(t.resourceId),
   check('jobs_status_check', sql`${t.status} in (${sql.raw(jobStatuses.map(status => `'${status}'`).join(', '))})`),

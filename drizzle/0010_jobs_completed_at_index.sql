@@ -1,0 +1,1 @@
+CREATE INDEX "jobs_completed_at_idx" ON "jobs" USING btree ("completed_at") WHERE "jobs"."status" = 'completed';
