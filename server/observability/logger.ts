@@ -5,10 +5,11 @@ import { describeDatabaseError } from 'nuxt-idempotency/db'
  * Structured JSON log lines on stdout, one object per line, for any log shipper:
  * `{"level":"info","time":"<ISO-8601>","pid":…,"hostname":…,…fields,"msg":"…"}`.
  *
- * pino: the standard JSON logger for Node (fast, kept up, redaction built in). It writes through
- * a synchronous destination on fd 1 and never through a transport: no worker thread for Nitro to
- * bundle, and no line lost when a process exits right after logging (the standalone worker's
- * shutdown, a crash).
+ * pino: the standard JSON logger for Node (fast, kept up, redaction built in). It writes to fd 1
+ * itself, never through a transport: no worker thread for Nitro to bundle. The lines of one turn of
+ * the event loop are written together after it (lineBatches), not one system call per line. The
+ * writes stay synchronous, so no write is ever half done when the process ends, and what is
+ * buffered is written on every exit — Nitro's shutdown, process.exit, a crash (see flushLog).
  */
 
 const logLevels = ['debug', 'info', 'warn', 'error', 'silent'] as const
@@ -177,6 +178,47 @@ export function escapeLogFields<T>(value: T, depth = 0): T {
   return (copy ?? value) as T
 }
 
+/** Buffered bytes that trigger a write at once (below SonicBoom's 16 KiB maxWrite, as it requires). */
+export const LOG_BUFFER_BYTES = 8 * 1024
+
+const destination = pino.destination({ dest: 1, sync: true, minLength: LOG_BUFFER_BYTES })
+let flushQueued = false
+
+/**
+ * Lines logged during one turn of the event loop (under load, the many requests one poll of the
+ * sockets finishes) are written together just after it, in one write. Not later: a line is out as
+ * soon as what it reports is visible elsewhere (a response, a committed row), as with a write per line.
+ */
+const lineBatches = {
+  write(line: string) {
+    destination.write(line)
+    if (flushQueued) return
+    flushQueued = true
+    setImmediate(() => {
+      flushQueued = false
+      // A plain synchronous write: flushSync would also fsync, costly when stdout is a file.
+      destination.flush()
+    })
+  },
+}
+
+/**
+ * Writes the buffered lines now, synchronously. Every exit calls it ('exit' runs on process.exit, an
+ * uncaught exception and an emptied event loop alike); pino registers that itself only for an
+ * asynchronous destination.
+ */
+export function flushLog(): void {
+  destination.flushSync()
+}
+process.on('exit', () => {
+  try {
+    flushLog()
+  }
+  catch {
+    // stdout's reader is gone (EPIPE): nothing can be written any more, and the exit goes on.
+  }
+})
+
 export const logger = pino({
   level: isLogLevel(process.env.LOG_LEVEL) ? process.env.LOG_LEVEL : 'info',
   timestamp: pino.stdTimeFunctions.isoTime,
@@ -184,7 +226,7 @@ export const logger = pino({
   formatters: { level: label => ({ level: label }), log: fields => escapeLogFields(fields) },
   serializers: { error: serializeError, err: serializeError, cause: serializeError },
   redact: { paths: redactPaths, censor: '[redacted]' },
-}, pino.destination({ dest: 1, sync: true }))
+}, lineBatches)
 
 export function setLogLevel(level: LogLevel): void {
   logger.level = level

@@ -6,7 +6,7 @@ import { answerUnparseableRequests } from '../http/client-errors'
 import { createConfiguredWorker } from '../jobs'
 import type { Worker } from '../jobs/runner'
 import { closeLocks, useLocks } from '../locks'
-import { log, setLogLevel } from '../observability/logger'
+import { flushLog, log, setLogLevel } from '../observability/logger'
 import { flushRequestLog, recordRequest } from '../observability/request-log'
 import { closeRedis } from '../redis'
 
@@ -82,6 +82,8 @@ export default defineNitroPlugin((nitroApp) => {
     await closeLocks()
     closeRedis()
     await databaseReady().then(handle => handle.close(), () => {})
+    // Last: the lines logged while shutting down are written before Nitro exits.
+    flushLog()
   })
 })
 
