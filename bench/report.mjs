@@ -153,7 +153,9 @@ npm run build && npm run bench
 Needs Postgres (\`BENCH_POSTGRES_URL\`, default \`postgres://root@127.0.0.1:5432/postgres\`; a scratch
 database is created and dropped) and Redis (\`BENCH_REDIS_URL\`, default \`redis://127.0.0.1:6379\`;
 keys under a random prefix). \`BENCH_SECONDS\`, \`BENCH_WARMUP_SECONDS\`, \`BENCH_CONNECTIONS\`,
-\`BENCH_STORM_COPIES\`, \`BENCH_JOBS\` and \`BENCH_WORKER_CONCURRENCY\` change the settings above;
+\`BENCH_STORM_COPIES\`, \`BENCH_RETENTION_ROWS\` (rows seeded per table, default 1,000,000), \`BENCH_JOBS\` and
+\`BENCH_WORKER_CONCURRENCY\` change the settings above; \`BENCH_ONLY=newKey,deployedNewKey\` runs those scenarios
+(and the floor; \`profile\` adds the CPU profile) and prints their tables without writing this file;
 \`APP_BUILD_ROOT\` points at a build made elsewhere (\`APP_BUILD_ROOT=/tmp/x npx nuxt build\`).
 `
   writeFileSync(documentPath, document)
