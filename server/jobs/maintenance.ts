@@ -80,9 +80,11 @@ export function deleteExpiredRecords(
 ): Promise<RetentionResult> {
   return underTaskLock(locks, 'retention', async () => {
     const counters = { idempotencyRecords: metrics.idempotencyRecordsDeleted, jobs: metrics.jobsDeleted, requestLog: metrics.requestLogRowsDeleted }
+    const records = createIdempotencyStore(db)
+    const jobStore = createJobStore(db)
     const run = await deleteInPacedBatches({
-      idempotencyRecords: batch => createIdempotencyStore(db).deleteExpired(batch),
-      jobs: batch => createJobStore(db).deleteCompleted(jobRetentionDays, batch),
+      idempotencyRecords: batch => records.deleteExpired(batch),
+      jobs: batch => jobStore.deleteCompleted(jobRetentionDays, batch),
       requestLog: batch => deleteOldRequestLogRows(db, requestLogRetentionDays, batch),
     }, {
       ...RETENTION_PACE,
