@@ -73,3 +73,10 @@ export async function runRetention(url, opsToken) {
   if (result?.skipped !== false) throw new Error(`retention:cleanup did not run here: ${JSON.stringify(body)}`)
   return { counts: result.counts, ms: result.run.ms, drained: result.run.drained }
 }
+
+/** Deletes what seedExpiredRows seeded, all at once: a scenario that only needed the backlog there leaves the tables as it found them. */
+export async function deleteSeededRows(sql) {
+  await sql`delete from idempotency_records where scope = ${RECORD_SCOPE}`
+  await sql`delete from jobs where kind = ${JOB_KIND}`
+  await sql`delete from request_log where instance = ${REQUEST_LOG_INSTANCE}`
+}

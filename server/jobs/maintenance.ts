@@ -1,7 +1,7 @@
 import { lt, sql } from 'drizzle-orm'
 import type { Database } from 'nuxt-idempotency/db'
 import { requestLog } from '../db/schema'
-import { createIdempotencyStore, deleteInPacedBatches, deletePickedRows, RETENTION_PACE, type PacedDeleteOptions } from 'nuxt-idempotency/core'
+import { createIdempotencyStore, deleteInPacedBatches, deletePickedRows, RETENTION_LOCK_TTL_MS, RETENTION_PACE, type PacedDeleteOptions } from 'nuxt-idempotency/core'
 import { LockBackendError, type Locks } from 'nuxt-idempotency/locks'
 import { log } from '../observability/logger'
 import { metrics } from '../observability/metrics'
@@ -14,10 +14,10 @@ import { createJobStore } from './store'
  */
 
 /**
- * How long a task's lock is held at most; it is not renewed, so a task's run must end first
- * (retention's budget, RETENTION_PACE.budgetMs, does).
+ * How long a task's lock is held at most; it is not renewed, so a task's run must end first. The
+ * longest task, retention, sets it (its budget, RETENTION_PACE.budgetMs, ends first).
  */
-const TASK_LOCK_TTL_MS = 60_000
+const TASK_LOCK_TTL_MS = RETENTION_LOCK_TTL_MS
 
 /** skipped: another instance holds the task's lock and does the work. */
 export type MaintenanceResult = { skipped: true } | { skipped: false, counts: Record<string, number> }

@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto'
 import type { Storage } from 'unstorage'
-import { createIdempotencyStore, createReplayCache, deleteInPacedBatches, idempotencyMigrations, type IdempotencyDeps, RETENTION_PACE } from '../core'
+import { createIdempotencyStore, createReplayCache, deleteInPacedBatches, idempotencyMigrations, type IdempotencyDeps, RETENTION_LOCK_TTL_MS, RETENTION_PACE } from '../core'
 import type { DatabaseHandle, MigrationSource } from '../db/client'
 import { openDatabase } from '../db'
 import { createMemoryLocks, createRedisLocks, type Locks, parseHostPorts, type RedisClient } from '../locks'
@@ -85,8 +85,6 @@ async function connect(options: IdempotencyRuntimeOptions): Promise<IdempotencyS
 }
 
 const RETENTION_LOCK = 'idempotency:retention'
-/** The lock outlives a run: its budget (RETENTION_PACE.budgetMs) ends first. */
-const RETENTION_LOCK_TTL_MS = 60_000
 
 /**
  * Deletes expired records, on one instance at a time (a lock), at RETENTION_PACE: until none is
