@@ -40,9 +40,18 @@ const listParam = (name: string) => sql`string_to_array(${sql.placeholder(name)}
 
 const claimedColumns = getTableColumns(jobs)
 
-const claimDue = defineStatement<{ workerId: string, limit: number, kinds: string | null }>((db) => {
+/*
+ * The partial indexes' predicates, written into the statements' text: a status sent as a bound value
+ * cannot prove a partial index's predicate in a generic (prepared) plan. The claim then read and
+ * sorted every queued job to take a few (5 ms a claim behind 4,000 queued jobs, as deployed).
+ */
+const isDue = sql`${jobs.status} in ('queued', 'failed')`
+const isRunning = sql`${jobs.status} = 'running'`
+const isCompleted = sql`${jobs.status} = 'completed'`
+
+export const claimDue = defineStatement<{ workerId: string, limit: number, kinds: string | null }>((db) => {
   const due = db.select({ id: jobs.id }).from(jobs)
-    .where(and(inArray(jobs.status, ['queued', 'failed']), lte(jobs.runAt, sql`now()`), sql`(${sql.placeholder('kinds')}::text is null or ${jobs.kind} = any(${listParam('kinds')}))`))
+    .where(and(isDue, lte(jobs.runAt, sql`now()`), sql`(${sql.placeholder('kinds')}::text is null or ${jobs.kind} = any(${listParam('kinds')}))`))
     .orderBy(asc(jobs.runAt), asc(jobs.id))
     .limit(sql.placeholder('limit'))
     .for('update', { skipLocked: true })
@@ -202,7 +211,7 @@ export function createJobStore(db: Database) {
      */
     async rescueStale(heartbeatTimeoutMs: number, limit = 500): Promise<Array<{ id: string, kind: string, status: JobStatus }>> {
       const stale = db.select({ id: jobs.id }).from(jobs)
-        .where(and(eq(jobs.status, 'running'), lt(jobs.heartbeatAt, sql`now() - (${heartbeatTimeoutMs}::int * interval '1 millisecond')`)))
+        .where(and(isRunning, lt(jobs.heartbeatAt, sql`now() - (${heartbeatTimeoutMs}::int * interval '1 millisecond')`)))
         .limit(limit)
         .for('update', { skipLocked: true })
       const deadLetter = sql`${jobs.attempt} >= ${jobs.maxAttempts}`
@@ -252,11 +261,11 @@ export function createJobStore(db: Database) {
 
     /**
      * Deletes up to `batch` completed jobs finished before the cutoff (rows another transaction holds
-     * are skipped); returns how many. No index has completed_at: the batch is found by scanning.
+     * are skipped); returns how many, found through the partial index on completed_at.
      */
     deleteCompleted(olderThanDays: number, batch: number): Promise<number> {
       const old = db.select({ id: jobs.id }).from(jobs)
-        .where(and(eq(jobs.status, 'completed'), lt(jobs.completedAt, sql`now() - (${olderThanDays}::int * interval '1 day')`)))
+        .where(and(isCompleted, lt(jobs.completedAt, sql`now() - (${olderThanDays}::int * interval '1 day')`)))
         .limit(batch)
         .for('update', { skipLocked: true })
       return deletePickedRows(db, jobs, jobs.id, old)

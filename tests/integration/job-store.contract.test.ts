@@ -9,7 +9,7 @@ import { describeDatabaseError, transaction } from 'nuxt-idempotency/db'
 import { newId } from '../../server/db/ids'
 import { idempotencyRecords, invoices, jobs, mailbox, orders, sideEffects, tenants } from '../../server/db/schema'
 import { deleteExpiredRecords, rescueStaleJobs } from '../../server/jobs/maintenance'
-import { type ClaimedJob, createJobStore, type JobEffect, type JobRow, type JobStore } from '../../server/jobs/store'
+import { claimDue, type ClaimedJob, createJobStore, type JobEffect, type JobRow, type JobStore } from '../../server/jobs/store'
 import { createMemoryLocks } from 'nuxt-idempotency/locks'
 import type { Locks } from 'nuxt-idempotency/locks'
 import { markedEffect, type SideEffect } from '../../server/orders/effects'
@@ -275,6 +275,19 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
       expect(await store.claim(WORKER_C, 10)).toEqual([])
 
       for (const job of first) expect(await find(job.id)).toMatchObject({ status: 'running', lockedBy: WORKER_A, fence: job.fence, attempt: 1 })
+    })
+
+    it('finds due jobs through their partial index also in a generic plan, the one a prepared claim settles on', async () => {
+      const literal = (value: unknown) => (value === null ? 'null' : typeof value === 'number' ? String(value) : `'${String(value).replaceAll('\'', '\'\'')}'`)
+      const { text, params } = claimDue(db, { workerId: WORKER_A, limit: CLAIM_LIMIT, kinds: null })
+      const plan = await transaction(db, async (tx) => {
+        await tx.execute(sql`set local plan_cache_mode = force_generic_plan`)
+        await tx.execute(sql.raw(`prepare generic_claim as ${text}`))
+        const result = await tx.execute(sql.raw(`explain (costs off) execute generic_claim(${params.map(literal).join(', ')})`)) as unknown
+        await tx.execute(sql`deallocate generic_claim`)
+        return (Array.isArray(result) ? result : (result as { rows: unknown[] }).rows).map(row => Object.values(row as object)[0]).join('\n')
+      })
+      expect(plan).toContain('jobs_ready_idx')
     })
 
     it('claims only the kinds asked for, every kind when none are named, and nothing for an empty list', async () => {
