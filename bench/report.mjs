@@ -109,7 +109,7 @@ ${costNotes.join('\n\n')}
 
 ### Where the app's CPU goes (as deployed)
 
-The "order, new key · as deployed" workload once more, its servers under \`node --cpu-prof\`, until its jobs drained
+The "order, new key, paid · as deployed" workload once more, its servers under \`node --cpu-prof\`, until its jobs drained
 (\`bench/profile.mjs\`): the self time of every function, summed over both servers and grouped by where its code lives.
 Node's own modules and native calls (a socket write, a hash) are charged to the code that called them: \`native code ← postgres\`
 is postgres.js's socket writes and reads. Profiling slows the servers, so the shares count, not the sum.

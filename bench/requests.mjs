@@ -1,6 +1,7 @@
 // What the bench sends: order bodies, signed Standard Webhooks deliveries, and each scenario's
 // stream of requests (new keys, or one key replayed).
 import { createHmac, randomUUID } from 'node:crypto'
+import { confirmRequest } from './payer.mjs'
 
 export const webhookSecret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`
 export const mockpaySecret = `whsec_${Buffer.alloc(32, 9).toString('base64')}`
@@ -23,9 +24,10 @@ function signedWebhook(webhookId, body = eventBody(webhookId)) {
 
 /**
  * What each request of a workload sends: new key or the same key, order or webhook. `replay` says
- * that the first request must be sent (and stored) before the run replays it.
+ * that the first request must be sent (and stored) before the run replays it. `paid`: new orders,
+ * and in between the confirmations that pay them, as `payer` hands their intents out (bench/payer.mjs).
  */
-export function workload(kind, mode, secretKey) {
+export function workload(kind, mode, secretKey, payer) {
   const replay = mode === 'replay'
   if (kind === 'webhook') {
     // A redelivery keeps its body (and so its fingerprint); only the signature's timestamp moves.
@@ -38,6 +40,8 @@ export function workload(kind, mode, secretKey) {
     path: '/api/orders',
     replay,
     next: () => {
+      const intentId = payer?.take()
+      if (intentId) return confirmRequest(intentId)
       const key = replay ? replayKey : randomUUID()
       return { headers: orderHeaders(secretKey, key), body: orderBody(key) }
     },
