@@ -263,7 +263,8 @@ function startWorkerProcess(env, webhookBase) {
  * `meter` counts something over the measured run; `stderr: 'ignore'` silences the servers.
  * `alongside(urls)` prepares work after the warm-up and resolves to `{ done }`, the work started to
  * run beside the measured run: the result's `alongside` holds what it prepared and `done` settled.
- * Every scenario counts the rows it left for retention (`retained`, per successful response).
+ * A scenario on Postgres counts the rows it left for retention (`retained`, per unit), unless
+ * `alongside` changes those tables too.
  */
 async function scenario(label, env, kind, mode, { meter, duration = seconds, warmUp = warmUpSeconds, stderr, instances = 1, workerProcess = false, drain = false, nodeArgs, alongside } = {}) {
   const floor = kind === 'floor'
@@ -290,7 +291,9 @@ async function scenario(label, env, kind, mode, { meter, duration = seconds, war
       }
       await run(urls, workload(kind, mode, tenant.secretKey, payer), warmUp) // warm-up: JIT, pools, caches
       await settle()
-      const retainedBefore = floor ? 0 : await retainedRows()
+      // Counted on the bench's Postgres, and only where nothing but the run's requests changes its rows.
+      const countsRetained = !floor && Boolean(env.DATABASE_URL) && !alongside
+      const retainedBefore = countsRetained ? await retainedRows() : 0
       const beside = await alongside?.(urls)
       await meter?.start()
       const cost = costMeter(sql, { appPids: () => servers.map(server => server.pid), workerPids: () => (worker ? [worker.pid] : []) })
@@ -303,7 +306,7 @@ async function scenario(label, env, kind, mode, { meter, duration = seconds, war
       const besideDone = beside && { ...beside, done: await beside.done }
       // The request log's last batch of the run is written within its flush interval.
       if (!floor) await sleep(200)
-      const retained = floor ? undefined : (await retainedRows() - retainedBefore) / units
+      const retained = countsRetained ? (await retainedRows() - retainedBefore) / units : undefined
       return { label, result, units, rate: rateOf(result, mode), count, cost: { ...costs, embedded: !floor && !env.DATABASE_URL }, drainMs, alongside: besideDone, retained }
     }
     finally {

@@ -160,6 +160,24 @@ async function launch(label, port, args, tlsOptions) {
   throw new Error(`${label} (redis-server on port ${port}) did not answer PING within ${startTimeoutMs / 1000} s:\n${output}`)
 }
 
+/**
+ * launch() on `count` ports found free just before. Another process can take one in between (an
+ * outgoing connection is given a port from the same ephemeral range), so a server that could not
+ * bind is started again on new ports, up to three times. `argsOf(ports)` gives its arguments.
+ */
+async function launchOnFreePorts(label, count, argsOf, tlsOptions) {
+  for (let attempt = 1; ; attempt++) {
+    const ports = []
+    for (let index = 0; index < count; index++) ports.push(await freePort())
+    try {
+      return await launch(label, ports[0], argsOf(ports), tlsOptions)
+    }
+    catch (error) {
+      if (attempt === 3 || !String(error?.message).includes('Address already in use')) throw error
+    }
+  }
+}
+
 const ephemeral = ['--save', '', '--appendonly', 'no', '--daemonize', 'no', '--bind', host]
 
 /**
@@ -186,8 +204,7 @@ export async function startRedisCluster(options = {}) {
   try {
     for (let index = 0; index < masters * (1 + replicas); index++) {
       // The bus port is chosen too: the default (port + 10000) may be taken or past 65535.
-      const [port, busPort] = [await freePort(), await freePort()]
-      servers.push(await launch(`cluster node ${index + 1}`, port, [
+      servers.push(await launchOnFreePorts(`cluster node ${index + 1}`, 2, ([port, busPort]) => [
         '--port', String(port), '--cluster-port', String(busPort), ...ephemeral,
         '--cluster-enabled', 'yes', '--cluster-config-file', join(folder, `nodes-${port}.conf`),
         '--cluster-node-timeout', '2000', '--repl-diskless-sync-delay', '0', '--dir', folder,
@@ -281,12 +298,14 @@ export async function startRedisSentinel(options = {}) {
     return Array.isArray(reply) ? reply.length : 0
   }
   try {
-    const masterPort = await freePort()
     // No wait before a diskless full sync (5 s by default): the replica is in sync at once.
     const replication = ['--repl-diskless-sync-delay', '0']
-    data.push(await launch('sentinel master', masterPort, ['--port', String(masterPort), ...ephemeral, ...replication, '--dir', folder]))
-    const replicaPort = await freePort()
-    data.push(await launch('sentinel replica', replicaPort, ['--port', String(replicaPort), ...ephemeral, ...replication, '--dir', folder, '--replicaof', host, String(masterPort)]))
+    const master = await launchOnFreePorts('sentinel master', 1, ([port]) => ['--port', String(port), ...ephemeral, ...replication, '--dir', folder])
+    data.push(master)
+    const masterPort = master.port
+    const replica = await launchOnFreePorts('sentinel replica', 1, ([port]) => ['--port', String(port), ...ephemeral, ...replication, '--dir', folder, '--replicaof', host, String(masterPort)])
+    data.push(replica)
+    const replicaPort = replica.port
     await until('the replica is in sync', async () => String(await command(replicaPort, ['INFO', 'replication'])).includes('master_link_status:up'))
     const quorum = sentinelCount === 1 ? 1 : 2
     for (let index = 0; index < sentinelCount; index++) {
