@@ -21,8 +21,7 @@ const unpaid = (sql, since) => sql`select id from payment_intents where status =
 /**
  * Polls for unpaid intents every `pollMs` and hands each out once (`take`). `payRest(url)` pays,
  * directly, every intent still unpaid (the ones created after the last request was sent) and
- * answers how many. Only the
- * intents created after the payer started are its own.
+ * answers how many. Only the intents created after the payer started are its own.
  */
 export async function startPayer(sql) {
   const [{ since }] = await sql`select now() as since`

@@ -1,9 +1,9 @@
-import { and, asc, desc, eq, getTableColumns, inArray, lt, lte, type SQL, sql, type SQLWrapper } from 'drizzle-orm'
+import { and, asc, desc, eq, getTableColumns, inArray, lt, lte, type SQL, sql } from 'drizzle-orm'
 import { type Database, queryAllPrepared, queryPrepared, type BoundStatement, defineStatement, mapRow, shiftParams } from 'nuxt-idempotency/db'
 import { type JobStatus, jobs } from '../db/schema'
 import { afterCommit, transaction } from 'nuxt-idempotency/db'
 import { wakeWorkers } from './wake'
-import { deletePickedRows } from 'nuxt-idempotency/core'
+import { deletePickedRows, pickedOnce } from 'nuxt-idempotency/core'
 
 /**
  * Every state change of a job is one conditional UPDATE. A claim draws a new fence token from a
@@ -49,13 +49,6 @@ const isDue = sql`${jobs.status} in ('queued', 'failed')`
 const isRunning = sql`${jobs.status} = 'running'`
 const isCompleted = sql`${jobs.status} = 'completed'`
 
-/**
- * The jobs a limited, locking pick selects, picked once per statement: `array(…)` is an InitPlan.
- * Under `id in (…)` the planner may run the pick again for each row it joins, each time past the
- * rows it already took: with another plan (bitmap scans off), one claim of 5 took 40 due jobs.
- */
-const pickedOnce = (picked: SQLWrapper) => sql`${jobs.id} = any(array(${picked}))`
-
 export const claimDue = defineStatement<{ workerId: string, limit: number, kinds: string | null }>((db) => {
   const due = db.select({ id: jobs.id }).from(jobs)
     .where(and(isDue, lte(jobs.runAt, sql`now()`), sql`(${sql.placeholder('kinds')}::text is null or ${jobs.kind} = any(${listParam('kinds')}))`))
@@ -70,7 +63,7 @@ export const claimDue = defineStatement<{ workerId: string, limit: number, kinds
     startedAt: sql`now()`,
     heartbeatAt: sql`now()`,
     updatedAt: sql`now()`,
-  }).where(pickedOnce(due)).returning({
+  }).where(pickedOnce(jobs.id, due)).returning({
     ...claimedColumns,
     queueWaitMs: sql<number>`greatest(0, extract(epoch from now() - ${jobs.runAt}) * 1000)::int`.as('queue_wait_ms'),
   })
@@ -229,7 +222,7 @@ export function createJobStore(db: Database) {
         lastError: message,
         errors: historyEntry('rescued', message, sql`case when ${deadLetter} then null else now() end`),
         updatedAt: sql`now()`,
-      }).where(pickedOnce(stale)).returning({ id: jobs.id, kind: jobs.kind, status: jobs.status })
+      }).where(pickedOnce(jobs.id, stale)).returning({ id: jobs.id, kind: jobs.kind, status: jobs.status })
     },
 
     /** Redrives a dead letter: queued now with a fresh set of attempts; its error history stays. */
