@@ -116,6 +116,7 @@ async function openPostgres(options: PostgresOpening): Promise<DatabaseHandle> {
   })
   const mode = pooled ? pooledMode(lockTimeoutMs) : sessionMode
   if (mode.heldTimeouts) setTimeoutsInTransactions(client, mode.heldTimeouts)
+  else preparingEveryQuery(client)
   driverModes.set(client, mode)
   await checkReachable(client, poolMode)
   // LISTEN lasts as long as its session: through a transaction pooler only on a direct connection.
@@ -219,6 +220,36 @@ function setTimeoutsInTransactions(client: postgres.Sql, timeouts: string): void
       return work(tx)
     })
   }
+}
+
+/**
+ * Outside a transaction pooler, drizzle's queries are prepared too. drizzle sends them unnamed,
+ * and postgres.js sends an unnamed query with parameters in two round trips (its parameter types
+ * first, then the values), which Postgres parses and plans each time. Prepared, a query costs one
+ * round trip and is planned once per connection. Its texts are parameterised, so each connection
+ * keeps one prepared statement per query shape (an `in (…)` list, one per length used).
+ */
+function preparingEveryQuery(client: postgres.Sql): void {
+  type Unsafe = (text: string, params?: unknown[] | Record<string, unknown>, options?: Record<string, unknown>) => unknown
+  type Opening = (...args: unknown[]) => Promise<unknown>
+  const prepared = (sql: object) => {
+    const target = sql as { unsafe: Unsafe, begin?: Opening, savepoint?: Opening }
+    const unsafe = target.unsafe.bind(sql)
+    // unsafe(text, options) is postgres.js' other form.
+    target.unsafe = (text, params, options) => (Array.isArray(params) || params === undefined
+      ? unsafe(text, params ?? [], { ...options, prepare: true })
+      : unsafe(text, [], { ...params, prepare: true }))
+    for (const opening of ['begin', 'savepoint'] as const) {
+      const open = target[opening]?.bind(sql)
+      if (!open) continue
+      target[opening] = (...args: unknown[]) => {
+        const work = args.pop() as (tx: object) => unknown
+        return open(...args, (tx: object) => work(prepared(tx)))
+      }
+    }
+    return sql
+  }
+  prepared(client)
 }
 
 async function openPglite(dataDir: string, migrations: MigrationSource[], schema?: Record<string, unknown>): Promise<DatabaseHandle> {
