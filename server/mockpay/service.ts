@@ -103,8 +103,11 @@ export async function actOnIntent(db: Database, intentId: string, action: Mockpa
     const event: IntentEvent = { id: newId('msg'), type: transition.type, timestamp: new Date().toISOString(), ...(action === 'refund' && { amount: amountRefunded }) }
     // A cancel is the merchant's own act: there is nothing to tell it, so no event is kept to send again.
     const events = action === 'cancel' ? intent.events : [...intent.events, event]
-    await tx.update(paymentIntents).set({ status, events, amountRefunded }).where(eq(paymentIntents.id, intentId))
-    const deliveriesScheduled = action === 'cancel' ? 0 : await scheduleDeliveries(tx, { ...intent, events: intent.events as IntentEvent[] }, event, chaos)
+    // Sent together: one round trip on postgres.js.
+    const [, deliveriesScheduled] = await Promise.all([
+      tx.update(paymentIntents).set({ status, events, amountRefunded }).where(eq(paymentIntents.id, intentId)),
+      action === 'cancel' ? 0 : scheduleDeliveries(tx, { ...intent, events: intent.events as IntentEvent[] }, event, chaos),
+    ])
     return { ...intent, status, amountRefunded, events, deliveriesScheduled, ...(made && { refund: made }) }
   })
 }
@@ -117,7 +120,7 @@ async function scheduleDeliveries(tx: Database, intent: { id: string, orderId: s
   const reorder = chaos.reorder ?? config.MOCKPAY_REORDER
   const deliveries: Array<[IntentEvent, string]> = Array.from({ length: duplicates + 1 }, (_, copy) => [event, String(copy)])
   if (reorder) for (const earlier of intent.events) deliveries.push([earlier, `again-${intent.events.length + 1}`])
-  for (const [delivered, copy] of deliveries) {
+  await Promise.all(deliveries.map(([delivered, copy]) => {
     const payload: MockpayDelivery = {
       webhookId: delivered.id,
       type: delivered.type as MockpayDelivery['type'],
@@ -128,7 +131,7 @@ async function scheduleDeliveries(tx: Database, intent: { id: string, orderId: s
       amount: delivered.type === 'payment.refunded' ? delivered.amount ?? intent.amount : intent.amount,
       currency: intent.currency,
     }
-    await enqueueJob(tx, mockpayDeliverJob, payload, { dedupeKey: `${delivered.id}:${copy}`, delayMs: Math.floor(Math.random() * (maxDelayMs + 1)) })
-  }
+    return enqueueJob(tx, mockpayDeliverJob, payload, { dedupeKey: `${delivered.id}:${copy}`, delayMs: Math.floor(Math.random() * (maxDelayMs + 1)) })
+  }))
   return deliveries.length
 }

@@ -68,8 +68,13 @@ export async function lockOrder(tx: Database, orderId: string, tenantId?: string
   return order
 }
 
+interface RefundTotals {
+  succeeded: number
+  held: number
+}
+
 /** Σ of the order's refunds by state; read under the order's lock, after every earlier holder committed. */
-export async function refundTotals(tx: Database, orderId: string): Promise<{ succeeded: number, held: number }> {
+export async function refundTotals(tx: Database, orderId: string): Promise<RefundTotals> {
   const [row] = await tx.select({
     succeeded: sql<string>`coalesce(sum(${refunds.amount}) filter (where ${refunds.status} = 'succeeded'), 0)`,
     held: sql<string>`coalesce(sum(${refunds.amount}) filter (where ${refunds.status} <> 'failed'), 0)`,
@@ -91,18 +96,23 @@ export async function applyPaymentStatus(
   requested: PaymentStatus | null,
   context: PaymentStatusContext = {},
 ): Promise<PaymentStatusChange | undefined> {
-  const order = await lockOrder(tx, orderId)
+  // The totals are read in the same round trip, right after the lock is granted (a statement of its own, so
+  // after every earlier holder committed).
+  const [order, totals] = await Promise.all([lockOrder(tx, orderId), refundTotals(tx, orderId)])
   if (!order) return undefined
-  if (!context.unconfirmed && (requested === 'refunded' || context.refund)) return applyRefundEvent(tx, order, requested, context)
+  if (!context.unconfirmed && (requested === 'refunded' || context.refund)) return applyRefundEvent(tx, order, requested, context, totals)
   const reason = ignoredBecause(order, requested, context)
   let to = order.status
   let note: RefundNote | undefined
   if (!reason && requested) {
+    // The automatic refund it may add is pending: what succeeded stays as read.
     if (requested === 'paid' && order.status === 'canceled') note = await refundCanceledOrder(tx, order, context)
-    to = requested === 'paid' ? statusAfterRefunds(order, (await refundTotals(tx, orderId)).succeeded) : requested
-    await moveTo(tx, order, to, context)
+    to = requested === 'paid' ? statusAfterRefunds(order, totals.succeeded) : requested
   }
-  await recordHistory(tx, { orderId, fromStatus: order.status, requestedStatus: requested, toStatus: to, outcome: reason ? 'ignored' : 'applied', reason: reason ?? note }, context)
+  await Promise.all([
+    !reason && requested ? moveTo(tx, order, to, context) : undefined,
+    recordHistory(tx, { orderId, fromStatus: order.status, requestedStatus: requested, toStatus: to, outcome: reason ? 'ignored' : 'applied', reason: reason ?? note }, context),
+  ])
   return { from: order.status, to, changed: !reason, ...(reason && { reason }) }
 }
 
@@ -128,8 +138,7 @@ const statusAfterRefunds = (order: LockedOrder, succeeded: number): PaymentStatu
  * `provider`. Pending refunds of ours are settled only by events that name them, by their job's
  * answer or by reconciliation, never by a total (which cannot say which refund it counts).
  */
-async function applyRefundEvent(tx: Database, order: LockedOrder, requested: PaymentStatus | null, context: PaymentStatusContext): Promise<PaymentStatusChange> {
-  const totals = await refundTotals(tx, order.id)
+async function applyRefundEvent(tx: Database, order: LockedOrder, requested: PaymentStatus | null, context: PaymentStatusContext, totals: RefundTotals): Promise<PaymentStatusChange> {
   const settled = context.currency !== undefined && context.currency !== order.currency
     ? { reason: 'amount_mismatch' as const }
     : context.refund
@@ -295,15 +304,21 @@ async function refundCanceledOrder(tx: Database, order: LockedOrder, context: Pa
 
 /** Sets the status (when it changed) and enqueues the effects of what was reached, each once. */
 async function moveTo(tx: Database, order: LockedOrder, to: string, context: PaymentStatusContext): Promise<void> {
-  if (to !== order.status) await tx.update(orders).set({ status: to, updatedAt: sql`now()` }).where(eq(orders.id, order.id))
-  if (!isPaid(to)) return
-  if (!isPaid(order.status) && order.status !== 'canceled') {
-    for (const type of [orderSendConfirmationJob, orderIssueInvoiceJob]) await enqueueJob(tx, type, { orderId: order.id }, { dedupeKey: order.id, requestId: context.requestId })
+  // None of these statements depends on another: they are sent together (one round trip on postgres.js).
+  const statusSet = to !== order.status ? tx.update(orders).set({ status: to, updatedAt: sql`now()` }).where(eq(orders.id, order.id)) : undefined
+  if (!isPaid(to)) {
+    await statusSet
+    return
   }
-  const succeeded = await tx.select({ id: refunds.id }).from(refunds).where(and(eq(refunds.orderId, order.id), eq(refunds.status, 'succeeded')))
-  for (const { id } of succeeded) {
-    await enqueueJob(tx, refundSendNoticeJob, { orderId: order.id, refundId: id }, { dedupeKey: id, requestId: context.requestId })
-  }
+  const paidEffects = !isPaid(order.status) && order.status !== 'canceled'
+    ? [orderSendConfirmationJob, orderIssueInvoiceJob].map(type => enqueueJob(tx, type, { orderId: order.id }, { dedupeKey: order.id, requestId: context.requestId }))
+    : []
+  const [succeeded] = await Promise.all([
+    tx.select({ id: refunds.id }).from(refunds).where(and(eq(refunds.orderId, order.id), eq(refunds.status, 'succeeded'))),
+    statusSet,
+    ...paidEffects,
+  ])
+  await Promise.all(succeeded.map(({ id }) => enqueueJob(tx, refundSendNoticeJob, { orderId: order.id, refundId: id }, { dedupeKey: id, requestId: context.requestId })))
 }
 
 interface HistoryRow {
