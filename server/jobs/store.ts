@@ -49,7 +49,7 @@ const isDue = sql`${jobs.status} in ('queued', 'failed')`
 const isRunning = sql`${jobs.status} = 'running'`
 const isCompleted = sql`${jobs.status} = 'completed'`
 
-export const claimDue = defineStatement<{ workerId: string, limit: number, kinds: string | null }>((db) => {
+const claimDue = defineStatement<{ workerId: string, limit: number, kinds: string | null }>((db) => {
   const due = db.select({ id: jobs.id }).from(jobs)
     .where(and(isDue, lte(jobs.runAt, sql`now()`), sql`(${sql.placeholder('kinds')}::text is null or ${jobs.kind} = any(${listParam('kinds')}))`))
     .orderBy(asc(jobs.runAt), asc(jobs.id))
@@ -68,6 +68,19 @@ export const claimDue = defineStatement<{ workerId: string, limit: number, kinds
     queueWaitMs: sql<number>`greatest(0, extract(epoch from now() - ${jobs.runAt}) * 1000)::int`.as('queue_wait_ms'),
   })
 })
+
+/**
+ * The claim's plan, for its transaction only: the ready index read in run_at order, stopping once
+ * the limit is locked. Left to statistics (taken while the queue was idle, as they often are),
+ * Postgres chose a bitmap scan and a sort of every due job, and so a claim read and sorted the
+ * whole backlog, 5 ms behind 3,000 due jobs instead of 0.1 ms: the busier the queue, the dearer
+ * each claim.
+ */
+const claimPlan: BoundStatement = { text: `select set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true)`, params: [] }
+
+/** A claim as sent: its plan's settings and the claim, one transaction. */
+export const claimStatements = (db: Database, values: { workerId: string, limit: number, kinds: string | null }): BoundStatement[] =>
+  [claimPlan, claimDue(db, values)]
 
 // Rows are locked in fence order, as completeAll takes them: a heartbeat and a batch of completions
 // over the same claims wait for each other instead of deadlocking.
@@ -118,9 +131,9 @@ export function createJobStore(db: Database) {
      */
     async claim(workerId: string, limit: number, kinds?: readonly string[]): Promise<ClaimedJob[]> {
       if (limit <= 0 || kinds?.length === 0) return []
-      const rows = await queryPrepared(db, claimDue(db, { workerId, limit, kinds: kinds?.join(',') ?? null }))
+      const [, rows] = await queryAllPrepared(db, claimStatements(db, { workerId, limit, kinds: kinds?.join(',') ?? null }))
       // Oldest first, as claimed: the runner starts them in this order.
-      return rows.map(row => ({ ...mapRow(claimedColumns, row), queueWaitMs: Number(row.queue_wait_ms) }) as ClaimedJob)
+      return rows!.map(row => ({ ...mapRow(claimedColumns, row), queueWaitMs: Number(row.queue_wait_ms) }) as ClaimedJob)
         .sort((a, b) => a.runAt.getTime() - b.runAt.getTime() || (a.id < b.id ? -1 : 1))
     },
 

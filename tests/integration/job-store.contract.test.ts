@@ -9,7 +9,7 @@ import { describeDatabaseError, transaction } from 'nuxt-idempotency/db'
 import { newId } from '../../server/db/ids'
 import { idempotencyRecords, invoices, jobs, mailbox, orders, sideEffects, tenants } from '../../server/db/schema'
 import { deleteExpiredRecords, rescueStaleJobs } from '../../server/jobs/maintenance'
-import { claimDue, type ClaimedJob, createJobStore, type JobEffect, type JobRow, type JobStore } from '../../server/jobs/store'
+import { type ClaimedJob, claimStatements, createJobStore, type JobEffect, type JobRow, type JobStore } from '../../server/jobs/store'
 import { createMemoryLocks } from 'nuxt-idempotency/locks'
 import type { Locks } from 'nuxt-idempotency/locks'
 import { markedEffect, type SideEffect } from '../../server/orders/effects'
@@ -277,17 +277,25 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
       for (const job of first) expect(await find(job.id)).toMatchObject({ status: 'running', lockedBy: WORKER_A, fence: job.fence, attempt: 1 })
     })
 
-    it('finds due jobs through their partial index also in a generic plan, the one a prepared claim settles on', async () => {
+    it('claims from a backlog through the ready index in run_at order and stops at the limit, also in the generic plan a prepared claim settles on', async () => {
+      // 200 due jobs, each due at its own time, as orders enqueue them; statistics from an empty queue.
+      await db.execute(sql`analyze ${jobs}`)
+      await enqueueJobs(db, Array.from({ length: 200 }, () => jobInput()))
+      await db.update(jobs).set({ runAt: sql`now() - random() * interval '1 minute'` })
       const literal = (value: unknown) => (value === null ? 'null' : typeof value === 'number' ? String(value) : `'${String(value).replaceAll('\'', '\'\'')}'`)
-      const { text, params } = claimDue(db, { workerId: WORKER_A, limit: CLAIM_LIMIT, kinds: null })
-      const plan = await transaction(db, async (tx) => {
+      const [plan, claim] = claimStatements(db, { workerId: WORKER_A, limit: CLAIM_LIMIT, kinds: null })
+      const explained = await transaction(db, async (tx) => {
         await tx.execute(sql`set local plan_cache_mode = force_generic_plan`)
-        await tx.execute(sql.raw(`prepare generic_claim as ${text}`))
-        const result = await tx.execute(sql.raw(`explain (costs off) execute generic_claim(${params.map(literal).join(', ')})`)) as unknown
+        await tx.execute(sql.raw(plan!.text))
+        await tx.execute(sql.raw(`prepare generic_claim as ${claim!.text}`))
+        const result = await tx.execute(sql.raw(`explain (analyze, costs off, timing off) execute generic_claim(${claim!.params.map(literal).join(', ')})`)) as unknown
         await tx.execute(sql`deallocate generic_claim`)
         return (Array.isArray(result) ? result : (result as { rows: unknown[] }).rows).map(row => Object.values(row as object)[0]).join('\n')
       })
-      expect(plan).toContain('jobs_ready_idx')
+      const indexRead = explained.match(/Index Scan using jobs_ready_idx on jobs .*actual rows=(\d+)/)
+      expect(indexRead, explained).not.toBeNull()
+      // An incremental sort reads its first 32 rows, and one more to end their group; a sort of the backlog reads all 200.
+      expect(Number(indexRead![1])).toBeLessThanOrEqual(33)
     })
 
     it('claims only the kinds asked for, every kind when none are named, and nothing for an empty list', async () => {
