@@ -1,4 +1,5 @@
 import { eq, sql } from 'drizzle-orm'
+import type { Database } from 'nuxt-idempotency/db'
 import { webhookEvents } from '../../db/schema'
 import { applyPaymentStatus } from '../../orders/payment-state'
 import type { PaymentProvider } from '../../payments/types'
@@ -7,11 +8,17 @@ import { PermanentJobError, RetryableJobError } from '../errors'
 import { defineJobKind } from '../kind'
 import { webhookApplyJob } from '../types'
 import { retryLater } from './provider-errors'
+import { rowsById } from './rows-by-id'
 
 /** Providers whose notifications are confirmed with their status API before they may move an order: Midtrans signs too little of its body. */
 const confirmedProviders = new Set(['midtrans'])
 /** Attempts that ask the status API again while it does not confirm a notification yet. */
 const CONFIRM_ATTEMPTS = 3
+
+const eventsById = rowsById(webhookEvents, webhookEvents.id)
+
+/** The stored events of a batch of webhook.apply jobs, one prepared query; undefined where one is missing. */
+const loadEvents = (db: Database, payloads: Array<{ webhookEventId: string }>) => eventsById(db, payloads.map(payload => payload.webhookEventId))
 
 /**
  * Applies a stored provider event to its order by precedence, under the order's lock, and marks the
@@ -26,8 +33,8 @@ const CONFIRM_ATTEMPTS = 3
 export function webhookApply(confirmer?: PaymentProvider) {
   return defineJobKind({
     ...webhookApplyJob,
-    async run({ db, job, signal, commit }, { webhookEventId, orderId }) {
-      const [stored] = await db.select().from(webhookEvents).where(eq(webhookEvents.id, webhookEventId))
+    load: loadEvents,
+    async run({ job, signal, commit }, { webhookEventId, orderId }, stored) {
       if (!stored) throw new PermanentJobError(`webhook event ${webhookEventId} not found`)
       let requested = requestedStatusOf[stored.type as PaymentEventType]
       let amount = stored.amount ?? undefined
