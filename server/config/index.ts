@@ -56,6 +56,11 @@ const EnvSchema = z.object({
    * Proxy): no named prepared statements, no startup parameters, no session state between transactions.
    */
   DATABASE_POOL_MODE: z.enum(['session', 'transaction']).default('session'),
+  /**
+   * Connections each instance keeps to Postgres. Fewer than the default pay off when the instances'
+   * connections together outnumber Postgres' cores several times (see docs/deploying.md).
+   */
+  DATABASE_POOL_SIZE: intIn(1, 100, 10),
   /** A direct (unpooled) connection for migrations and LISTEN, when DATABASE_URL is a pooler. */
   DATABASE_DIRECT_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
   /** PEM file of the CA that signed the Postgres server's certificate (sslmode=verify-full). */
@@ -245,6 +250,7 @@ export const settingHelp: Readonly<Record<ConfigVariable, SettingHelp>> = {
   PORT: { expected: 'the port to listen on (a whole number, 0–65535)', example: '3000' },
   DATABASE_URL: { expected: 'the Postgres connection URL (postgres://user:password@host:port/database); unset, the app runs embedded on PGlite', example: 'postgres://checkout:password@db.internal:5432/checkout' },
   DATABASE_POOL_MODE: { expected: '"session" (a direct connection or a session pooler) or "transaction" (DATABASE_URL is a transaction pooler: PgBouncer, Supavisor, Neon pooled, RDS Proxy)', example: 'transaction' },
+  DATABASE_POOL_SIZE: { expected: 'the connections each instance keeps to Postgres (a whole number, 1–100)', example: '4' },
   DATABASE_DIRECT_URL: { expected: 'a direct (unpooled) postgres:// URL, used for migrations and LISTEN when DATABASE_URL is a pooler', example: 'postgres://checkout:password@db-direct.internal:5432/checkout' },
   DATABASE_CA_FILE: { expected: 'the path of a PEM file with the CA that signed the Postgres server\'s certificate', example: '/etc/ssl/certs/postgres-ca.pem' },
   REDIS_URL: { expected: 'the URL of a Redis 7+ (redis:// or rediss:// for TLS); unset, locks are in-process (one instance)', example: 'redis://redis.internal:6379' },

@@ -35,6 +35,7 @@ export function databaseOptions(config: AppConfig): Omit<OpenDatabaseOptions, 'm
   return {
     url: config.DATABASE_URL,
     poolMode: config.DATABASE_POOL_MODE,
+    poolSize: config.DATABASE_POOL_SIZE,
     directUrl: config.DATABASE_DIRECT_URL,
     caFile: config.DATABASE_CA_FILE,
     pgliteDir: config.PGLITE_DIR,

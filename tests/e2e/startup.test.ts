@@ -9,8 +9,8 @@ import { afterAll, beforeAll, expect, it } from 'vitest'
 import { MIGRATION_LOCK_ID } from 'nuxt-idempotency/db'
 import { appEnv, startApp, stopAll } from '../support/app'
 import { serverEntry } from '../support/build-once'
-import { request } from '../support/http'
-import { expectProblem } from '../support/orders'
+import { createTenant, request } from '../support/http'
+import { expectProblem, newIdempotencyKey, postOrder, validOrderBody } from '../support/orders'
 import { opsRequest } from '../support/ops'
 import { spawnManaged } from '../support/processes'
 import { createTestDatabase, describeWithServices, freePort, redisUrl } from '../support/services'
@@ -132,6 +132,37 @@ describeWithServices('start-up', ['postgres', 'redis'], () => {
       await sql.end()
     }
     for (const instance of instances) expect((await request(instance.url, '/api/ready')).status).toBe(200)
+  })
+
+  it('keeps at most DATABASE_POOL_SIZE connections to Postgres (and its LISTEN) however many requests wait for one', async () => {
+    const own = await createTestDatabase('pool-size')
+    const sql = postgres(own.url, { max: 1, onnotice: () => {} })
+    let instance: Awaited<ReturnType<typeof startApp>> | undefined
+    try {
+      const app = await startApp({ databaseUrl: own.url, redisUrl, label: 'pool-size', env: { DATABASE_POOL_SIZE: '2' } })
+      instance = app
+      const connections = async () => (await sql<[{ count: number }]>`select count(*)::int as count from pg_stat_activity where datname = current_database() and application_name = 'idempotent-checkout'`)[0].count
+      const { secretKey } = await createTenant(app.url, 'pool-size')
+      let most = 0
+      let sending = true
+      const sampling = (async () => {
+        while (sending) {
+          most = Math.max(most, await connections())
+          await sleep(5)
+        }
+      })()
+      const statuses = await Promise.all(Array.from({ length: 60 }, () => postOrder(app.url, { secretKey, key: newIdempotencyKey(), body: validOrderBody() }).then(response => response.status)))
+      sending = false
+      await sampling
+      expect(statuses.filter(status => status === 201)).toHaveLength(60)
+      expect(most).toBeGreaterThan(0)
+      expect(most).toBeLessThanOrEqual(3)
+    }
+    finally {
+      await instance?.stop()
+      await sql.end()
+      await own.drop()
+    }
   })
 
   it('serves no API request before the migrations finished (another instance holds the migration lock)', async () => {
