@@ -1,7 +1,8 @@
+import { STATUS_CODES } from 'node:http'
 import type { NitroErrorHandler } from 'nitropack'
 import { isDatabaseUnavailable } from 'nuxt-idempotency/db'
 import { log } from './observability/logger'
-import { problemBody, type ProblemBody, problemOf, type ProblemSlug } from './problems'
+import { noApiRouteDetail, problemBody, type ProblemBody, problemOf, type ProblemSlug } from './problems'
 
 const slugByStatus: Record<number, ProblemSlug> = {
   400: 'validation-failed',
@@ -34,7 +35,7 @@ export default <NitroErrorHandler> function problemErrorHandler(error, event) {
     const status = error.statusCode ?? 500
     const slug = slugByStatus[status] ?? 'internal-error'
     body = problemBody(slug, status === 404
-      ? `No API route matches ${event.method} ${event.path.split('?')[0]}. The routes are described at GET /api/openapi.json and rendered at /docs.`
+      ? noApiRouteDetail(event)
       : status === 405
         ? `${event.method} is not allowed on ${event.path.split('?')[0]}.`
         : 'Something went wrong on our side; nothing was committed. Retry the request (with the same Idempotency-Key, if it had one).')
@@ -43,6 +44,8 @@ export default <NitroErrorHandler> function problemErrorHandler(error, event) {
   const res = event.node.res
   if (res.headersSent) return
   res.statusCode = body.status
+  // The standard reason phrase: whatever ran before (Nuxt's renderer says "Page not found: <path>") does not show.
+  res.statusMessage = STATUS_CODES[body.status] ?? ''
   for (const [name, value] of Object.entries(headers)) res.setHeader(name, value)
   res.setHeader('Content-Type', 'application/problem+json')
   res.setHeader('X-Request-Id', event.context.clientRequestId ?? event.context.requestId ?? '')

@@ -1,4 +1,4 @@
-import { createError, type H3Error } from 'h3'
+import { createError, type H3Error, type H3Event } from 'h3'
 import { type ProblemBody, problemOf } from 'nuxt-idempotency/core'
 import { type ProblemSlug, problemCatalog } from './catalog'
 
@@ -24,4 +24,9 @@ export function problemBody(slug: ProblemSlug, detail: string, extensions: Recor
 export function problem(slug: ProblemSlug, detail: string, options: ProblemOptions = {}): H3Error {
   const body = problemBody(slug, detail, options.extensions)
   return createError({ statusCode: body.status, statusMessage: body.title, data: { problem: body, headers: options.headers }, cause: options.cause })
+}
+
+/** What a 404 says of an /api path that no route serves (with the method asked for). */
+export function noApiRouteDetail(event: H3Event): string {
+  return `No API route matches ${event.method} ${event.path.split('?')[0]}. The routes are described at GET /api/openapi.json and rendered at /docs.`
 }

@@ -3,7 +3,7 @@ import net from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { ProblemSlug } from '../../server/problems/catalog'
 import { stopAll } from '../support/app'
-import { request, type TestResponse } from '../support/http'
+import { request, statusAndHeaders, type TestResponse } from '../support/http'
 import { opsHeaders, opsRequest } from '../support/ops'
 import {
   countRows,
@@ -37,10 +37,9 @@ function postBytes(baseUrl: string, path: string, headers: Record<string, string
       let text = ''
       incoming.setEncoding('utf8').on('data', (chunk: string) => { text += chunk })
       incoming.once('end', () => {
-        const responseHeaders = new Headers()
-        for (const [name, value] of Object.entries(incoming.headers)) responseHeaders.set(name, String(value))
-        const isJson = /[/+]json\b/.test(responseHeaders.get('content-type') ?? '')
-        resolve({ status: incoming.statusCode ?? 0, headers: responseHeaders, text, json: isJson && text ? JSON.parse(text) : undefined })
+        const response = statusAndHeaders(incoming)
+        const isJson = /[/+]json\b/.test(response.headers.get('content-type') ?? '')
+        resolve({ ...response, text, json: isJson && text ? JSON.parse(text) : undefined })
       })
     })
     outgoing.once('error', reject)

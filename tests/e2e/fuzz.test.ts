@@ -5,7 +5,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest'
 import type { ProblemSlug } from '../../server/problems/catalog'
 import { hmacSha256 } from 'nuxt-idempotency/webhooks'
 import { stopAll, testSecrets } from '../support/app'
-import type { TestResponse } from '../support/http'
+import { statusAndHeaders, type TestResponse } from '../support/http'
 import { orderTopLevelFields, unknownFieldsArbitrary, validOrderArbitrary, visibleAscii } from '../support/order-arbitraries'
 import { countRows, expectProblem, type OrdersStack, startOrdersStack } from '../support/orders'
 import { describeWithServices } from '../support/services'
@@ -38,16 +38,15 @@ function send(baseUrl: string, path: string, headers: Record<string, string>, bo
       incoming.on('data', (chunk: Buffer) => chunks.push(chunk))
       incoming.once('end', () => {
         const text = Buffer.concat(chunks).toString('utf8')
-        const responseHeaders = new Headers()
-        for (const [name, value] of Object.entries(incoming.headers)) responseHeaders.set(name, String(value))
+        const response = statusAndHeaders(incoming)
         let json: unknown
         try {
-          json = /[/+]json\b/.test(responseHeaders.get('content-type') ?? '') && text ? JSON.parse(text) : undefined
+          json = /[/+]json\b/.test(response.headers.get('content-type') ?? '') && text ? JSON.parse(text) : undefined
         }
         catch {
           json = undefined
         }
-        resolve({ status: incoming.statusCode ?? 0, headers: responseHeaders, text, json })
+        resolve({ ...response, text, json })
       })
     })
     outgoing.setTimeout(15_000, () => outgoing.destroy(new Error(`POST ${path} timed out`)))

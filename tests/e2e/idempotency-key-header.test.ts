@@ -1,7 +1,7 @@
 import { request as httpRequest } from 'node:http'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { stopAll } from '../support/app'
-import type { TestResponse } from '../support/http'
+import { statusAndHeaders, type TestResponse } from '../support/http'
 import { countRows, expectCreatedOrder, expectProblem, newIdempotencyKey, type OrdersStack, postOrder, startOrdersStack, validOrderBody } from '../support/orders'
 import { describeWithServices } from '../support/services'
 
@@ -19,8 +19,7 @@ function postWithKeyLines(baseUrl: string, secretKey: string, keys: string[], bo
     }, (response) => {
       let text = ''
       response.setEncoding('utf8').on('data', (chunk: string) => { text += chunk }).on('end', () => {
-        const headers = new Headers(Object.entries(response.headers).flatMap(([name, value]) => value === undefined ? [] : [[name, String(value)] as [string, string]]))
-        resolve({ status: response.statusCode!, headers, text, json: text ? JSON.parse(text) : undefined })
+        resolve({ ...statusAndHeaders(response), text, json: text ? JSON.parse(text) : undefined })
       })
     })
     sent.on('error', reject)

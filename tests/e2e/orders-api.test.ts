@@ -464,8 +464,14 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
     it.each([
       ['GET', '/api/no-such-route'],
       ['POST', '/api/orders/ord_x/capture'],
-    ])('answers %s %s with 404 not-found problem+json', async (method, path) => {
-      expectProblem(await request(direct(), path, { method }), 'not-found')
+      ['DELETE', '/api/orders'],
+      ['GET', '/api/orders'],
+      ['PUT', '/api/webhooks/mockpay/extra?x=1'],
+    ])('answers %s %s with 404 not-found problem+json and the standard reason phrase', async (method, path) => {
+      const answer = await request(direct(), path, { method })
+      expectProblem(answer, 'not-found')
+      expect(answer.statusText).toBe('Not Found')
+      expect(answer.json.detail).toBe(`No API route matches ${method} ${path.split('?')[0]}. The routes are described at GET /api/openapi.json and rendered at /docs.`)
     })
   })
 })

@@ -1,8 +1,11 @@
+import type { IncomingMessage } from 'node:http'
 import { testSecrets } from './app'
 
 /** What a test needs from a response: never thrown on a non-2xx status. */
 export interface TestResponse {
   status: number
+  /** The reason phrase of the status line. */
+  statusText: string
   headers: Headers
   text: string
   /** The parsed body when it is JSON (including application/problem+json), else undefined. */
@@ -15,6 +18,13 @@ export interface RequestOptions {
   /** Strings and bytes are sent as they are (e.g. to sign a webhook's exact bytes); anything else as JSON. */
   body?: unknown
   timeoutMs?: number
+}
+
+/** The status line and headers of a response read with node:http (for requests fetch cannot send). */
+export function statusAndHeaders(incoming: IncomingMessage): Pick<TestResponse, 'status' | 'statusText' | 'headers'> {
+  const headers = new Headers()
+  for (const [name, value] of Object.entries(incoming.headers)) if (value !== undefined) headers.set(name, String(value))
+  return { status: incoming.statusCode ?? 0, statusText: incoming.statusMessage ?? '', headers }
 }
 
 /** Throws only when no response arrived (refused, reset, timed out) or a JSON body does not parse. */
@@ -51,7 +61,7 @@ export async function request(baseUrl: string, path: string, options: RequestOpt
       throw new Error(`${method} ${url} answered ${response.status} with a JSON content-type but a body that does not parse:\n${text}`)
     }
   }
-  return { status: response.status, headers: response.headers, text, json }
+  return { status: response.status, statusText: response.statusText, headers: response.headers, text, json }
 }
 
 /** A tenant created through the ops API, with the one-time secret key its requests authenticate with. */
