@@ -23,12 +23,14 @@ function signedWebhook(webhookId, body = eventBody(webhookId)) {
 }
 
 /**
- * What each request of a workload sends: new key or the same key, order or webhook. `replay` says
+ * What each request of a workload sends: new key or the same key, order or webhook (or an unknown route). `replay` says
  * that the first request must be sent (and stored) before the run replays it. `paid`: new orders,
  * and in between the confirmations that pay them, as `payer` hands their intents out (bench/payer.mjs).
  */
 export function workload(kind, mode, secretKey, payer) {
   const replay = mode === 'replay'
+  // A client calling an endpoint that does not exist: every answer is a 404 problem.
+  if (kind === 'unknownRoute') return { path: '/api/orders/ord_bench/capture', replay: false, next: () => ({ headers: { 'content-type': 'application/json' }, body: '{}' }) }
   if (kind === 'webhook') {
     // A redelivery keeps its body (and so its fingerprint); only the signature's timestamp moves.
     const redelivered = `msg_bench_${randomUUID()}`

@@ -213,11 +213,14 @@ const commitsPerOrder = () => perOrder(committedTransactions, statsFlushMs, 1)
 /**
  * What a run's figures are per: responses that did what the workload asked (orders created, 201;
  * replays or deliveries answered, 200) — in a `paid` run the orders only, their payments being part
- * of each order's cost.
+ * of each order's cost; in a `refused` run its 404 problems.
  */
-const unitsOf = (result, mode) => (mode === 'paid'
-  ? result.statusCodeStats['201']?.count ?? 0
-  : Object.entries(result.statusCodeStats).filter(([code]) => code.startsWith('2')).reduce((sum, [, { count }]) => sum + count, 0))
+const unitsOf = (result, mode) => {
+  if (mode === 'paid') return result.statusCodeStats['201']?.count ?? 0
+  // A refused request's unit is its 404 problem.
+  if (mode === 'refused') return result.statusCodeStats['404']?.count ?? 0
+  return Object.entries(result.statusCodeStats).filter(([code]) => code.startsWith('2')).reduce((sum, [, { count }]) => sum + count, 0)
+}
 
 /** The row's rate: requests a second, or in a `paid` run orders a second (the confirmations between them not counted). */
 const rateOf = (result, mode) => (mode === 'paid' ? unitsOf(result, mode) / result.duration : result.requests.average)
@@ -521,7 +524,8 @@ async function report(measured, { production, deployed, asDeployed }) {
   ]
   const costNotes = [
     'Each figure is per successful response of the scenario\'s measured run (an order created, a replay or a delivery answered;'
-    + ' in the "paid" rows per order created, its payment\'s confirmation and everything that followed it included).'
+    + ' in the "paid" rows per order created, its payment\'s confirmation and everything that followed it included;'
+    + ' in the "unknown API route" row per 404 problem answered).'
     + ' CPU is utime + stime from /proc/<pid>/stat (10 ms ticks) before and after the measured run — for the rows with the worker on,'
     + ' until the last job the run\'s orders queued has run: "app" is the server processes (the in-app worker included where it runs there),'
     + ' "worker process" a standalone `npm run worker`, "Postgres" every postgres process (backends, WAL writer, checkpointer, autovacuum),'
@@ -545,6 +549,7 @@ async function report(measured, { production, deployed, asDeployed }) {
     `as deployed, paid / not paid (new key): ${ratio('deployedPaid', 'deployedNewKey')}`,
     `worker in its own process / in the app (as deployed, new key, paid): ${ratio('deployedWorkerProcess', 'deployedPaid')}`,
     `webhook new event / order new key: ${ratio('webhookNew', 'newKey')}, webhook redelivery / new event: ${ratio('webhookReplay', 'webhookNew')}`,
+    `unknown API route (404 problem) / order replay: ${ratio('unknownRoute', 'replay')}`,
     `storm (${stormInstances} instances) / new key (1 instance): ${ratio('storm', 'newKey')}`,
   ]
   for (const { target, measured: value, verdict } of targets) console.log(`target: ${target}: ${value} — ${verdict}`)
@@ -632,6 +637,7 @@ try {
     newKeyNoLog: () => scenario('order, new key · request log off', { ...production, REQUEST_LOG_ENABLED: 'false' }, 'order', 'new'),
     webhookNew: () => scenario('webhook, new event · Postgres + Redis', production, 'webhook', 'new'),
     webhookReplay: () => scenario('webhook, redelivery · Postgres + Redis', production, 'webhook', 'replay'),
+    unknownRoute: () => scenario('unknown API route (404 problem) · Postgres + Redis', production, 'unknownRoute', 'refused'),
     newKeyEmbedded: () => scenario('order, new key · embedded PGlite', embedded, 'order', 'new'),
     replayEmbedded: () => scenario('order, replay · embedded PGlite', embedded, 'order', 'replay'),
     // Last: retention leaves the tables bigger than the others found them (dead rows, the part its budget did not reach).
