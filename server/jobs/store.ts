@@ -42,8 +42,8 @@ const claimedColumns = getTableColumns(jobs)
 
 /*
  * The partial indexes' predicates, written into the statements' text: a status sent as a bound value
- * cannot prove a partial index's predicate in a generic (prepared) plan. The claim then read and
- * sorted every queued job to take a few (5 ms a claim behind 4,000 queued jobs, as deployed).
+ * cannot prove a partial index's predicate in a generic (prepared) plan, and no partial index would
+ * serve the statement (the claim's plan is the rest of that story: see claimPlan).
  */
 const isDue = sql`${jobs.status} in ('queued', 'failed')`
 const isRunning = sql`${jobs.status} = 'running'`
