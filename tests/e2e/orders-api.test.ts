@@ -464,14 +464,25 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
     it.each([
       ['GET', '/api/no-such-route'],
       ['POST', '/api/orders/ord_x/capture'],
-      ['DELETE', '/api/orders'],
-      ['GET', '/api/orders'],
       ['PUT', '/api/webhooks/mockpay/extra?x=1'],
     ])('answers %s %s with 404 not-found problem+json and the standard reason phrase', async (method, path) => {
       const answer = await request(direct(), path, { method })
       expectProblem(answer, 'not-found')
       expect(answer.statusText).toBe('Not Found')
       expect(answer.json.detail).toBe(`No API route matches ${method} ${path.split('?')[0]}. The routes are described at GET /api/openapi.json and rendered at /docs.`)
+    })
+
+    it.each([
+      ['GET', '/api/orders', 'POST'],
+      ['DELETE', '/api/orders/ord_x?expand=refunds', 'GET'],
+      ['POST', '/api/health', 'GET'],
+      ['PUT', '/api/orders/ord_x/refunds', 'POST'],
+    ])('answers %s %s with 405 method-not-allowed naming the methods the path takes (Allow: %s)', async (method, path, allow) => {
+      const answer = await request(direct(), path, { method, headers: { authorization: 'Bearer sk_nope' } })
+      expectProblem(answer, 'method-not-allowed')
+      expect(answer.statusText).toBe('Method Not Allowed')
+      expect(answer.headers.get('allow')).toBe(allow)
+      expect(answer.json.detail).toBe(`${method} is not allowed on ${path.split('?')[0]}; it takes ${allow}.`)
     })
   })
 })
