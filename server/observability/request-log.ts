@@ -4,6 +4,7 @@ import type { H3Event } from 'h3'
 import type { Database } from 'nuxt-idempotency/db'
 import { dataRefusalCode, describeDatabaseError } from 'nuxt-idempotency/db'
 import { requestLog } from '../db/schema'
+import { rawRequestPath } from '../problems'
 import { escapeHeaderValue, escapeText, log } from './logger'
 import { metrics } from './metrics'
 
@@ -298,7 +299,7 @@ const MAX_REFUSED_HEADER_LENGTH = 300
  * escape, and percent-decoding the result gives the path the client sent.
  */
 export function requestPath(event: H3Event): string {
-  const raw = (event.node.req.originalUrl ?? event.node.req.url ?? event.path).split('?')[0]!
+  const raw = rawRequestPath(event)
   let path = event.path.split('?')[0]!
   try {
     decodeURIComponent(raw)

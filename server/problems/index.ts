@@ -26,7 +26,12 @@ export function problem(slug: ProblemSlug, detail: string, options: ProblemOptio
   return createError({ statusCode: body.status, statusMessage: body.title, data: { problem: body, headers: options.headers }, cause: options.cause })
 }
 
+/** The request's path as the client sent it (percent-encoded, before the router decodes it), without the query. */
+export function rawRequestPath(event: H3Event): string {
+  return (event.node.req.originalUrl ?? event.node.req.url ?? event.path).split('?')[0]!
+}
+
 /** What a 404 says of an /api path that no route serves (with the method asked for). */
 export function noApiRouteDetail(event: H3Event): string {
-  return `No API route matches ${event.method} ${event.path.split('?')[0]}. The routes are described at GET /api/openapi.json and rendered at /docs.`
+  return `No API route matches ${event.method} ${rawRequestPath(event)}. The routes are described at GET /api/openapi.json and rendered at /docs.`
 }

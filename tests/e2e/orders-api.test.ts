@@ -465,6 +465,8 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
       ['GET', '/api/no-such-route'],
       ['POST', '/api/orders/ord_x/capture'],
       ['PUT', '/api/webhooks/mockpay/extra?x=1'],
+      // The router decodes %3F and routes /api/orders/a: no POST there, yet the path as sent is a served one.
+      ['POST', '/api/orders/a%3Fb/cancel'],
     ])('answers %s %s with 404 not-found problem+json and the standard reason phrase', async (method, path) => {
       const answer = await request(direct(), path, { method })
       expectProblem(answer, 'not-found')
