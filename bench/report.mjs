@@ -74,7 +74,10 @@ Throughput, latency and memory of the built server on loopback, each scenario ne
 bare \`node:http\` server doing one \`INSERT\` per request on postgres.js, with no framework, no
 idempotency and no validation (\`bench/floor-server.mjs\`). Nothing that writes an order can be
 cheaper on the same machine, so the ratios to the floor travel between machines better than the
-absolute figures do.
+absolute figures do. A second floor writes exactly what a new-key order writes — its idempotency
+record, the order and its job in one statement, and its request-log row in the batched insert —
+with the app's own statement builders on a bare \`node:http\` server (\`bench/writes-server.ts\`):
+what the data model alone costs, so that a new-key ratio splits into the rows' part and the app's.
 
 This file is written by \`npm run bench\` (\`bench/run.mjs\`, then \`bench/drain.mjs\`); every figure
 in it comes from the run of ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC. Do not edit it by hand.
