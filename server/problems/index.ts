@@ -1,5 +1,5 @@
-import { createError, type H3Error, type H3Event } from 'h3'
-import { type ProblemBody, problemOf } from 'nuxt-idempotency/core'
+import type { H3Error, H3Event } from 'h3'
+import { type ProblemBody, problemError, problemOf } from 'nuxt-idempotency/core'
 import { type ProblemSlug, problemCatalog } from './catalog'
 
 // The body's shape and how a thrown error carries it are the idempotency layer's (it stores them).
@@ -22,17 +22,7 @@ export function problemBody(slug: ProblemSlug, detail: string, extensions: Recor
 
 /** An h3 error carrying a problem body; the error handler renders it as application/problem+json. */
 export function problem(slug: ProblemSlug, detail: string, options: ProblemOptions = {}): H3Error {
-  const body = problemBody(slug, detail, options.extensions)
-  // A problem is an answer, not a fault: the error handler renders its body and never reads its
-  // stack (a cause keeps its own), and capturing one cost a tenth of a 404's CPU.
-  const stackTraceLimit = Error.stackTraceLimit
-  Error.stackTraceLimit = 0
-  try {
-    return createError({ statusCode: body.status, statusMessage: body.title, data: { problem: body, headers: options.headers }, cause: options.cause })
-  }
-  finally {
-    Error.stackTraceLimit = stackTraceLimit
-  }
+  return problemError(problemBody(slug, detail, options.extensions), options.headers, options.cause)
 }
 
 /** The request's path as the client sent it (percent-encoded, before the router decodes it), without the query. */
