@@ -9,21 +9,20 @@
  */
 import { createServer } from 'node:http'
 import { randomUUID } from 'node:crypto'
-import { fingerprint, finishedRecordInsert } from 'nuxt-idempotency/core'
+import { fingerprint, finishedRecordInsert, type IdempotentRequest, storedResponse } from 'nuxt-idempotency/core'
 import { initConfig } from '../server/config'
 import { openAppDatabase } from '../server/db'
-import { createRequestLogWriter, FLUSH_EVERY_MS, MAX_BATCH_ROWS, MAX_QUEUED_ROWS, RETRY_FIRST_MS, RETRY_MAX_MS } from '../server/observability/request-log'
+import { createRequestLogWriter, REQUEST_LOG_WRITER_OPTIONS } from '../server/observability/request-log'
 import { planOrder } from '../server/orders/service'
 import { createTenant } from '../server/tenants/service'
 
 const ROUTE = 'POST /api/orders'
-const TTL_SECONDS = 86_400
 
 const config = initConfig({ secretsOptional: true })
 const handle = await openAppDatabase(config)
 const { tenant } = await createTenant(handle.db, 'bench writes', { requestId: null, detail: { via: 'bench' } })
 const scope = `tenant:${tenant.id}`
-const requestLog = createRequestLogWriter({ maxQueuedRows: MAX_QUEUED_ROWS, maxBatchRows: MAX_BATCH_ROWS, flushEveryMs: FLUSH_EVERY_MS, retryFirstMs: RETRY_FIRST_MS, retryMaxMs: RETRY_MAX_MS })
+const requestLog = createRequestLogWriter(REQUEST_LOG_WRITER_OPTIONS)
 const instance = `bench:${process.pid}`
 
 const server = createServer(async (req, res) => {
@@ -39,10 +38,14 @@ const server = createServer(async (req, res) => {
     const key = String(req.headers['idempotency-key'])
     const requestId = `req_${randomUUID()}`
     const now = new Date()
+    // The request as the orders route hands it to the idempotency layer, and the record it stores.
+    const request: IdempotentRequest = {
+      scope, route: ROUTE, key, fingerprint: fingerprint({ method: 'POST', route: ROUTE, scope, payload }), requestId,
+      ttlSeconds: config.IDEMPOTENCY_TTL_SECONDS, waitMs: 0, annotateBody: true,
+    }
     const plan = planOrder(handle.db, now, { tenantId: tenant.id, idempotencyKey: key, requestId }, payload)
-    const response = { ...plan.result, body: { ...plan.result.body, idempotency: { key, replayed: false } } }
-    const record = { scope, key, route: ROUTE, fingerprint: fingerprint({ method: 'POST', route: ROUTE, scope, payload }), requestId, ttlSeconds: TTL_SECONDS, response, now }
-    await handle.transact([finishedRecordInsert(handle.db, record), ...plan.statements])
+    const response = storedResponse(plan.result, request)
+    await handle.transact([finishedRecordInsert(handle.db, { ...request, response, now }), ...plan.statements])
     res.writeHead(201, { 'content-type': 'application/json', ...response.headers }).end(JSON.stringify(response.body))
     requestLog.enqueue(handle.db, {
       requestId, clientRequestId: null, authenticatedBy: 'tenant_key', method: 'POST', path: '/api/orders', tenantId: tenant.id, scope,

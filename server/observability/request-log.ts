@@ -263,13 +263,16 @@ function waitAtMost(work: Promise<void> | undefined, ms: number): Promise<void> 
   })
 }
 
-const writer = createRequestLogWriter({
+/** The server's writer's settings (the bench's writes floor batches with the same). */
+export const REQUEST_LOG_WRITER_OPTIONS: RequestLogWriterOptions = {
   maxQueuedRows: MAX_QUEUED_ROWS,
   maxBatchRows: MAX_BATCH_ROWS,
   flushEveryMs: FLUSH_EVERY_MS,
   retryFirstMs: RETRY_FIRST_MS,
   retryMaxMs: RETRY_MAX_MS,
-})
+}
+
+const writer = createRequestLogWriter(REQUEST_LOG_WRITER_OPTIONS)
 
 /** Successful scrapes are not evidence: no request_log row for them, and their log line is debug. */
 const METRICS_PATH = '/api/metrics'

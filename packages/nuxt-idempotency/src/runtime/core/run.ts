@@ -418,7 +418,8 @@ export function httpClientError(error: unknown): StoredFailure | undefined {
   return { status, body, name: statusMessage ?? `http_${status}` }
 }
 
-function storedResponse(result: IdempotentResult, request: IdempotentRequest): StoredResponse {
+/** What the record stores of an operation's result (annotated when the request asks for it). */
+export function storedResponse(result: IdempotentResult, request: IdempotentRequest): StoredResponse {
   return {
     status: result.status,
     body: annotated(result.body, request),
