@@ -14,8 +14,13 @@ const ALL_ZEROS = /^0+$/
  * Every response carries X-Request-Id (the client's when valid, else the server's, SPEC §3) and
  * X-Server-Request-Id (always the server's). A valid `traceparent` puts the caller's trace id on
  * the request's log line, and no /api request runs before the database is migrated and ready.
+ *
+ * HEAD is GET without the body (RFC 9110 §9.3.2), but the router knows only the methods route files
+ * name: a HEAD request is routed as GET, and Node's response to a HEAD drops the body (and its
+ * Content-Length, which RFC 9110 lets it leave out). The log and problems name it HEAD (requestMethod).
  */
 export default defineEventHandler(async (event) => {
+  if (event.method === 'HEAD') event._method = 'GET'
   const offered = getHeader(event, 'x-request-id')
   const requestId = `req_${randomUUID()}`
   const clientRequestId = offered !== undefined && REQUEST_ID_PATTERN.test(offered) ? offered : undefined

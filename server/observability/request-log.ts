@@ -4,7 +4,7 @@ import type { H3Event } from 'h3'
 import type { Database } from 'nuxt-idempotency/db'
 import { dataRefusalCode, describeDatabaseError } from 'nuxt-idempotency/db'
 import { requestLog } from '../db/schema'
-import { rawRequestPath } from '../problems'
+import { rawRequestPath, requestMethod, requestTarget } from '../problems'
 import { escapeHeaderValue, escapeText, log } from './logger'
 import { metrics } from './metrics'
 
@@ -296,14 +296,17 @@ const MAX_REFUSED_HEADER_LENGTH = 300
 
 /**
  * The request's path as the router decoded it, with what a text column cannot hold escaped (see
- * escapeText: control characters become %XX). A path that does not decode to UTF-8 (%FF, an overlong
- * %C0%AF) is kept as it came over the wire, where its bytes already read %XX: the router's fallback
- * would double the encoding of any %25 or %2F in it. Either way every `%` in the result starts an
- * escape, and percent-decoding the result gives the path the client sent.
+ * escapeText: control characters become %XX). The router's path is the decoded path followed by the
+ * query as sent, so the query is cut off by its length: an encoded `?` (%3F) is part of the path, and
+ * is written back as %3F so it never reads as a query. A path that does not decode to UTF-8 (%FF, an
+ * overlong %C0%AF) is kept as it came over the wire, where its bytes already read %XX: the router's
+ * fallback would double the encoding of any %25 or %2F in it. Either way every `%` in the result
+ * starts an escape, and percent-decoding the result gives the path the client sent.
  */
 export function requestPath(event: H3Event): string {
   const raw = rawRequestPath(event)
-  let path = event.path.split('?')[0]!
+  const queryLength = requestTarget(event).length - raw.length
+  let path = event.path.slice(0, event.path.length - queryLength).replaceAll('?', '%3F')
   try {
     decodeURIComponent(raw)
   }
@@ -346,7 +349,7 @@ export function recordRequest(event: H3Event, db: Database | undefined, delivere
     requestId: context.requestId,
     clientRequestId: context.clientRequestId ?? null,
     authenticatedBy: context.authenticatedBy ?? null,
-    method: event.method,
+    method: requestMethod(event),
     path,
     tenantId: context.tenant?.id ?? null,
     scope: context.idempotency?.scope ?? null,

@@ -25,12 +25,22 @@ export function problem(slug: ProblemSlug, detail: string, options: ProblemOptio
   return problemError(problemBody(slug, detail, options.extensions), options.headers, options.cause)
 }
 
-/** The request's path as the client sent it (percent-encoded, before the router decodes it), without the query. */
+/** The request target as the client sent it: the path percent-encoded (before the router decodes it) and the query. */
+export function requestTarget(event: H3Event): string {
+  return event.node.req.originalUrl ?? event.node.req.url ?? event.path
+}
+
+/** The request's path as the client sent it, without the query. */
 export function rawRequestPath(event: H3Event): string {
-  return (event.node.req.originalUrl ?? event.node.req.url ?? event.path).split('?')[0]!
+  return requestTarget(event).split('?')[0]!
+}
+
+/** The method as the client sent it: a HEAD request is routed as GET (see the request-context middleware). */
+export function requestMethod(event: H3Event): string {
+  return event.node.req.method ?? event.method
 }
 
 /** What a 404 says of an /api path that no route serves (with the method asked for). */
 export function noApiRouteDetail(event: H3Event): string {
-  return `No API route matches ${event.method} ${rawRequestPath(event)}. The routes are described at GET /api/openapi.json and rendered at /docs.`
+  return `No API route matches ${requestMethod(event)} ${rawRequestPath(event)}. The routes are described at GET /api/openapi.json and rendered at /docs.`
 }

@@ -205,6 +205,18 @@ describeWithServices('structured logs (SPEC §7)', ['postgres', 'redis'], () => 
       })
       expect(rows).toEqual([{ method: 'GET', path, tenant_id: tenant.tenantId, status: 404, outcome: null }])
     })
+
+    it('names the method as sent (HEAD, routed as GET) and keeps an encoded ? in the path as %3F, the query cut off', async () => {
+      const response = await fetch(`${app.url}/api/orders/ord_a%3fb?expand=x`, { method: 'HEAD', headers: { authorization: `Bearer ${tenant.secretKey}` } })
+      expect(response.status).toBe(404)
+      const requestId = response.headers.get('x-server-request-id')!
+      let rows: Array<Record<string, unknown>> = []
+      await pollUntil('the row of the HEAD request', async () => {
+        rows = await sql`select method, path, status from request_log where request_id = ${requestId}`
+        return rows.length > 0
+      })
+      expect(rows).toEqual([{ method: 'HEAD', path: '/api/orders/ord_a%3Fb', status: 404 }])
+    })
   })
 
   describe('a line per job attempt', () => {

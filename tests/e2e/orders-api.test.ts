@@ -476,8 +476,8 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
 
     it.each([
       ['GET', '/api/orders', 'POST'],
-      ['DELETE', '/api/orders/ord_x?expand=refunds', 'GET'],
-      ['POST', '/api/health', 'GET'],
+      ['DELETE', '/api/orders/ord_x?expand=refunds', 'GET, HEAD'],
+      ['POST', '/api/health', 'GET, HEAD'],
       ['PUT', '/api/orders/ord_x/refunds', 'POST'],
     ])('answers %s %s with 405 method-not-allowed naming the methods the path takes (Allow: %s)', async (method, path, allow) => {
       const answer = await request(direct(), path, { method, headers: { authorization: 'Bearer sk_nope' } })
@@ -485,6 +485,30 @@ describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postg
       expect(answer.statusText).toBe('Method Not Allowed')
       expect(answer.headers.get('allow')).toBe(allow)
       expect(answer.json.detail).toBe(`${method} is not allowed on ${path.split('?')[0]}; it takes ${allow}.`)
+    })
+
+    it('answers HEAD as GET without the body (RFC 9110 §9.3.2): the same status and headers, no Content-Length (Node leaves it out)', async () => {
+      const created = await post(newIdempotencyKey(), validOrderBody())
+      const authorization = { authorization: `Bearer ${tenant.secretKey}` }
+      for (const [path, headers, status] of [
+        ['/api/health', {}, 200],
+        [`/api/orders/${created.json.id}`, authorization, 200],
+        ['/api/orders/ord_nope', authorization, 404],
+        [`/api/orders/${created.json.id}`, {}, 401],
+      ] as const) {
+        const get = await request(direct(), path, { headers })
+        const head = await request(direct(), path, { method: 'HEAD', headers })
+        expect([get.status, head.status], path).toEqual([status, status])
+        expect(head.text).toBe('')
+        expect(head.headers.get('content-type')).toBe(get.headers.get('content-type'))
+        expect([get.headers.get('content-length'), head.headers.get('content-length')]).toEqual([String(Buffer.byteLength(get.text)), null])
+      }
+    })
+
+    it('answers HEAD on a path served only with POST 405 with Allow: POST', async () => {
+      const answer = await request(direct(), '/api/orders', { method: 'HEAD' })
+      expect([answer.status, answer.headers.get('allow'), answer.headers.get('content-type'), answer.text])
+        .toEqual([405, 'POST', 'application/problem+json', ''])
     })
   })
 })

@@ -95,6 +95,12 @@ describe('requestPath', () => {
     expect(requestPath(event('/api/%25%00', '/api/%25\u0000'))).toBe('/api/%25%00')
   })
 
+  it('an encoded ? stays in the path, as %3F, and only the query as sent is cut off', () => {
+    expect(requestPath(event('/api/orders/a%3fb?x=1?y', '/api/orders/a?b?x=1?y'))).toBe('/api/orders/a%3Fb')
+    expect(requestPath(event('/api/orders/a%3F', '/api/orders/a?'))).toBe('/api/orders/a%3F')
+    expect(requestPath(event('/api/orders?', '/api/orders?'))).toBe('/api/orders')
+  })
+
   it('a path that does not decode to UTF-8 as it came over the wire (not the router\'s doubled %2525)', () => {
     expect(requestPath(event('/api/%C0%AF', '/api/%C0%AF'))).toBe('/api/%C0%AF')
     expect(requestPath(event('/api/%E0%80%AF', '/api/%E0%80%AF'))).toBe('/api/%E0%80%AF')
