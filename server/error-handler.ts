@@ -2,7 +2,7 @@ import { STATUS_CODES } from 'node:http'
 import type { NitroErrorHandler } from 'nitropack'
 import { isDatabaseUnavailable } from 'nuxt-idempotency/db'
 import { log } from './observability/logger'
-import { noApiRouteDetail, problemBody, type ProblemBody, problemOf, type ProblemSlug, requestMethod } from './problems'
+import { noApiRouteDetail, problemBody, type ProblemBody, problemOf, type ProblemSlug, rawRequestPath, requestMethod } from './problems'
 
 const slugByStatus: Record<number, ProblemSlug> = {
   400: 'validation-failed',
@@ -37,7 +37,7 @@ export default <NitroErrorHandler> function problemErrorHandler(error, event) {
     body = problemBody(slug, status === 404
       ? noApiRouteDetail(event)
       : status === 405
-        ? `${requestMethod(event)} is not allowed on ${event.path.split('?')[0]}.`
+        ? `${requestMethod(event)} is not allowed on ${rawRequestPath(event)}.`
         : 'Something went wrong on our side; nothing was committed. Retry the request (with the same Idempotency-Key, if it had one).')
     if (body.status >= 500) log.error('unhandled error', { requestId: event.context.requestId, path: event.path, error: error.cause ?? error })
   }
