@@ -26,10 +26,14 @@ export function serializeRefund(refund: RefundRow): RefundView {
   }
 }
 
-export async function findRefund(db: Database, tenantId: string, orderId: string, refundId: string): Promise<RefundRow | undefined> {
-  const [refund] = await db.select().from(refunds)
-    .where(and(eq(refunds.id, refundId), eq(refunds.orderId, orderId), eq(refunds.tenantId, tenantId)))
-  return refund
+/** One refund of the tenant's order; for a checkout session, only of an order the session placed. */
+export async function findRefund(db: Database, reader: { tenantId: string, checkoutSessionId?: string }, orderId: string, refundId: string): Promise<RefundRow | undefined> {
+  const [found] = await db.select({ refund: refunds }).from(refunds).innerJoin(orders, eq(orders.id, refunds.orderId))
+    .where(and(
+      eq(refunds.id, refundId), eq(refunds.orderId, orderId), eq(refunds.tenantId, reader.tenantId),
+      reader.checkoutSessionId === undefined ? undefined : eq(orders.checkoutSessionId, reader.checkoutSessionId),
+    ))
+  return found?.refund
 }
 
 const notFound = (orderId: string) => problem('not-found', `No order "${orderId}" exists for your tenant. Check the id returned by POST /api/orders.`)
