@@ -74,6 +74,6 @@ export async function checkoutSessionOf(event: H3Event): Promise<{ tenant: Tenan
  * The checkout session a request was authenticated by (requireTenant sets it), else undefined: a
  * session reads and cancels only the orders it placed; a tenant's key, all of the tenant's.
  */
-export function sessionOf(event: H3Event): string | undefined {
+export function checkoutSessionIdOf(event: H3Event): string | undefined {
   return event.context.authenticatedBy === 'checkout_session' ? event.context.checkoutSessionId : undefined
 }

@@ -170,7 +170,7 @@ export function currencyProblem(provider: PaymentProviderName, amount: number, c
  * ask instead; undefined when it can. The same steps as charging: Stripe refunds a zero-decimal
  * currency in whole units and a three-decimal one with a last digit of 0
  * (https://docs.stripe.com/currencies). `rest`: the amount is what remains, asked for without an
- * amount; the answer is then the largest amount that can be refunded. A currency the provider does
+ * amount; the detail then names the largest amount that can be refunded. A currency the provider does
  * not take at all was refused when the order was placed, so nothing is said of it here.
  */
 export function refundAmountProblem(provider: PaymentProviderName, amount: number, currency: string, { rest }: { rest: boolean }): string | undefined {

@@ -56,7 +56,7 @@ function refuseInexactAmount(order: { currency: string }, amount: number, rest: 
   if (inexact) throw problem('validation-failed', inexact, { extensions: { errors: [{ path: 'amount', message: inexact }] } })
 }
 
-/** Only a paid order can be refunded: 409 order-not-refundable for one that is not (yet, or any more). */
+/** An order that was paid; any other (unpaid, failed, canceled) is 409 order-not-refundable. A refunded one has 0 remaining. */
 const refundable = (status: string) => status === 'paid' || status === 'partially_refunded' || status === 'refunded'
 
 /**

@@ -1,7 +1,7 @@
 import { useDatabaseHandle } from '../../db'
 import { OrderIdSchema } from '../../orders/schema'
 import { findOrderView } from '../../orders/view'
-import { sessionOf } from '../../checkout/session'
+import { checkoutSessionIdOf } from '../../checkout/session'
 import { problem } from '../../problems'
 import type { OrderView } from '../../../shared/orders'
 
@@ -9,7 +9,7 @@ export default defineEventHandler(async (event) => {
   const tenant = await requireTenant(event)
   const id = OrderIdSchema.safeParse(getRouterParam(event, 'id'))
   // A checkout session reads only the orders it placed, as only it may cancel them.
-  const found = id.success ? await findOrderView(useDatabaseHandle().db, id.data, { tenantId: tenant.id, checkoutSessionId: sessionOf(event) }) : undefined
+  const found = id.success ? await findOrderView(useDatabaseHandle().db, id.data, { tenantId: tenant.id, checkoutSessionId: checkoutSessionIdOf(event) }) : undefined
   if (!found) throw problem('not-found', `No order "${getRouterParam(event, 'id')}" exists for your tenant. Check the id returned by POST /api/orders.`)
   // The payment appears once the payment.create_intent job ran; the creation response predates it.
   const { tenantId: _, ...order } = found
