@@ -1,0 +1,132 @@
+import { randomUUID } from 'node:crypto'
+import { afterAll, expect, it } from 'vitest'
+import { fastJobsEnv, stopAll, testSecrets } from '../support/app'
+import { type MidtransApi, startMidtransApi } from '../support/midtrans-api'
+import { validOrderBody } from '../support/orders'
+import { pollUntil } from '../support/poll'
+import {
+  effectsOf, getOrder, getRefund, type JobView, midtransCallsOf, midtransEnv, orderWhen, placeOrder, postMidtransNotification, postRefund,
+  processedEvents, type ProviderStack, settledJob, settledRefundJob, startProviderStack, withStandInStack,
+} from '../support/providers'
+import { describeWithServices } from '../support/services'
+
+// Our ledger against Midtrans' (docs/payments-and-refunds.md, "Refunds and cancellation"), through
+// the real adapter in the built app and the Midtrans stand-in: a refund Midtrans is still working
+// on when the call times out stays ours and pending until Midtrans lists it, never failed and asked
+// again. After each: the refunds Midtrans holds, and their sum, are ours.
+
+const CREATE = 'payment.create_intent'
+/** The client gives up on a Midtrans call after a second here, so a held refund times out quickly. */
+const SHORT_TIMEOUT = { PAYMENT_PROVIDER_TIMEOUT_MS: '1000' }
+
+const newKey = () => `refund-${randomUUID()}`
+
+describeWithServices('Midtrans refunds: our ledger agrees with Midtrans\'', ['postgres', 'redis'], () => {
+  let api: MidtransApi
+  let stack: ProviderStack
+  withStandInStack({
+    start: () => startMidtransApi({ serverKey: testSecrets.midtransServerKey }),
+    stack: api => startProviderStack('refunds_midtrans_ledger', { ...midtransEnv(api), ...fastJobsEnv, ...SHORT_TIMEOUT }),
+    use: (started, startedStack) => {
+      api = started
+      stack = startedStack
+    },
+    reset: api => api.holdRefunds(0),
+  })
+
+  afterAll(async () => {
+    await stopAll()
+  })
+
+  /** An IDR order settled at the stand-in (GoPay), its notification applied. */
+  async function paidOrder(): Promise<string> {
+    const orderId = await placeOrder(stack, validOrderBody({ paymentMethod: 'ewallet' }))
+    expect(await settledJob(stack.sql, orderId, CREATE)).toMatchObject({ status: 'completed' })
+    api.settle(orderId)
+    await notify(orderId)
+    await orderWhen(stack, orderId, 'is paid', order => order.status === 'paid')
+    return orderId
+  }
+
+  /** Posts the notification Midtrans sends for the transaction's state now; answered 200. */
+  async function notify(orderId: string): Promise<void> {
+    const delivered = await postMidtransNotification(stack.app.url, api.notification(orderId))
+    expect(delivered.status, delivered.text).toBe(200)
+  }
+
+  /** The refund's payment.refund job once `done` holds for it. */
+  async function refundJobWhen(refundId: string, what: string, done: (job: JobView) => boolean): Promise<JobView> {
+    let job: JobView | undefined
+    await pollUntil(`the payment.refund job of ${refundId} ${what}`, async () => {
+      [job] = await stack.sql<JobView[]>`select id, kind, status, attempt, snoozes, errors, last_error as "lastError", locked_by as "lockedBy", request_id as "requestId"
+        from jobs where kind = 'payment.refund' and dedupe_key = ${refundId}`
+      return job !== undefined && done(job)
+    }, { timeoutMs: 20_000 })
+    return job!
+  }
+
+  const refundsAtMidtrans = (orderId: string) => api.transactions.get(orderId)!.refunds
+  const refundNotices = async (orderId: string) => (await effectsOf(stack.sql, orderId)).emails.filter(subject => subject.endsWith('refunded'))
+
+  it('a refund still in flight when its call times out is asked again later, not failed: it succeeds once, Midtrans holds one refund for its refund_key, and the merchant\'s second refund of it is refused as exceeding what remains', async () => {
+    const orderId = await paidOrder()
+    api.holdRefunds(1)
+    const created = await postRefund(stack, orderId, newKey(), { amount: 100_000 })
+    expect(created.status, created.text).toBe(201)
+    const refundId = created.json.id as string
+
+    // The first call timed out while Midtrans holds the refund; the retry's status read does not list
+    // it, and its refund_key, in flight, is answered 406.
+    await pollUntil('the retry is answered 406 for the refund_key in flight', async () =>
+      midtransCallsOf(api, orderId).filter(call => call.call === 'direct refund').some(call => call.answered === 406), { timeoutMs: 20_000 })
+    const job = await refundJobWhen(refundId, 'has taken the 406', seen => seen.errors.length >= 2 || (seen.status !== 'running' && seen.status !== 'pending'))
+    expect(job.status).not.toBe('completed')
+    expect(job.errors.slice(0, 2)).toEqual([
+      expect.objectContaining({ attempt: 1, errorClass: 'retryable', message: expect.stringContaining('timeout') }),
+      expect.objectContaining({ attempt: 2, errorClass: 'retryable', message: expect.stringContaining(`refund_key ${refundId}`) }),
+    ])
+    expect(api.refundsInFlight()).toEqual([{ orderId, refundKey: refundId, amount: 100_000, endpoint: 'direct' }])
+    expect(refundsAtMidtrans(orderId)).toEqual([])
+    expect(await getRefund(stack, orderId, refundId)).toMatchObject({ status: 'pending' })
+
+    // The merchant, seeing no refund yet, asks for it again under a new key: the pending one holds its amount.
+    const again = await postRefund(stack, orderId, newKey(), { amount: 100_000 })
+    expect(again.status, again.text).toBe(409)
+    expect(again.json).toMatchObject({ type: '/problems/refund-exceeds-remaining', remaining: 50_000 })
+
+    api.finishRefund(refundId)
+    const settled = await settledRefundJob(stack.sql, refundId)
+    expect(settled).toMatchObject({ status: 'completed', lastError: null })
+    expect(settled.errors.length).toBeGreaterThanOrEqual(2)
+    expect(settled.errors.every(error => error.errorClass === 'retryable')).toBe(true)
+    expect(await getRefund(stack, orderId, refundId)).toMatchObject({ status: 'succeeded', amount: 100_000 })
+
+    // Midtrans' notification of the refund it finished adds nothing.
+    await notify(orderId)
+    await processedEvents(stack.sql, orderId)
+    expect(refundsAtMidtrans(orderId).map(refund => [refund.refund_key, refund.refund_amount])).toEqual([[refundId, '100000.00']])
+    expect(api.createdRefunds().filter(made => made.orderId === orderId)).toHaveLength(1)
+    const order = (await getOrder(stack, orderId)).json
+    expect(order).toMatchObject({ status: 'partially_refunded', amountRefunded: 100_000 })
+    expect(order.refunds).toEqual([expect.objectContaining({ id: refundId, amount: 100_000, status: 'succeeded', source: 'api' })])
+    expect(order.amountRefunded).toBe(api.refundedTotal(orderId))
+    await pollUntil('the refund notice is sent', async () => (await refundNotices(orderId)).length === 1)
+    expect(await refundNotices(orderId)).toEqual([`Part of order ${orderId} refunded`])
+  })
+
+  it('a refund in flight that the bank refuses after its call timed out frees its refund_key: the next attempt asks again under it, and Midtrans makes it once', async () => {
+    const orderId = await paidOrder()
+    api.holdRefunds(1)
+    const created = await postRefund(stack, orderId, newKey(), { amount: 100_000 })
+    expect(created.status, created.text).toBe(201)
+    const refundId = created.json.id as string
+    await pollUntil('the retry is answered 406 for the refund_key in flight', async () =>
+      midtransCallsOf(api, orderId).filter(call => call.call === 'direct refund').some(call => call.answered === 406), { timeoutMs: 20_000 })
+    // Refused by the bank: its held answer finds no caller, and nothing was refunded.
+    api.failRefund(refundId)
+    expect(await settledRefundJob(stack.sql, refundId)).toMatchObject({ status: 'completed', lastError: null })
+    expect(await getRefund(stack, orderId, refundId)).toMatchObject({ status: 'succeeded' })
+    expect(refundsAtMidtrans(orderId).map(refund => refund.refund_key)).toEqual([refundId])
+    expect((await getOrder(stack, orderId)).json).toMatchObject({ status: 'partially_refunded', amountRefunded: api.refundedTotal(orderId) })
+  })
+})
