@@ -5,7 +5,7 @@ import { type MidtransApi, startMidtransApi } from '../support/midtrans-api'
 import { validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import {
-  effectsOf, getOrder, getRefund, type JobView, midtransCallsOf, midtransEnv, orderWhen, placeOrder, postMidtransNotification, postRefund,
+  effectsOf, getOrder, getRefund, historyOf, type JobView, midtransCallsOf, midtransEnv, ops, orderWhen, placeOrder, postMidtransNotification, postRefund,
   processedEvents, type ProviderStack, settledJob, settledRefundJob, startProviderStack, withStandInStack,
 } from '../support/providers'
 import { describeWithServices } from '../support/services'
@@ -13,7 +13,9 @@ import { describeWithServices } from '../support/services'
 // Our ledger against Midtrans' (docs/payments-and-refunds.md, "Refunds and cancellation"), through
 // the real adapter in the built app and the Midtrans stand-in: a refund Midtrans is still working
 // on when the call times out stays ours and pending until Midtrans lists it, never failed and asked
-// again. After each: the refunds Midtrans holds, and their sum, are ours.
+// again; each dashboard refund's notification is recorded, however many an order has; a chargeback
+// is kept in the order's history and evidence. After each: the refunds Midtrans holds, and their
+// sum, are ours.
 
 const CREATE = 'payment.create_intent'
 /** The client gives up on a Midtrans call after a second here, so a held refund times out quickly. */
@@ -38,10 +40,11 @@ describeWithServices('Midtrans refunds: our ledger agrees with Midtrans\'', ['po
     await stopAll()
   })
 
-  /** An IDR order settled at the stand-in (GoPay), its notification applied. */
-  async function paidOrder(): Promise<string> {
+  /** An IDR order settled at the stand-in (GoPay, or `paymentType` set on its transaction first), its notification applied. */
+  async function paidOrder(paymentType?: 'credit_card'): Promise<string> {
     const orderId = await placeOrder(stack, validOrderBody({ paymentMethod: 'ewallet' }))
     expect(await settledJob(stack.sql, orderId, CREATE)).toMatchObject({ status: 'completed' })
+    if (paymentType) api.transactions.get(orderId)!.payment_type = paymentType
     api.settle(orderId)
     await notify(orderId)
     await orderWhen(stack, orderId, 'is paid', order => order.status === 'paid')
@@ -128,5 +131,69 @@ describeWithServices('Midtrans refunds: our ledger agrees with Midtrans\'', ['po
     expect(await getRefund(stack, orderId, refundId)).toMatchObject({ status: 'succeeded' })
     expect(refundsAtMidtrans(orderId).map(refund => refund.refund_key)).toEqual([refundId])
     expect((await getOrder(stack, orderId)).json).toMatchObject({ status: 'partially_refunded', amountRefunded: api.refundedTotal(orderId) })
+  })
+
+  it('two dashboard partial refunds, each notified: both recorded, ours equals Midtrans\' total, each told to the shopper once; a redelivery records nothing more', async () => {
+    const orderId = await paidOrder()
+    api.refund(orderId, 30_000)
+    await notify(orderId)
+    await processedEvents(stack.sql, orderId)
+    api.refund(orderId, 40_000)
+    const second = api.notification(orderId)
+    expect(second).toMatchObject({ transaction_status: 'partial_refund', refund_amount: '70000.00', refunds: [{ refund_amount: '30000.00' }, { refund_amount: '40000.00' }] })
+    await notify(orderId)
+    const events = await processedEvents(stack.sql, orderId)
+    expect(events.map(event => [event.eventId, event.status])).toEqual([
+      [`${orderId}:200:150000.00:settlement`, 'applied'],
+      [`${orderId}:200:150000.00:partial_refund:30000`, 'applied'],
+      [`${orderId}:200:150000.00:partial_refund:70000`, 'applied'],
+    ])
+    const order = (await getOrder(stack, orderId)).json
+    expect(order).toMatchObject({ status: 'partially_refunded', amountRefunded: 70_000 })
+    expect(order.refunds.map((refund: { amount: number, status: string, source: string }) => [refund.amount, refund.status, refund.source])).toEqual([
+      [30_000, 'succeeded', 'provider'], [40_000, 'succeeded', 'provider'],
+    ])
+    expect(order.amountRefunded).toBe(api.refundedTotal(orderId))
+
+    const redelivered = await postMidtransNotification(stack.app.url, second)
+    expect(redelivered.status, redelivered.text).toBe(200)
+    expect(redelivered.headers.get('idempotent-replayed')).toBe('true')
+    expect(await processedEvents(stack.sql, orderId)).toHaveLength(3)
+    await pollUntil('the refund notices are sent', async () => (await refundNotices(orderId)).length === 2)
+    expect(await refundNotices(orderId)).toEqual([`Part of order ${orderId} refunded`, `Part of order ${orderId} refunded`])
+    expect((await getOrder(stack, orderId)).json.refunds).toHaveLength(2)
+  })
+
+  it('a card chargeback, in part then the rest: each notification recorded in the order\'s history and evidence with what Midtrans\' status API said; no refund, the order stays paid', async () => {
+    const orderId = await paidOrder('credit_card')
+    api.chargeback(orderId, 50_000)
+    await notify(orderId)
+    await processedEvents(stack.sql, orderId)
+    api.chargeback(orderId)
+    await notify(orderId)
+    const events = await processedEvents(stack.sql, orderId)
+    expect(events.map(event => [event.eventId, event.type, event.status, event.confirmation?.providerStatus])).toEqual([
+      [`${orderId}:200:150000.00:settlement`, 'payment.succeeded', 'applied', 'settlement'],
+      [`${orderId}:200:150000.00:partial_chargeback`, 'payment.updated', 'ignored', 'partial_chargeback'],
+      [`${orderId}:200:150000.00:chargeback`, 'payment.updated', 'ignored', 'chargeback'],
+    ])
+    const history = await historyOf(stack.sql, orderId)
+    expect(history.slice(-2).map(row => [row.fromStatus, row.toStatus, row.outcome, row.reason])).toEqual([
+      ['paid', 'paid', 'ignored', 'informational'], ['paid', 'paid', 'ignored', 'informational'],
+    ])
+    expect((await getOrder(stack, orderId)).json).toMatchObject({ status: 'paid', amountRefunded: 0, refunds: [] })
+    const evidence = await ops(stack.app.url, `/api/ops/evidence?${new URLSearchParams({ orderId })}`)
+    expect(evidence.status, evidence.text).toBe(200)
+    const summaries = (evidence.json.timeline as Array<{ kind: string, summary: string }>).filter(entry => entry.kind === 'webhook_event').map(entry => entry.summary)
+    expect(summaries).toEqual(expect.arrayContaining([
+      expect.stringContaining('midtrans\'s status API said partial_chargeback (payment.updated)'),
+      expect.stringContaining('midtrans\'s status API said chargeback (payment.updated)'),
+    ]))
+    // Midtrans takes no refund of a charged-back payment (412): ours fails and holds nothing.
+    const refused = await postRefund(stack, orderId, newKey())
+    expect(refused.status, refused.text).toBe(201)
+    expect(await settledRefundJob(stack.sql, refused.json.id)).toMatchObject({ status: 'completed' })
+    expect(await getRefund(stack, orderId, refused.json.id)).toMatchObject({ status: 'failed' })
+    expect(refundsAtMidtrans(orderId)).toEqual([])
   })
 })
