@@ -525,7 +525,8 @@ export async function startMidtransApi({ serverKey, port = 0, webhookUrl }: Midt
     if (!['settlement', 'capture', 'partial_refund'].includes(transaction.transaction_status)) {
       throw new StandInRefusal(`Midtrans refunds only a settled transaction; ${orderId} is ${transaction.transaction_status}`)
     }
-    const left = transaction.gross_amount - refundedOf(transaction)
+    // What Midtrans is still refunding through the API is not left to refund.
+    const left = transaction.gross_amount - refundedOf(transaction) - inFlightOf(transaction)
     const refunded = amount ?? left
     if (!Number.isInteger(refunded) || refunded < 1 || refunded > left) throw new StandInRefusal(`Cannot refund ${refunded} of ${orderId}: ${left} is left to refund`)
     const refund = addRefund(transaction, refunded, { refundKey: randomUUID(), reason: '', method: 'offline' })

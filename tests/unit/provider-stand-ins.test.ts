@@ -632,6 +632,7 @@ describe('Midtrans stand-in, through the official midtrans-client', () => {
       expect(await failureOf(core.transaction.refundDirect('ord_1', { refund_key: 'ref-1', amount: 5_000 }))).toMatchObject({ httpStatusCode: 406 })
       // Its amount is held: 15,000 is left to refund.
       expect(await failureOf(core.transaction.refund('ord_1', { refund_key: 'ref-2', amount: 15_001 }))).toMatchObject({ httpStatusCode: 414 })
+      expect(() => api.refund('ord_1', 15_001)).toThrow('Cannot refund 15001 of ord_1: 15000 is left to refund')
       const waiting = core.transaction.refund('ord_1', { refund_key: 'ref-2', amount: 15_000 })
       await pollUntil('the second refund is in flight', async () => api.refundsInFlight().length === 2)
 
