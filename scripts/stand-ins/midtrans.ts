@@ -640,7 +640,7 @@ export async function startMidtransApi({ serverKey, port = 0, webhookUrl }: Midt
 
 /** The shopper's and dashboard's side, beside the API: what `npm run stand-in -- midtrans` lists. */
 export const MIDTRANS_CONTROLS = [
-  'GET  /_stand-in                                      every transaction, as the status API shows it',
+  'GET  /_stand-in                                      every transaction, as the status API shows it, and the refunds in flight',
   'POST /_stand-in/transactions/:order_id/settle        the shopper pays',
   'POST /_stand-in/transactions/:order_id/expire        the payment window closes unpaid',
   'POST /_stand-in/transactions/:order_id/deny          the bank denies it',
