@@ -687,6 +687,8 @@ function transactionFields(transaction: MidtransTransaction): MidtransAnswer {
     ...(transaction.actions && { actions: transaction.actions }),
     ...(transaction.settlement_time && { settlement_time: transaction.settlement_time }),
     ...(transaction.channel_response_code && { channel_response_code: transaction.channel_response_code, channel_response_message: transaction.channel_response_message }),
+    // The refunds so far and their total, in refund and partial_refund notifications and the status
+    // API alike (Refund Transaction, "Refund Transaction Response and Notification" samples).
     ...(transaction.refunds.length > 0 && { refund_amount: grossText(refunded), refunds: transaction.refunds }),
     expiry_time: transaction.expiry_time,
   }

@@ -57,6 +57,11 @@ interface Reading {
  * Under 200 a refund and a settlement share one signature, so refund-type statuses (and authorize,
  * and a 200 cancel) are informational: confirming them with Midtrans' status API is the payment
  * adapter's job, not a notification's.
+ * A chargeback or partial_chargeback stays informational even when the API confirms it: Midtrans
+ * documents it for card payments only (which this checkout does not take through Midtrans), and
+ * the money goes back through the card issuer, not as a refund of the shop's, so no refund is
+ * recorded and no notice sent; the event, the API's word and the history row (informational) keep
+ * it visible to an operator.
  */
 const readings = new Map<string, Reading[]>([
   ['settlement', [{ statusCode: '200', type: 'payment.succeeded' }]],
