@@ -113,7 +113,8 @@ export function compareLedgers(order: LedgerOrder, ours: LedgerView, theirs: Led
 
   const automaticFailed = ourRefunds.find(refund => refund.source === 'automatic' && refund.status === 'failed')
   const keptByProvider = theirs.captured - sumOf(theirs.refunds, 'succeeded') - sumOf(theirs.refunds, 'pending')
-  if (order.status === 'canceled' && automaticFailed && keptByProvider > 0) {
+  // An automatic refund exists only for a payment that came after the order was canceled (the order then reads paid).
+  if (automaticFailed && keptByProvider > 0) {
     find('canceled_refund_failed', `The order was canceled and then paid; its automatic refund ${automaticFailed.refundId} failed, and the provider still holds ${money(keptByProvider, order.currency)}.`)
   }
   return { heals, findings: findingsOf(found) }

@@ -65,11 +65,12 @@ describe('compareLedgers', () => {
 
   it('a canceled order paid late whose automatic refund failed, the provider still holding the money, is a discrepancy; once given back it is not', () => {
     const automatic = ours({ id: 're_auto', source: 'automatic', amount: 150_000, status: 'failed' })
-    expect(compare(order('canceled'), [automatic], theirs(150_000, [])).findings).toEqual([{
+    // The late payment took the canceled order to paid; its refund gave nothing back.
+    expect(compare(order('paid'), [automatic], theirs(150_000, [])).findings).toEqual([{
       kind: 'canceled_refund_failed',
       summary: 'The order was canceled and then paid; its automatic refund re_auto failed, and the provider still holds IDR 150,000.',
     }])
-    expect(compare(order('canceled'), [{ ...automatic, status: 'succeeded' }], theirs(150_000, [their({ refundId: 're_auto', providerRefundId: 're_1', amount: 150_000 })])))
+    expect(compare(order('refunded'), [{ ...automatic, status: 'succeeded' }], theirs(150_000, [their({ refundId: 're_auto', providerRefundId: 're_1', amount: 150_000 })])))
       .toEqual({ heals: [], findings: [] })
   })
 
