@@ -75,7 +75,7 @@ describeWithServices('the ledger panel in Chromium', ['postgres', 'redis'], () =
         expect((await item.getByTestId('discrepancy-summary').textContent())!.trim())
           .toBe(`The order was canceled and then paid; its automatic refund ${automatic!.id} failed, and the provider still holds IDR 150,000.`)
         // Both ledgers, line by line: ours | Midtrans'.
-        const cells = async (testId: string) => (await item.getByTestId(testId).first().locator('th, td').allTextContents()).map(text => text.replace(/\s+/g, ' ').trim())
+        const cells = async (testId: string) => (await item.getByTestId(testId).first().locator('th, td').allInnerTexts()).map(text => text.replace(/\s+/g, ' ').trim())
         expect((await item.locator('thead th').allTextContents()).map(text => text.trim())).toEqual(['Line', 'Ours', 'midtrans'])
         expect((await cells('ledger-line-status'))[2]).toBe('settlement')
         expect(await cells('ledger-line-captured')).toEqual(['Captured', '150,000 IDR', '150,000 IDR'])
