@@ -30,7 +30,7 @@ export interface LedgerCheckOptions {
   reader: ProviderLedgerReader
   /** Orders whose money moved in this many days (LEDGER_CHECK_DAYS). */
   days: number
-  /** An order or refund changed more recently may still get its webhook: it waits for a later run. */
+  /** An order or refund changed more recently may still get its webhook: it waits for a later run (LEDGER_CHECK_SETTLE_SECONDS). */
   settleSeconds: number
   signal?: AbortSignal
 }

@@ -29,7 +29,7 @@ describeWithServices('the ledger panel in Chromium', ['postgres', 'redis'], () =
 
   beforeAll(async () => {
     api = await startMidtransApi({ serverKey: testSecrets.midtransServerKey })
-    stack = await startProviderStack('ledger_browser', { ...midtransEnv(api), ...fastJobsEnv, PAYMENT_RECONCILE_AFTER_SECONDS: '0' })
+    stack = await startProviderStack('ledger_browser', { ...midtransEnv(api), ...fastJobsEnv, LEDGER_CHECK_SETTLE_SECONDS: '0' })
     browser = await launchChromium()
   })
 

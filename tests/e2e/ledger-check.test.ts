@@ -9,7 +9,7 @@ import { opsRequest } from '../support/ops'
 import { validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import {
-  effectsOf, getOrder, midtransEnv, orderWhen, placeOrder, postCancel, postMidtransNotification, postRefund, postStripeEvent, type ProviderStack,
+  clearOfScheduledReconcile, effectsOf, getOrder, midtransEnv, orderWhen, placeOrder, postCancel, postMidtransNotification, postRefund, postStripeEvent, type ProviderStack,
   runReconcile, settledJob, settledRefundJob, startProviderStack, stripeEnv, stripeIntentsOf, stripeSecretKey, withStandInStack,
 } from '../support/providers'
 import { describeWithServices, redisUrl } from '../support/services'
@@ -24,7 +24,7 @@ const CREATE = 'payment.create_intent'
 /** validOrderBody's amount: IDR 150,000 (Stripe counts IDR in hundredths). */
 const ORDER_AMOUNT = 150_000
 /** The check compares at once (no settle window); the stand-ins deliver no webhooks. */
-const CHECK_AT_ONCE = { PAYMENT_RECONCILE_AFTER_SECONDS: '0' }
+const CHECK_AT_ONCE = { LEDGER_CHECK_SETTLE_SECONDS: '0', PAYMENT_RECONCILE_AFTER_SECONDS: '0' }
 
 const newKey = () => `ledger-${randomUUID()}`
 
@@ -37,6 +37,19 @@ async function runLedgerCheck(baseUrl: string): Promise<Record<string, number>> 
     await sleep(250)
   }
   throw new Error('the ledger check stayed locked by another run')
+}
+
+/**
+ * Every app instance runs payments:ledger-check at second 30 of every fifth minute (nuxt.config.ts).
+ * A test that counts what a run did waits until at least `needSeconds` are left before the next
+ * scheduled run, and before reconciliation's (every minute), so neither takes its work first.
+ */
+async function clearOfScheduledTasks(needSeconds: number): Promise<void> {
+  await clearOfScheduledReconcile(needSeconds)
+  const period = 5 * 60_000
+  const untilCheck = (period + 30_000 - (Date.now() % period)) % period
+  if (untilCheck < needSeconds * 1000) await sleep(untilCheck + 1_500)
+  await clearOfScheduledReconcile(needSeconds)
 }
 
 /** The value of ledger_discrepancies_open{kind} on /api/metrics. */
@@ -105,6 +118,7 @@ describeWithServices('the ledger check against the Stripe and Midtrans stand-ins
     }
 
     it('dashboard refunds never delivered are recorded (paged past 100), a refund Stripe failed after we recorded it succeeded is failed with its notice withheld, a wrong amount is a discrepancy; a second run changes nothing', async () => {
+      await clearOfScheduledTasks(25)
       // 1. 101 refunds made in Stripe's dashboard, none delivered: more than one page of GET /v1/refunds.
       const dashboard = await paidOrder()
       for (let refund = 0; refund < 101; refund++) api.dashboardRefund(dashboard.intentId, 1_000 * 100)
@@ -199,6 +213,7 @@ describeWithServices('the ledger check against the Stripe and Midtrans stand-ins
     })
 
     it('a refund recorded only in Midtrans\' dashboard is recorded with its notice; a canceled order paid by bank transfer, whose automatic refund Midtrans cannot make, is a discrepancy until an operator resolves it; a second run changes nothing', async () => {
+      await clearOfScheduledTasks(20)
       // 1. GoPay, settled and notified; then a refund in the dashboard that no notification reports.
       const paidId = await placeOrder(stack, validOrderBody({ paymentMethod: 'ewallet' }))
       expect(await settledJob(stack.sql, paidId, CREATE)).toMatchObject({ status: 'completed' })

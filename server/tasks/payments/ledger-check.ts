@@ -15,7 +15,7 @@ export default defineTask({
         locks: (await idempotencyReady()).locks,
         reader: useLedgerReader(),
         days: config.LEDGER_CHECK_DAYS,
-        settleSeconds: config.PAYMENT_RECONCILE_AFTER_SECONDS,
+        settleSeconds: config.LEDGER_CHECK_SETTLE_SECONDS,
       }),
     }
   },
