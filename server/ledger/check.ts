@@ -61,7 +61,7 @@ async function checkOnce({ handle, reader, days, settleSeconds, signal = AbortSi
     ))
     .orderBy(sql`${ledgerChecks.checkedAt} asc nulls first`, asc(orders.createdAt))
     .limit(LEDGER_CHECK_BATCH)
-  const counts = { checked: 0, agreed: 0, refundsRecorded: 0, refundsFailed: 0, noticesWithheld: 0, discrepanciesOpened: 0, discrepanciesResolved: 0, unreadable: 0 }
+  const counts = { checked: 0, agreed: 0, refundsRecorded: 0, refundsFailed: 0, noticesWithheld: 0, discrepanciesOpened: 0, discrepanciesResolved: 0, notCompared: 0 }
   if (!due.length) return counts
   // A task run is no request: its id still ties the rows it writes together.
   const requestId = newId('task')
@@ -93,8 +93,8 @@ async function checkOnce({ handle, reader, days, settleSeconds, signal = AbortSi
       if (recorded.opened) log.warn('ledger check found a discrepancy', { orderId: order.id, provider: reader.provider, kinds: findings.map(finding => finding.kind), requestId })
     }
     catch (error) {
-      // The provider is down or refuses: the order is asked about again once the others had their turn.
-      counts.unreadable++
+      // The provider is down or refuses (or a write failed): the order is compared again once the others had their turn.
+      counts.notCompared++
       log.warn('ledger check could not compare an order', { orderId: order.id, provider: reader.provider, error: (error as Error).message })
     }
     await db.insert(ledgerChecks).values({ orderId: order.id }).onConflictDoUpdate({ target: ledgerChecks.orderId, set: { checkedAt: sql`now()` } })

@@ -156,7 +156,7 @@ describeWithServices('the ledger check against the Stripe and Midtrans stand-ins
           (await stack.sql`select 1 from order_status_history where order_id = ${wrongOrderId} and reason = 'amount_mismatch'`).length === 1)
 
         const first = await runLedgerCheck(stack.app.url)
-        expect(first).toEqual({ checked: 3, agreed: 2, refundsRecorded: 101, refundsFailed: 1, noticesWithheld: 1, discrepanciesOpened: 1, discrepanciesResolved: 0, unreadable: 0 })
+        expect(first).toEqual({ checked: 3, agreed: 2, refundsRecorded: 101, refundsFailed: 1, noticesWithheld: 1, discrepanciesOpened: 1, discrepanciesResolved: 0, notCompared: 0 })
 
         const recorded = await refundsOf(stack.sql, dashboard.orderId)
         expect(recorded).toHaveLength(101)
@@ -184,7 +184,7 @@ describeWithServices('the ledger check against the Stripe and Midtrans stand-ins
 
         // A second run finds the ledgers as the first left them: nothing healed, nothing opened, nothing written.
         const before = await ledgerState(stack.sql)
-        expect(await runLedgerCheck(stack.app.url)).toEqual({ checked: 3, agreed: 2, refundsRecorded: 0, refundsFailed: 0, noticesWithheld: 0, discrepanciesOpened: 0, discrepanciesResolved: 0, unreadable: 0 })
+        expect(await runLedgerCheck(stack.app.url)).toEqual({ checked: 3, agreed: 2, refundsRecorded: 0, refundsFailed: 0, noticesWithheld: 0, discrepanciesOpened: 0, discrepanciesResolved: 0, notCompared: 0 })
         expect(await ledgerState(stack.sql)).toEqual(before)
         expect(await openGauge(stack.app.url)).toEqual({ ...noneOpen, wrong_amount_captured: 1 })
       }
@@ -233,7 +233,7 @@ describeWithServices('the ledger check against the Stripe and Midtrans stand-ins
       const automatic = await pollUntilRefund(stack.sql, canceledId, 'failed')
 
       const first = await runLedgerCheck(stack.app.url)
-      expect(first).toEqual({ checked: 2, agreed: 1, refundsRecorded: 1, refundsFailed: 0, noticesWithheld: 0, discrepanciesOpened: 1, discrepanciesResolved: 0, unreadable: 0 })
+      expect(first).toEqual({ checked: 2, agreed: 1, refundsRecorded: 1, refundsFailed: 0, noticesWithheld: 0, discrepanciesOpened: 1, discrepanciesResolved: 0, notCompared: 0 })
       expect(await refundsOf(stack.sql, paidId)).toEqual([{
         id: expect.stringMatching(/^re_/), amount: 50_000, status: 'succeeded', source: 'provider',
         providerRefundId: String(atMidtrans[0]!.refund.refund_chargeback_id), failure: null,
@@ -256,7 +256,7 @@ describeWithServices('the ledger check against the Stripe and Midtrans stand-ins
       expect(await openGauge(stack.app.url)).toEqual({ ...noneOpen, canceled_refund_failed: 1 })
 
       const before = await ledgerState(stack.sql)
-      expect(await runLedgerCheck(stack.app.url)).toEqual({ checked: 2, agreed: 1, refundsRecorded: 0, refundsFailed: 0, noticesWithheld: 0, discrepanciesOpened: 0, discrepanciesResolved: 0, unreadable: 0 })
+      expect(await runLedgerCheck(stack.app.url)).toEqual({ checked: 2, agreed: 1, refundsRecorded: 0, refundsFailed: 0, noticesWithheld: 0, discrepanciesOpened: 0, discrepanciesResolved: 0, notCompared: 0 })
       expect(await ledgerState(stack.sql)).toEqual(before)
 
       // An operator resolves it: audited, the gauge drops, and a later check (the ledgers unchanged) leaves it resolved.
@@ -276,7 +276,7 @@ describeWithServices('the ledger check against the Stripe and Midtrans stand-ins
         detail: { orderId: canceledId, kind: 'canceled_refund_failed', note: 'Paid the shopper back by bank transfer by hand.', operator: 'dana' },
       }])
       expect(await openGauge(stack.app.url)).toEqual(noneOpen)
-      expect(await runLedgerCheck(stack.app.url)).toEqual({ checked: 2, agreed: 1, refundsRecorded: 0, refundsFailed: 0, noticesWithheld: 0, discrepanciesOpened: 0, discrepanciesResolved: 0, unreadable: 0 })
+      expect(await runLedgerCheck(stack.app.url)).toEqual({ checked: 2, agreed: 1, refundsRecorded: 0, refundsFailed: 0, noticesWithheld: 0, discrepanciesOpened: 0, discrepanciesResolved: 0, notCompared: 0 })
       expect((await discrepanciesOf(stack.sql)).map(row => row.status)).toEqual(['resolved'])
       expect(await openGauge(stack.app.url)).toEqual(noneOpen)
     })

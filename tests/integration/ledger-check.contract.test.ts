@@ -91,7 +91,7 @@ function ledgerContract(driver: DatabaseDriver) {
     const check = () => runLedgerCheck({ handle, locks: locks.locks, reader: createMockpayLedgerReader(db), days: 7, settleSeconds: 30 })
 
     const first = await check()
-    expect(first).toMatchObject({ skipped: false, counts: { refundsRecorded: 1, refundsFailed: 0, discrepanciesOpened: 0, unreadable: 0 } })
+    expect(first).toMatchObject({ skipped: false, counts: { refundsRecorded: 1, refundsFailed: 0, discrepanciesOpened: 0, notCompared: 0 } })
     const recorded = await db.select({ amount: refunds.amount, status: refunds.status, source: refunds.source, providerRefundId: refunds.providerRefundId }).from(refunds).where(eq(refunds.orderId, orderId!))
     expect(recorded).toEqual([{ amount: 30_000, status: 'succeeded', source: 'provider', providerRefundId: 'mre_dashboard' }])
     const [order] = await db.select({ status: orders.status }).from(orders).where(eq(orders.id, orderId!))
@@ -103,7 +103,7 @@ function ledgerContract(driver: DatabaseDriver) {
     expect(await check()).toMatchObject({ skipped: false, counts: { refundsRecorded: 0 } })
     await db.update(refunds).set({ updatedAt: sql`now() - interval '1 minute'` }).where(eq(refunds.orderId, orderId!))
     await db.update(orders).set({ updatedAt: sql`now() - interval '1 minute'` }).where(eq(orders.id, orderId!))
-    expect(await check()).toMatchObject({ skipped: false, counts: { refundsRecorded: 0, discrepanciesOpened: 0, unreadable: 0 } })
+    expect(await check()).toMatchObject({ skipped: false, counts: { refundsRecorded: 0, discrepanciesOpened: 0, notCompared: 0 } })
     expect(await db.select({ id: refunds.id }).from(refunds).where(eq(refunds.orderId, orderId!))).toHaveLength(1)
   })
 }
