@@ -141,8 +141,9 @@ describeWithServices('the ledger check against the Stripe and Midtrans stand-ins
         api.settleRefund(atStripe!.id, 'succeeded')
         await runReconcile(stack.app.url)
         expect((await getOrder(stack, failing.orderId)).json).toMatchObject({ status: 'partially_refunded', amountRefunded: 40_000 })
-        const [notice] = await stack.sql`select status from jobs where kind = 'order.send_refund_notice' and dedupe_key = ${refundId}`
-        expect(notice).toEqual({ status: 'queued' })
+        // Claimed and put back while the lock is busy: queued, or running for a moment, never done.
+        const [notice] = await stack.sql<Array<{ status: string }>>`select status from jobs where kind = 'order.send_refund_notice' and dedupe_key = ${refundId}`
+        expect(['queued', 'running']).toContain(notice!.status)
         Object.assign(atStripe!, { status: 'failed', failure_reason: 'declined' })
 
         // 3. A payment of another amount: the intent's amount changed at Stripe before the shopper paid.
