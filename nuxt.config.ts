@@ -34,6 +34,8 @@ export default defineNuxtConfig({
       // A run deletes for up to RETENTION_PACE.budgetMs: that budget once a minute is retention's capacity.
       '* * * * *': ['retention:cleanup'],
       '0 * * * * *': ['payments:reconcile'],
+      // Off reconciliation's second: each run compares at most LEDGER_CHECK_BATCH orders with the provider.
+      '30 */5 * * * *': ['payments:ledger-check'],
     },
     ...(buildRoot && { output: { dir: `${buildRoot}/.output` } }),
     externals: {

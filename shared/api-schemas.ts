@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import type * as OpsApi from './ops-api'
+import { ledgerDiscrepancyKinds, ledgerDiscrepancyStatuses } from './ops-api'
 import { refundSources, refundStatuses } from './orders'
 import { idempotencyStatuses, jobStatuses } from './statuses'
 
@@ -236,9 +237,42 @@ export const OpsApiKeySchema = z.object({
 }).meta({ id: 'OpsApiKey', description: 'What identifies a key: never its secret or hash.' })
 export const OpsApiKeyListSchema = opsList(OpsApiKeySchema).meta({ id: 'OpsApiKeyList' })
 
+const LedgerRefundSchema = z.object({
+  refundId: z.string().nullable().meta({ description: 'Ours (`re_…`); at the provider, ours when it echoes it (Stripe metadata.refund_id, Midtrans refund_key).' }),
+  providerRefundId: z.string().nullable(),
+  amount: z.number().int().meta({ description: 'In the order\'s units.' }),
+  status: z.enum(['pending', 'succeeded', 'failed']),
+  source: z.string().optional().meta({ description: 'Ours only: api, provider or automatic.' }),
+}).meta({ id: 'LedgerRefund' })
+const LedgerViewSchema = z.object({
+  status: z.string().meta({ description: 'Ours: the order\'s status; the provider\'s: its word for the payment (or `missing`).' }),
+  currency: z.string(),
+  captured: z.number().int().meta({ description: 'What was received, in the order\'s units (ours: the amount once the payment was applied).' }),
+  refunded: z.number().int().meta({ description: 'Σ of the refunds that succeeded.' }),
+  refunds: z.array(LedgerRefundSchema),
+}).meta({ id: 'LedgerView' })
+export const OpsLedgerDiscrepancySchema = z.object({
+  id: z.string().meta({ example: 'ldg_4kQ2…' }),
+  kind: z.enum(ledgerDiscrepancyKinds),
+  orderId: z.string(),
+  tenantId: z.string(),
+  provider: z.string(),
+  status: z.enum(ledgerDiscrepancyStatuses),
+  summary: z.string(),
+  ours: LedgerViewSchema,
+  theirs: LedgerViewSchema,
+  resolution: z.string().nullable(),
+  resolvedBy: z.string().nullable().meta({ description: 'The operator who resolved it; null when a later check found both ledgers agreeing.' }),
+  createdAt: isoTime,
+  lastSeenAt: isoTime,
+  resolvedAt: isoTime.nullable(),
+  updatedAt: isoTime,
+}).meta({ id: 'OpsLedgerDiscrepancy', description: 'A difference between an order\'s ledger and its provider\'s that the ledger check could not heal.' })
+export const OpsLedgerDiscrepancyListSchema = opsList(OpsLedgerDiscrepancySchema).meta({ id: 'OpsLedgerDiscrepancyList' })
+
 export const OpsTaskRunSchema = z.object({ result: z.unknown().optional().meta({ description: 'What the task reported.' }) }).meta({ id: 'OpsTaskRun' })
 
-const evidenceKinds = ['request', 'idempotency_record', 'job', 'job_attempt', 'webhook_event', 'order', 'refund', 'order_status', 'side_effect', 'email', 'invoice', 'operator_action'] as const
+const evidenceKinds = ['request', 'idempotency_record', 'job', 'job_attempt', 'webhook_event', 'order', 'refund', 'order_status', 'side_effect', 'email', 'invoice', 'operator_action', 'ledger_discrepancy'] as const
 const optionalText = z.string().optional()
 export const EvidenceQuerySchema = z.object({ key: optionalText, scope: optionalText, orderId: optionalText, eventId: optionalText, requestId: optionalText, keyId: optionalText }).meta({ id: 'EvidenceQuery' })
 export const EvidenceEntrySchema = z.object({
@@ -304,4 +338,6 @@ export type OpsTypesMatchSchemas = [
   Holds<Same<OpsApi.DuplicatesAudit, z.output<typeof DuplicatesAuditSchema>>>,
   Holds<Same<OpsApi.OpsOrder, z.output<typeof OpsOrderSchema>>>,
   Holds<Same<OpsApi.OpsRefund, z.output<typeof RefundResponseSchema>>>,
+  Holds<Same<OpsApi.OpsLedgerDiscrepancy, z.output<typeof OpsLedgerDiscrepancySchema>>>,
+  Holds<Same<OpsApi.OpsList<OpsApi.OpsLedgerDiscrepancy>, z.output<typeof OpsLedgerDiscrepancyListSchema>>>,
 ]

@@ -122,7 +122,7 @@ export interface EvidenceQuery {
   keyId?: string
 }
 
-export type EvidenceKind = 'request' | 'idempotency_record' | 'job' | 'job_attempt' | 'webhook_event' | 'order' | 'refund' | 'order_status' | 'side_effect' | 'email' | 'invoice' | 'operator_action'
+export type EvidenceKind = 'request' | 'idempotency_record' | 'job' | 'job_attempt' | 'webhook_event' | 'order' | 'refund' | 'order_status' | 'side_effect' | 'email' | 'invoice' | 'operator_action' | 'ledger_discrepancy'
 
 export interface EvidenceIds {
   requestId?: string
@@ -190,3 +190,70 @@ export interface OpsRefundRequest { amount?: number, reason?: RefundReason }
 
 /** POST /api/ops/orders/{id}/refunds (201): the refund, and the key it was made under. */
 export type OpsRefund = RefundView & { idempotency: { key: string, replayed: boolean } }
+
+/**
+ * What the ledger check (server/ledger) finds and cannot heal, each at most once open per order:
+ * - `wrong_amount_captured`: the provider holds a payment of another amount than the order's;
+ * - `payment_not_recorded`: the provider holds the payment, the order does not know it was paid;
+ * - `payment_not_at_provider`: the order is paid, the provider holds nothing;
+ * - `canceled_refund_failed`: a canceled order was paid, and its automatic refund failed;
+ * - `refund_not_at_provider`: a refund of ours succeeded that the provider does not have;
+ * - `refund_succeeded_at_provider`: a refund of ours failed (or is unknown here) that the provider made;
+ * - `refund_amount_mismatch`: one refund, two amounts.
+ */
+export const ledgerDiscrepancyKinds = [
+  'wrong_amount_captured', 'payment_not_recorded', 'payment_not_at_provider', 'canceled_refund_failed',
+  'refund_not_at_provider', 'refund_succeeded_at_provider', 'refund_amount_mismatch',
+] as const
+export type LedgerDiscrepancyKind = typeof ledgerDiscrepancyKinds[number]
+export const ledgerDiscrepancyStatuses = ['open', 'resolved'] as const
+export type LedgerDiscrepancyStatus = typeof ledgerDiscrepancyStatuses[number]
+
+/** One refund in a ledger: ours carries our id (and the provider's once known), the provider's its own id (and ours when it echoes it). */
+export interface LedgerRefund {
+  refundId: string | null
+  providerRefundId: string | null
+  amount: number
+  status: 'pending' | 'succeeded' | 'failed'
+  /** Ours only: api | provider | automatic. */
+  source?: string
+}
+
+/** A payment's ledger, in the order's currency and units: what was captured and given back. */
+export interface LedgerView {
+  /** Ours: the order's status; the provider's: its own word for the payment (succeeded, settlement, partial_refund…). */
+  status: string
+  currency: string
+  /** Ours: the order's amount once paid, else 0; the provider's: what it received. */
+  captured: number
+  /** Σ of the refunds that succeeded. */
+  refunded: number
+  refunds: LedgerRefund[]
+}
+
+/** GET /api/ops/ledger/discrepancies rows, POST /api/ops/ledger/discrepancies/{id}/resolve. */
+export interface OpsLedgerDiscrepancy<Time extends OpsTime = string> {
+  id: string
+  kind: LedgerDiscrepancyKind
+  orderId: string
+  tenantId: string
+  provider: string
+  status: LedgerDiscrepancyStatus
+  /** What differs, in a sentence. */
+  summary: string
+  ours: LedgerView
+  theirs: LedgerView
+  /** Why it was closed: the operator's note, or that a later check found both ledgers agreeing. */
+  resolution: string | null
+  /** Who resolved it (the operator's name); null when a later check found it gone. */
+  resolvedBy: string | null
+  /** When a check first found it. */
+  createdAt: Time
+  /** The last check that still found it. */
+  lastSeenAt: Time
+  resolvedAt: Time | null
+  updatedAt: Time
+}
+
+/** POST /api/ops/ledger/discrepancies/{id}/resolve. */
+export interface OpsResolveDiscrepancyRequest { note: string, operator: string }

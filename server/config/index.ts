@@ -150,6 +150,10 @@ const EnvSchema = z.object({
   PAYMENT_PROVIDER_TIMEOUT_MS: intIn(100, 120_000, 20_000),
   /** An order still awaiting payment this long after its last change is looked up at the provider (the webhook that never came). */
   PAYMENT_RECONCILE_AFTER_SECONDS: intIn(0, 30 * 24 * 60 * 60, 15 * 60),
+  /** The ledger check compares with the provider's the orders whose money moved in this many days. */
+  LEDGER_CHECK_DAYS: intIn(1, 365, 7),
+  /** The ledger check leaves an order whose payment or refunds changed more recently to a later run: their webhooks may still come. */
+  LEDGER_CHECK_SETTLE_SECONDS: intIn(0, 24 * 60 * 60, 15 * 60),
   /**
    * The simulated provider's routes (/api/mockpay/*) and deliveries. Default: on when
    * PAYMENT_PROVIDER is mockpay, off otherwise.
@@ -298,6 +302,8 @@ export const settingHelp: Readonly<Record<ConfigVariable, SettingHelp>> = {
   MIDTRANS_IS_PRODUCTION: flagHelp('Midtrans production instead of its sandbox'),
   PAYMENT_PROVIDER_TIMEOUT_MS: msHelp('the longest one payment provider call may take', 100, 120_000, 20_000),
   PAYMENT_RECONCILE_AFTER_SECONDS: { expected: 'how long an order may await its payment before the provider is asked, in seconds (a whole number, 0–2592000)', example: '900' },
+  LEDGER_CHECK_DAYS: { expected: 'how many days back the ledger check compares orders whose money moved with the provider (a whole number, 1–365)', example: '7' },
+  LEDGER_CHECK_SETTLE_SECONDS: { expected: 'how long an order and its refunds must be unchanged before the ledger check compares them, in seconds (a whole number, 0–86400)', example: '900' },
   MOCKPAY_ENABLED: flagHelp('the simulated payment provider (demo and tests only)'),
   MOCKPAY_WEBHOOK_URL: { expected: 'the http(s) URL mockpay delivers its webhooks to', example: 'http://127.0.0.1:3000/api/webhooks/mockpay' },
   MOCKPAY_WEBHOOK_SECRET: { expected: `mockpay's own signing secret, "whsec_" and the base64 of at least ${MIN_SIGNING_KEY_BYTES} random bytes, never WEBHOOK_STANDARD_SECRET's key (\`npm run secrets\` prints one)`, example: 'whsec_…' },

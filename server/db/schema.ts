@@ -3,7 +3,8 @@ import { bigint, bigserial, check, index, integer, jsonb, pgSequence, pgTable, t
 import { type PaymentNextAction, type RefundSource, refundSources, type RefundStatus, refundStatuses } from '../../shared/orders'
 import { idempotencyRecords } from 'nuxt-idempotency/schema'
 import { type IdempotencyStatus, idempotencyStatuses, type JobStatus, jobStatuses, type WebhookEventSource, webhookEventSources, type WebhookEventStatus, webhookEventStatuses } from '../../shared/statuses'
-import type { OpsJobError } from '../../shared/ops-api'
+import type { LedgerDiscrepancyKind, LedgerDiscrepancyStatus, LedgerView, OpsJobError } from '../../shared/ops-api'
+import { ledgerDiscrepancyKinds, ledgerDiscrepancyStatuses } from '../../shared/ops-api'
 
 // The idempotency module's table, part of this schema so that drizzle-kit keeps it (and queries join it).
 export { idempotencyRecords }
@@ -58,7 +59,7 @@ export const apiKeys = pgTable('api_keys', {
  */
 export const operatorActions = pgTable('operator_actions', {
   id: bigserial('id', { mode: 'number' }).primaryKey(),
-  /** tenant.created | api_key.created | api_key.revoked | job.dismissed | refund.created */
+  /** tenant.created | api_key.created | api_key.revoked | job.dismissed | refund.created | ledger_discrepancy.resolved */
   action: text('action').notNull(),
   /** Null for an action on no tenant's row: a dismissed job of no order. */
   tenantId: text('tenant_id'),
@@ -136,6 +137,8 @@ export const refunds = pgTable('refunds', {
   settledAt: timestamp('settled_at', { withTimezone: true }),
 }, t => [
   index('refunds_order_idx').on(t.orderId, t.createdAt),
+  // The ledger check finds the orders whose refunds moved lately.
+  index('refunds_updated_at_idx').on(t.updatedAt),
   unique('refunds_provider_refund_unique').on(t.orderId, t.providerRefundId),
   // A payment that arrives for a canceled order is given back once, however often it is applied.
   uniqueIndex('refunds_automatic_unique').on(t.orderId).where(sql`${t.source} = 'automatic'`),
@@ -143,6 +146,43 @@ export const refunds = pgTable('refunds', {
   check('refunds_status_check', sql`${t.status} in (${sql.raw(refundStatuses.map(status => `'${status}'`).join(', '))})`),
   check('refunds_source_check', sql`${t.source} in (${sql.raw(refundSources.map(source => `'${source}'`).join(', '))})`),
 ])
+
+/**
+ * What the ledger check found differing between an order's ledger and its provider's and could not
+ * heal (server/ledger): both ledgers as they were last seen, until a later check finds them agreeing
+ * or an operator resolves it. One open row per (order, kind), however often and on however many
+ * instances the check runs: a partial unique index, the fence the check's upsert relies on.
+ */
+export const ledgerDiscrepancies = pgTable('ledger_discrepancies', {
+  id: text('id').primaryKey(),
+  kind: text('kind').$type<LedgerDiscrepancyKind>().notNull(),
+  orderId: text('order_id').notNull().references(() => orders.id),
+  tenantId: text('tenant_id').notNull(),
+  provider: text('provider').notNull(),
+  status: text('status').$type<LedgerDiscrepancyStatus>().notNull().default('open'),
+  summary: text('summary').notNull(),
+  ours: jsonb('ours').$type<LedgerView>().notNull(),
+  theirs: jsonb('theirs').$type<LedgerView>().notNull(),
+  resolution: text('resolution'),
+  /** The operator who resolved it; null when a later check found the ledgers agreeing. */
+  resolvedBy: text('resolved_by'),
+  createdAt: createdAt(),
+  lastSeenAt: timestamp('last_seen_at', { withTimezone: true }).notNull().defaultNow(),
+  resolvedAt: timestamp('resolved_at', { withTimezone: true }),
+  updatedAt: updatedAt(),
+}, t => [
+  uniqueIndex('ledger_discrepancies_open_unique').on(t.orderId, t.kind).where(sql`${t.status} = 'open'`),
+  index('ledger_discrepancies_order_idx').on(t.orderId),
+  index('ledger_discrepancies_status_idx').on(t.status, t.createdAt),
+  check('ledger_discrepancies_kind_check', sql`${t.kind} in (${sql.raw(ledgerDiscrepancyKinds.map(kind => `'${kind}'`).join(', '))})`),
+  check('ledger_discrepancies_status_check', sql`${t.status} in (${sql.raw(ledgerDiscrepancyStatuses.map(status => `'${status}'`).join(', '))})`),
+])
+
+/** When the ledger check last compared an order with its provider's ledger: each run takes the longest unchecked first, never checked before all. */
+export const ledgerChecks = pgTable('ledger_checks', {
+  orderId: text('order_id').primaryKey().references(() => orders.id),
+  checkedAt: timestamp('checked_at', { withTimezone: true }).notNull().defaultNow(),
+}, t => [index('ledger_checks_checked_at_idx').on(t.checkedAt)])
 
 /** One row per API request: what the evidence locker reads to tell a duplicate's story. */
 export const requestLog = pgTable('request_log', {

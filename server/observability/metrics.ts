@@ -89,6 +89,8 @@ export const metrics = {
   // Webhooks and the database fence.
   paymentProviderCalls: defineHistogram('payment_provider_call_seconds', 'Calls to the payment provider by provider, operation (create, read, refund, cancel) and result (ok, unavailable: retried; refused: final; error).', ['provider', 'operation', 'result'], JOB_BUCKETS),
   paymentProviderFailing: defineGauge('payment_provider_failing', 'Whether the last call to the payment provider found it unavailable (1: down, retried; 0: it answered), by provider.', ['provider']),
+  ledgerDiscrepanciesOpen: defineGauge('ledger_discrepancies_open', 'Open ledger discrepancies (an order\'s ledger and its provider\'s differ beyond what the ledger check heals), by kind; refreshed from the database by each ledger check run and resolution.', ['kind']),
+  ledgerHeals: defineCounter('ledger_heals_total', 'Differences the ledger check healed, by provider and heal (record_provider_refund, fail_our_refund).', ['provider', 'heal']),
   paymentsReconciled: defineCounter('payments_reconciled_total', 'Payment states no webhook had reported, found at the provider and stored by reconciliation, by provider.', ['provider']),
   webhookResults: defineCounter('webhook_deliveries_total', 'Webhook deliveries by provider and result (accepted, duplicate, signature_invalid, payload_invalid, conflict, in_progress, error).', ['provider', 'result']),
   uniqueViolations: defineCounter('unique_constraint_violations_total', 'Unique-constraint violations caught by the database fence, by constraint.', ['constraint']),

@@ -4,7 +4,7 @@ import {
   CanceledOrderResponseSchema, CheckoutSessionSchema, CreatedOrderResponseSchema, DuplicatesAuditSchema, EvidenceSchema, HealthSchema,
   MockpayActionResultSchema, MockpayIntentSchema, OpsApiKeyListSchema, OpsCreatedTenantSchema, OpsIdempotencyRecordListSchema,
   OpsIssuedApiKeySchema, OpsJobListSchema, OpsJobSchema, OpsMailboxMessageListSchema, OpsOrderSchema, OpsTaskRunSchema,
-  OrderSchema, ReadinessSchema, RefundResponseSchema, RefundSchema, WebhookReceivedSchema,
+  OpsLedgerDiscrepancyListSchema, OpsLedgerDiscrepancySchema, OrderSchema, ReadinessSchema, RefundResponseSchema, RefundSchema, WebhookReceivedSchema,
 } from '../../shared/api-schemas'
 import { webhookProviderNames } from '../config'
 import { ConfirmIntentSchema, RefundIntentSchema } from '../mockpay/service'
@@ -13,8 +13,8 @@ import type { ProblemSlug } from '../problems'
 import { CreateRefundSchema, RefundIdSchema } from '../refunds/schema'
 import type { ResponseHeaderOptions, parameterComponents } from './headers'
 import {
-  ApiKeyIdParam, AuditQuery, CreateTenantBody, DismissJobBody, EvidenceQuery, IssueKeyBody, JobsQuery, MailboxQuery, RecordsQuery,
-  TaskNameParam, TenantIdParam,
+  ApiKeyIdParam, AuditQuery, CreateTenantBody, DiscrepanciesQuery, DismissJobBody, EvidenceQuery, IssueKeyBody, JobsQuery, MailboxQuery, RecordsQuery,
+  ResolveDiscrepancyBody, TaskNameParam, TenantIdParam,
 } from './route-inputs'
 import { MidtransNotification, StandardWebhookEvent, StripeWebhookEvent } from './webhook-payloads'
 
@@ -465,6 +465,31 @@ export const apiOperations: ApiOperation[] = [
     pathParams: z.object({ name: TaskNameParam }),
     success: [{ status: 200, description: 'What the task reported.', schema: OpsTaskRunSchema }],
     problems: ['unauthorized', 'not-found'],
+  },
+  {
+    method: 'get',
+    path: '/api/ops/ledger/discrepancies',
+    operationId: 'listLedgerDiscrepancies',
+    summary: 'List the ledger check\'s discrepancies',
+    description: 'What the ledger check (`payments:ledger-check`) found differing between an order\'s ledger and its provider\'s and could not heal, with both ledgers as last seen; newest first.',
+    tag: 'Ops: orders',
+    security: ops,
+    query: DiscrepanciesQuery,
+    success: [{ status: 200, description: 'The discrepancies.', schema: OpsLedgerDiscrepancyListSchema }],
+    problems: ['unauthorized', 'validation-failed'],
+  },
+  {
+    method: 'post',
+    path: '/api/ops/ledger/discrepancies/{id}/resolve',
+    operationId: 'resolveLedgerDiscrepancy',
+    summary: 'Resolve a ledger discrepancy',
+    description: 'Closes an open discrepancy with what was done about it; the ledgers are not touched. Kept in `operator_actions` as `ledger_discrepancy.resolved` with the note and the operator. A later check does not open it again while both ledgers stay as they were; any change opens it anew.',
+    tag: 'Ops: orders',
+    security: ops,
+    pathParams: z.object({ id: z.string().meta({ description: 'A discrepancy id, `ldg_…`.' }) }),
+    body: { schema: ResolveDiscrepancyBody, required: true },
+    success: [{ status: 200, description: 'The discrepancy, now `resolved`.', schema: OpsLedgerDiscrepancySchema }],
+    problems: ['unauthorized', ...jsonBody, 'not-found', 'discrepancy-not-open'],
   },
   {
     method: 'get',

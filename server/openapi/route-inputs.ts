@@ -1,4 +1,4 @@
-import { AuditQuery, DismissSchema, EvidenceQuery, JobsQuery, MailboxQuery, RecordsQuery, TaskNameSchema } from '../ops/schemas'
+import { AuditQuery, DiscrepanciesQuery, DismissSchema, EvidenceQuery, JobsQuery, MailboxQuery, RecordsQuery, ResolveDiscrepancySchema, TaskNameSchema } from '../ops/schemas'
 import { ApiKeyIdSchema, CreateTenantSchema, IssueKeySchema, TenantIdSchema } from '../tenants/schema'
 
 /**
@@ -11,6 +11,7 @@ export const ApiKeyIdParam = ApiKeyIdSchema.meta({ description: 'An API key id, 
 export const CreateTenantBody = CreateTenantSchema.meta({ id: 'CreateTenantRequest', example: { name: 'acme' } })
 export const IssueKeyBody = IssueKeySchema.meta({ id: 'IssueApiKeyRequest', description: 'No body, or an empty object.' })
 export const DismissJobBody = DismissSchema.meta({ id: 'DismissJobRequest', example: { reason: 'The order was deleted; nothing left to confirm.' } })
-export { AuditQuery, EvidenceQuery, JobsQuery, MailboxQuery, RecordsQuery }
+export const ResolveDiscrepancyBody = ResolveDiscrepancySchema.meta({ id: 'ResolveDiscrepancyRequest', example: { note: 'Refunded the shopper by hand in the dashboard; the provider confirmed the first refund failed.', operator: 'dana' } })
+export { AuditQuery, DiscrepanciesQuery, EvidenceQuery, JobsQuery, MailboxQuery, RecordsQuery }
 /** Any other name is 404. */
 export const TaskNameParam = TaskNameSchema

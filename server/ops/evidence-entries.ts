@@ -1,4 +1,4 @@
-import type { idempotencyRecords, invoices, jobs, mailbox, operatorActions, orders, orderStatusHistory, refunds, requestLog, sideEffects, webhookEvents } from '../db/schema'
+import type { idempotencyRecords, invoices, jobs, ledgerDiscrepancies, mailbox, operatorActions, orders, orderStatusHistory, refunds, requestLog, sideEffects, webhookEvents } from '../db/schema'
 import { paymentIdempotencyKey, refundIdempotencyKey } from '../payments/keys'
 import type { EvidenceEntry, EvidenceIds } from '../../shared/ops-api'
 import { orderIdOfResource, isProviderScope, providerScope, resourceLockKey, tenantScope } from '../../shared/resources'
@@ -28,6 +28,7 @@ export const rankOf = {
   order: 1,
   refund: 1,
   operator_action: 1,
+  ledger_discrepancy: 1,
   order_status: 2,
   job: 3,
   stored: 4,
@@ -49,6 +50,7 @@ export type SideEffectRow = typeof sideEffects.$inferSelect
 export type EmailRow = typeof mailbox.$inferSelect
 export type InvoiceRow = typeof invoices.$inferSelect
 export type RefundRow = typeof refunds.$inferSelect
+export type LedgerDiscrepancyRow = typeof ledgerDiscrepancies.$inferSelect
 
 /** The provider's event id of a stored webhook event (by its row id), when that event was seen. */
 export type EventIdOf = (webhookEventId: string) => string | undefined
@@ -218,6 +220,26 @@ export function refundEntry(refund: RefundRow): RankedEntry {
     ids: idsOf({ orderId: refund.orderId, key: refund.idempotencyKey, requestId: refund.requestId }),
     detail: { ...refund, createdAt: iso(refund.createdAt), updatedAt: iso(refund.updatedAt), settledAt: refund.settledAt && iso(refund.settledAt), ...(refund.source !== 'provider' && { providerKey: refundIdempotencyKey(refund.id) }) },
   })
+}
+
+/** A ledger discrepancy: found (created_at), and resolved (resolved_at) by an operator or a later check. */
+export function ledgerDiscrepancyEntries(row: LedgerDiscrepancyRow): RankedEntry[] {
+  const detail = { ...row, createdAt: iso(row.createdAt), lastSeenAt: iso(row.lastSeenAt), updatedAt: iso(row.updatedAt), resolvedAt: row.resolvedAt && iso(row.resolvedAt) }
+  const ids = idsOf({ orderId: row.orderId, tenantId: row.tenantId })
+  const found = ranked(`ledger_discrepancy:${row.id}`, rankOf.ledger_discrepancy, row.createdAt, {
+    kind: 'ledger_discrepancy',
+    summary: `The ledger check found order ${row.orderId}'s ledger and ${row.provider}'s differing (${row.kind}, ${row.id}): ${row.summary}`
+      + `${row.status === 'open' ? ` Still open; last seen ${iso(row.lastSeenAt)}.` : ''}`,
+    ids,
+    detail,
+  })
+  if (!row.resolvedAt) return [found]
+  return [found, ranked(`ledger_discrepancy:${row.id}:resolved`, rankOf.ledger_discrepancy, row.resolvedAt, {
+    kind: 'ledger_discrepancy',
+    summary: `Ledger discrepancy ${row.id} (${row.kind}) resolved ${row.resolvedBy ? `by ${row.resolvedBy}: ${JSON.stringify(row.resolution)}` : `by a later check: ${row.resolution ?? ''}`}`.trim(),
+    ids,
+    detail,
+  })]
 }
 
 /** What the provider's status API said when it confirmed the notification (Midtrans). */

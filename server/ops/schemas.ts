@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { idempotencyStatuses, jobStatuses } from '../../shared/statuses'
+import { ledgerDiscrepancyStatuses } from '../../shared/ops-api'
 import { listQuery } from './list'
 
 /** What the ops routes validate: their bodies, queries and path names. */
@@ -44,7 +45,19 @@ export const JobsQuery = listQuery({
 /** GET /api/ops/mailbox. */
 export const MailboxQuery = listQuery({ orderId: text(200) })
 
+/** GET /api/ops/ledger/discrepancies. */
+export const DiscrepanciesQuery = listQuery({
+  status: z.enum(ledgerDiscrepancyStatuses).optional(),
+  orderId: text(200),
+})
+
+/** POST /api/ops/ledger/discrepancies/{id}/resolve: what was done about it, and who did it. */
+export const ResolveDiscrepancySchema = z.object({
+  note: z.string().trim().min(1).max(1000),
+  operator: z.string().trim().min(1).max(100),
+})
+
 /** The maintenance tasks POST /api/ops/tasks/{name} runs now (they also run on their schedule). */
-export const runnableTasks = ['jobs:rescue', 'retention:cleanup', 'payments:reconcile'] as const
+export const runnableTasks = ['jobs:rescue', 'retention:cleanup', 'payments:reconcile', 'payments:ledger-check'] as const
 /** Any other name is 404. */
 export const TaskNameSchema = z.enum(runnableTasks)

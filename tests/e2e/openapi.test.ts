@@ -195,6 +195,8 @@ describeWithServices('OpenAPI document against the built server', ['postgres'], 
     expect((await exchange('post', '/api/ops/jobs/{id}/retry', `/api/ops/jobs/${jobId}/retry`, { headers: opsHeaders })).json.type).toBe('/problems/job-not-retryable')
     expect((await exchange('post', '/api/ops/jobs/{id}/dismiss', `/api/ops/jobs/${jobId}/dismiss`, { headers: opsHeaders, body: { reason: 'documented' } })).json.type).toBe('/problems/job-not-dismissable')
     expect((await exchange('post', '/api/ops/tasks/{name}', '/api/ops/tasks/jobs:rescue', { headers: opsHeaders })).status).toBe(200)
+    expect((await exchange('get', '/api/ops/ledger/discrepancies', '/api/ops/ledger/discrepancies?status=open', { headers: opsHeaders })).status).toBe(200)
+    expect((await exchange('post', '/api/ops/ledger/discrepancies/{id}/resolve', '/api/ops/ledger/discrepancies/ldg_missing/resolve', { headers: opsHeaders, body: { note: 'documented', operator: 'openapi' } })).json.type).toBe('/problems/not-found')
 
     const { orderId } = await placeOrder()
     expect((await exchange('get', '/api/ops/evidence', `/api/ops/evidence?orderId=${orderId}`, { headers: opsHeaders })).status).toBe(200)

@@ -503,6 +503,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/ops/ledger/discrepancies": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the ledger check's discrepancies
+         * @description What the ledger check (`payments:ledger-check`) found differing between an order's ledger and its provider's and could not heal, with both ledgers as last seen; newest first.
+         */
+        get: operations["listLedgerDiscrepancies"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/ops/ledger/discrepancies/{id}/resolve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resolve a ledger discrepancy
+         * @description Closes an open discrepancy with what was done about it; the ledgers are not touched. Kept in `operator_actions` as `ledger_discrepancy.resolved` with the note and the operator. A later check does not open it again while both ledgers stay as they were; any change opens it anew.
+         */
+        post: operations["resolveLedgerDiscrepancy"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/ops/orders/{id}": {
         parameters: {
             query?: never;
@@ -721,6 +761,16 @@ export interface components {
          */
         DismissJobRequest: {
             reason: string;
+        };
+        /**
+         * @example {
+         *       "note": "Refunded the shopper by hand in the dashboard; the provider confirmed the first refund failed.",
+         *       "operator": "dana"
+         *     }
+         */
+        ResolveDiscrepancyRequest: {
+            note: string;
+            operator: string;
         };
         /**
          * Malformed HTTP request
@@ -1696,6 +1746,89 @@ export interface components {
             /** @description What the task reported. */
             result?: unknown;
         };
+        OpsLedgerDiscrepancyList: {
+            /** @constant */
+            object: "list";
+            /** @description Newest first, at most `limit` rows. */
+            data: components["schemas"]["OpsLedgerDiscrepancy"][];
+        };
+        /** @description A difference between an order's ledger and its provider's that the ledger check could not heal. */
+        OpsLedgerDiscrepancy: {
+            /** @example ldg_4kQ2… */
+            id: string;
+            /** @enum {string} */
+            kind: "wrong_amount_captured" | "payment_not_recorded" | "payment_not_at_provider" | "canceled_refund_failed" | "refund_not_at_provider" | "refund_succeeded_at_provider" | "refund_amount_mismatch";
+            orderId: string;
+            tenantId: string;
+            provider: string;
+            /** @enum {string} */
+            status: "open" | "resolved";
+            summary: string;
+            ours: components["schemas"]["LedgerView"];
+            theirs: components["schemas"]["LedgerView"];
+            resolution: string | null;
+            /** @description The operator who resolved it; null when a later check found both ledgers agreeing. */
+            resolvedBy: string | null;
+            /**
+             * Format: date-time
+             * @description ISO 8601 date and time (UTC, `Z`).
+             * @example 2026-12-01T09:14:03.120Z
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description ISO 8601 date and time (UTC, `Z`).
+             * @example 2026-12-01T09:14:03.120Z
+             */
+            lastSeenAt: string;
+            resolvedAt: string | null;
+            /**
+             * Format: date-time
+             * @description ISO 8601 date and time (UTC, `Z`).
+             * @example 2026-12-01T09:14:03.120Z
+             */
+            updatedAt: string;
+        };
+        LedgerView: {
+            /** @description Ours: the order's status; the provider's: its word for the payment (or `missing`). */
+            status: string;
+            currency: string;
+            /** @description What was received, in the order's units (ours: the amount once the payment was applied). */
+            captured: number;
+            /** @description Σ of the refunds that succeeded. */
+            refunded: number;
+            refunds: components["schemas"]["LedgerRefund"][];
+        };
+        LedgerRefund: {
+            /** @description Ours (`re_…`); at the provider, ours when it echoes it (Stripe metadata.refund_id, Midtrans refund_key). */
+            refundId: string | null;
+            providerRefundId: string | null;
+            /** @description In the order's units. */
+            amount: number;
+            /** @enum {string} */
+            status: "pending" | "succeeded" | "failed";
+            /** @description Ours only: api, provider or automatic. */
+            source?: string;
+        };
+        /**
+         * Discrepancy is not open
+         * @description Only an open ledger discrepancy can be resolved. This one was resolved already, by an operator (`resolvedBy`, with their note) or by a later ledger check that found both ledgers agreeing; if the ledgers differ again, the check opens a new one.
+         */
+        DiscrepancyNotOpenProblem: {
+            /**
+             * @description Resolves (relative to the API's origin) to a short page about this problem.
+             * @constant
+             */
+            type: "/problems/discrepancy-not-open";
+            /** @constant */
+            title: "Discrepancy is not open";
+            /** @constant */
+            status: 409;
+            /** @description What happened to this request, and what to do. */
+            detail: string;
+        } & {
+            [key: string]: unknown;
+        };
         /** @description The order as its tenant reads it, and whose it is. */
         OpsOrder: {
             /** @example ord_8cf2b5a4d0e1 */
@@ -1752,7 +1885,7 @@ export interface components {
              */
             at: string;
             /** @enum {string} */
-            kind: "request" | "idempotency_record" | "job" | "job_attempt" | "webhook_event" | "order" | "refund" | "order_status" | "side_effect" | "email" | "invoice" | "operator_action";
+            kind: "request" | "idempotency_record" | "job" | "job_attempt" | "webhook_event" | "order" | "refund" | "order_status" | "side_effect" | "email" | "invoice" | "operator_action" | "ledger_discrepancy";
             summary: string;
             ids: {
                 requestId?: string;
@@ -3491,7 +3624,7 @@ export interface operations {
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
-                name: "jobs:rescue" | "retention:cleanup" | "payments:reconcile";
+                name: "jobs:rescue" | "retention:cleanup" | "payments:reconcile" | "payments:ledger-check";
             };
             cookie?: never;
         };
@@ -3511,6 +3644,117 @@ export interface operations {
             400: components["responses"]["MalformedRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listLedgerDiscrepancies: {
+        parameters: {
+            query?: {
+                status?: "open" | "resolved";
+                orderId?: string;
+                limit?: number;
+            };
+            header?: {
+                /**
+                 * @description Your correlation id, echoed in `X-Request-Id` when it is 1–128 visible ASCII characters (anything else is ignored and the server's id is echoed instead).
+                 * @example checkout-7f3a
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The discrepancies. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpsLedgerDiscrepancyList"];
+                };
+            };
+            /** @description `validation-failed`: Validation failed. `malformed-request`: Malformed HTTP request. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ValidationFailedProblem"] | components["schemas"]["MalformedRequestProblem"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    resolveLedgerDiscrepancy: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Your correlation id, echoed in `X-Request-Id` when it is 1–128 visible ASCII characters (anything else is ignored and the server's id is echoed instead).
+                 * @example checkout-7f3a
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description A discrepancy id, `ldg_…`. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ResolveDiscrepancyRequest"];
+            };
+        };
+        responses: {
+            /** @description The discrepancy, now `resolved`. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpsLedgerDiscrepancy"];
+                };
+            };
+            /** @description `malformed-json`: Malformed JSON. `validation-failed`: Validation failed. `malformed-request`: Malformed HTTP request. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["MalformedJsonProblem"] | components["schemas"]["ValidationFailedProblem"] | components["schemas"]["MalformedRequestProblem"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description `discrepancy-not-open`: Discrepancy is not open. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["DiscrepancyNotOpenProblem"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
