@@ -140,6 +140,11 @@ export interface StoredErrorFault { kind: 'stored-error', status: number, perfor
 
 export type StripeFault = ProviderFault | StoredErrorFault
 
+/** A scripted fault, for requests under one Idempotency-Key (or keys the pattern matches) when `idempotencyKey` is set. */
+export interface StripeScriptedFault extends ScriptedFault<StripeFault> {
+  idempotencyKey?: string | RegExp
+}
+
 /** How held events are sent when released: as they were made, newest first, or each twice. */
 export interface ReleaseOptions {
   order?: 'as-made' | 'reversed'
@@ -152,8 +157,12 @@ export interface StripeApi {
   url: string
   port: number
   calls: ProviderCall[]
-  /** Faults applied FIFO: each request takes the first one whose `match` fits it (create, refund, cancel: those POSTs; read: any GET); a sticky one stays. */
-  script: ScriptedFault<StripeFault>[]
+  /**
+   * Faults applied FIFO: each request takes the first one whose `match` fits it (create, refund,
+   * cancel: those POSTs; read: any GET) and, when it names one, whose `idempotencyKey` is the
+   * request's; a sticky one stays.
+   */
+  script: StripeScriptedFault[]
   /** Every intent created, by id, in creation order. */
   intents: Map<string, StandInPaymentIntent>
   /** Every refund made, by id, in creation order. */
@@ -270,7 +279,7 @@ type Route
 
 export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApiOptions): Promise<StripeApi> {
   const calls: ProviderCall[] = []
-  const script: ScriptedFault<StripeFault>[] = []
+  const script: StripeScriptedFault[] = []
   const events: StripeEvent[] = []
   /** Events kept back while webhooks are held; undefined: each is sent as it is made. */
   let held: StripeEvent[] | undefined
@@ -302,7 +311,7 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
     }
     calls.push(call)
     const route = routeOf(method, url.pathname)
-    const fault = takeFault(script, faultTargetOf(method, route))
+    const fault = takeFault(script, faultTargetOf(method, route), entry => forKey(entry, idempotencyKey))
     const requestId = newId('req', 14)
     const send = async (answer: Answer, replayOf?: IdempotencyEntry) => {
       const headers: Record<string, string> = { ...answer.headers, 'request-id': requestId }
@@ -914,6 +923,13 @@ function routeOf(method: string, path: string): Route | undefined {
   const refund = method === 'GET' ? /^\/v1\/refunds\/([^/]+)$/.exec(path)?.[1] : undefined
   if (refund) return { kind: 'refund-retrieve', id: decodeURIComponent(refund) }
   return undefined
+}
+
+/** Whether a scripted fault is for this request's Idempotency-Key (any, when it names none). */
+function forKey(entry: StripeScriptedFault, idempotencyKey: string | undefined): boolean {
+  const wanted = entry.idempotencyKey
+  if (wanted === undefined) return true
+  return idempotencyKey !== undefined && (typeof wanted === 'string' ? wanted === idempotencyKey : wanted.test(idempotencyKey))
 }
 
 function faultTargetOf(method: string, route: Route | undefined): FaultTarget | undefined {

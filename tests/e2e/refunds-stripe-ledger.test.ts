@@ -4,9 +4,10 @@ import { toStripeAmount } from '../../server/payments/currencies'
 import { fastJobsEnv, stopAll } from '../support/app'
 import { validOrderBody } from '../support/orders'
 import {
-  effectsOf, getOrder, orderWhen, placeOrder, postRefund, postStripeEvent, processedEvents, type ProviderStack, settledJob, settledRefundJob,
+  effectsOf, getOrder, ops, orderWhen, placeOrder, postRefund, postStripeEvent, processedEvents, type ProviderStack, settledJob, settledRefundJob,
   startProviderStack, stripeEnv, stripeIntentsOf, stripeSecretKey, withStandInStack,
 } from '../support/providers'
+import { pollUntil } from '../support/poll'
 import { describeWithServices } from '../support/services'
 import { type StripeApi, type StripeEvent, startStripeApi } from '../support/stripe-api'
 
@@ -17,6 +18,8 @@ import { type StripeApi, type StripeEvent, startStripeApi } from '../support/str
 // charge.refunded when a refund is made (amount_refunded counting it while it is pending), then
 // refund.updated and refund.failed when Stripe fails it.
 
+/** A killed instance's jobs are rescued, and its order locks expire, about a second later. */
+const RESCUE_FAST = { JOB_HEARTBEAT_TIMEOUT_MS: '1000', JOB_LOCK_TTL_MS: '1000' }
 /** validOrderBody's amount: IDR 150,000. */
 const ORDER_AMOUNT = 150_000
 const REFUND_AMOUNT = 40_000
@@ -40,15 +43,15 @@ describeWithServices('a Stripe refund\'s ledger agrees with Stripe\'s, whatever 
     await stopAll()
   })
 
-  async function paidOrder(): Promise<{ orderId: string, intentId: string }> {
-    const orderId = await placeOrder(stack, validOrderBody())
-    expect(await settledJob(stack.sql, orderId, 'payment.create_intent')).toMatchObject({ status: 'completed' })
+  async function paidOrder(on: ProviderStack = stack): Promise<{ orderId: string, intentId: string }> {
+    const orderId = await placeOrder(on, validOrderBody())
+    expect(await settledJob(on.sql, orderId, 'payment.create_intent')).toMatchObject({ status: 'completed' })
     const [intent] = stripeIntentsOf(api, orderId)
     api.succeed(intent!.id)
     const paid = api.events.find(event => event.type === 'payment_intent.succeeded' && event.data.object.id === intent!.id)!
-    const delivered = await postStripeEvent(stack.app.url, paid)
+    const delivered = await postStripeEvent(on.app.url, paid)
     expect(delivered.status, delivered.text).toBe(200)
-    await orderWhen(stack, orderId, 'is paid', order => order.status === 'paid')
+    await orderWhen(on, orderId, 'is paid', order => order.status === 'paid')
     return { orderId, intentId: intent!.id }
   }
 
@@ -169,5 +172,46 @@ describeWithServices('a Stripe refund\'s ledger agrees with Stripe\'s, whatever 
     ])
     expect((await getOrder(stack, orderId)).json).toMatchObject({ status: 'partially_refunded', amountRefunded: REFUND_AMOUNT })
     expect(await ourLedger(orderId)).toEqual(stripeLedger(intentId))
+  })
+
+  it('SIGKILL after Stripe made the refund under refund:<id>:2, before the commit: the rescued run walks the same keys, finds it by its metadata and asks for none; one refund', async () => {
+    const killStack = await startProviderStack('refunds_stripe_ledger_kill', { ...stripeEnv(api), ...fastJobsEnv, ...RESCUE_FAST })
+    try {
+      const { orderId, intentId } = await paidOrder(killStack)
+      api.script.push(
+        { match: 'refund', fault: { kind: 'stored-error', status: 500 } },
+        { match: 'refund', idempotencyKey: /:2$/, fault: { kind: 'hold-answer', ms: 60_000 } },
+      )
+      const created = await postRefund(killStack, orderId, `refund-${randomUUID()}`, { amount: REFUND_AMOUNT })
+      expect(created.status, created.text).toBe(201)
+      const refundId = created.json.id as string
+      await pollUntil('Stripe made the refund under the second key and holds its answer', async () => api.createdRefunds().some(made => made.refund.payment_intent === intentId))
+
+      const killed = killStack.app
+      killed.kill('SIGKILL')
+      expect(await killed.exited).toBeNull()
+      const again = await killStack.startInstance('refunds-stripe-ledger-again')
+      await pollUntil(`the payment.refund job of ${refundId} is rescued`, async () => {
+        const rescue = await ops(again.url, '/api/ops/tasks/jobs:rescue', 'POST')
+        expect(rescue.status, rescue.text).toBe(200)
+        const [job] = await killStack.sql<Array<{ status: string }>>`select status from jobs where kind = 'payment.refund' and dedupe_key = ${refundId}`
+        return job!.status !== 'running'
+      }, { timeoutMs: 20_000, intervalMs: 250 })
+      expect(await settledRefundJob(killStack.sql, refundId)).toMatchObject({ status: 'completed', attempt: 3, lastError: null })
+
+      const asked = api.calls.filter(call => call.method === 'POST' && call.path === '/v1/refunds' && call.body.payment_intent === intentId)
+      expect(asked.map(call => [call.idempotencyKey, call.answered])).toEqual([
+        [`refund:${refundId}`, 500], [`refund:${refundId}`, 500], [`refund:${refundId}:2`, 'dropped'], [`refund:${refundId}`, 500],
+      ])
+      const [made] = api.createdRefunds().filter(refund => refund.refund.payment_intent === intentId)
+      expect(api.createdRefunds().filter(refund => refund.refund.payment_intent === intentId)).toHaveLength(1)
+      expect(made).toMatchObject({ idempotencyKey: `refund:${refundId}:2`, refund: { status: 'succeeded', metadata: { refund_id: refundId } } })
+      expect((await getOrder({ app: again, tenant: killStack.tenant }, orderId)).json).toMatchObject({ status: 'partially_refunded', amountRefunded: REFUND_AMOUNT })
+      const [row] = await killStack.sql<Array<{ providerRefundId: string }>>`select provider_refund_id as "providerRefundId" from refunds where id = ${refundId}`
+      expect(row!.providerRefundId).toBe(made!.refund.id)
+    }
+    finally {
+      await killStack.close()
+    }
   })
 })

@@ -406,7 +406,7 @@ describe('Stripe stand-in: what Stripe documents about refunds, keys, lists and 
     return intent.id
   }
 
-  it('keeps a scripted stored-error 500 under the Idempotency-Key and answers it again (Idempotent-Replayed), with or without the refund made; without a key nothing is kept', async () => {
+  it('keeps a scripted stored-error 500 under the Idempotency-Key and answers it again (Idempotent-Replayed), with or without the refund made; a fault may wait for one key', async () => {
     const intentId = await paidIntent()
     api.script.push({ match: 'refund', fault: { kind: 'stored-error', status: 500 } }, { match: 'refund', fault: { kind: 'stored-error', status: 500, performed: true } })
     const first = await failureOf(stripe.refunds.create({ payment_intent: intentId, amount: 100 }, { idempotencyKey: 'refund:kept' }))
@@ -423,10 +423,16 @@ describe('Stripe stand-in: what Stripe documents about refunds, keys, lists and 
       .toMatchObject({ statusCode: 500, headers: expect.objectContaining({ 'idempotent-replayed': 'true' }) })
     expect(api.createdRefunds().map(made => [made.idempotencyKey, made.refund.amount, made.refund.metadata.refund_id])).toEqual([['refund:made', 200, 're_app_made']])
 
+    // A fault for one key (or a pattern of keys) waits for a request under it.
+    api.script.push({ match: 'refund', idempotencyKey: /:2$/, fault: { kind: 'status', status: 503 } })
+    expect(await stripe.refunds.create({ payment_intent: intentId, amount: 1 }, { idempotencyKey: 'refund:c' })).toMatchObject({ status: 'succeeded' })
+    expect(await failureOf(stripe.refunds.create({ payment_intent: intentId, amount: 1 }, { idempotencyKey: 'refund:c:2' }))).toMatchObject({ statusCode: 503 })
+    expect(api.script).toEqual([])
+
     // Forgotten a day later: the key runs anew.
     api.forgetIdempotencyKeys()
     expect(await stripe.refunds.create({ payment_intent: intentId, amount: 100 }, { idempotencyKey: 'refund:kept' })).toMatchObject({ status: 'succeeded', amount: 100 })
-    expect(api.refundedTotal(intentId)).toBe(300)
+    expect(api.refundedTotal(intentId)).toBe(301)
   })
 
   it('refunds go pending → succeeded | failed | canceled; amount_refunded counts pending ones and gives back failed and canceled ones; each change is an event', async () => {
