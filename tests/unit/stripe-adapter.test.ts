@@ -1,5 +1,6 @@
 import Stripe from 'stripe'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { toStripeAmount } from '../../server/payments/currencies'
 import { createStripeProvider } from '../../server/payments/stripe'
 import { ProviderUnavailable, type PaymentProvider, type RefundRequest } from '../../server/payments/types'
 import { type StripeApi, startStripeApi } from '../support/stripe-api'
@@ -87,5 +88,22 @@ describe('the Stripe adapter\'s refunds, against the stand-in', () => {
     const pages = api.calls.filter(call => call.method === 'GET' && call.path === '/v1/refunds')
     expect(pages.map(call => [call.query.limit, call.query.starting_after === undefined ? 'first' : 'next', call.answered])).toEqual([['100', 'first', 200], ['100', 'next', 200]])
     expect(api.createdRefunds()).toHaveLength(121)
+  })
+
+  it('reads a refund Stripe canceled as failed, and the payment\'s amount_refunded in the order\'s units (IDR: Stripe\'s hundredths), pending refunds counted', async () => {
+    const intent = await stripe.paymentIntents.create({ amount: toStripeAmount(150_000, 'IDR'), currency: 'idr', metadata: { order_id: 'ord_idr' } })
+    api.succeed(intent.id)
+    api.pendRefunds(2)
+    const canceled = await provider.refundPayment(refundRequest(intent.id, 're_app_canceled', { currency: 'IDR', amount: 40_000 }), signal)
+    const pending = await provider.refundPayment(refundRequest(intent.id, 're_app_pending', { currency: 'IDR', amount: 25_000 }), signal)
+    expect([canceled.status, pending.status]).toEqual(['pending', 'pending'])
+    expect(api.refunds.get(canceled.id)!.amount).toBe(40_000 * 100)
+    expect(await provider.readPayment({ orderId: 'ord_idr', paymentId: intent.id }, signal)).toMatchObject({ type: 'payment.succeeded', amount: 150_000, currency: 'IDR', refundedAmount: 65_000 })
+
+    api.settleRefund(canceled.id, 'canceled')
+    const read = { orderId: 'ord_idr', paymentId: intent.id, refundId: 're_app_canceled', providerRefundId: canceled.id }
+    expect(await provider.readRefund(read, signal)).toMatchObject({ id: canceled.id, status: 'failed', answer: { status: 'canceled' } })
+    expect(await provider.readPayment({ orderId: 'ord_idr', paymentId: intent.id }, signal)).toMatchObject({ refundedAmount: 25_000 })
+    expect(await provider.readRefund({ ...read, providerRefundId: 're_missing' }, signal)).toBeUndefined()
   })
 })
