@@ -145,7 +145,11 @@ export interface StripeScriptedFault extends ScriptedFault<StripeFault> {
   idempotencyKey?: string | RegExp
 }
 
-/** How held events are sent when released: as they were made, newest first, or each twice. */
+/**
+ * How held events are sent when released: as they were made, newest first, or each twice. Stripe
+ * does not guarantee the order of events and may send one more than once
+ * (https://docs.stripe.com/webhooks#event-ordering, #handle-duplicate-events).
+ */
 export interface ReleaseOptions {
   order?: 'as-made' | 'reversed'
   /** Each event is sent twice (the second a redelivery, same event id), as Stripe may. */
@@ -177,7 +181,8 @@ export interface StripeApi {
   charge(intentId: string): StandInCharge | undefined
   /**
    * A refund made in Stripe's dashboard (no API call, no metadata): `amount` defaults to what remains;
-   * `pending` leaves it pending until settleRefund (succeeded at once by default).
+   * `pending` leaves it pending until settleRefund (succeeded at once by default; a refund can stay
+   * pending, https://docs.stripe.com/refunds#pending-refunds).
    * Refused (StandInRefusal) as the API would refuse it.
    */
   dashboardRefund(intentId: string, amount?: number, options?: { pending?: boolean }): StandInRefund
@@ -209,7 +214,7 @@ export interface StripeApi {
   webhooks: WebhookDelivery[]
   /** Resolves once every webhook sent so far is delivered or has run out of attempts. */
   webhooksIdle(): Promise<void>
-  /** Events made from now on are kept back (listed in `events`), not sent, until releaseWebhooks. */
+  /** Events made from now on are kept back (listed in `events`), not sent, until releaseWebhooks (see ReleaseOptions). */
   holdWebhooks(): void
   /** Sends the held events (as made by default, or reversed; each twice with `duplicate`) and stops holding; how many were sent. */
   releaseWebhooks(options?: ReleaseOptions): number
