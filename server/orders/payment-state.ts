@@ -251,17 +251,13 @@ async function recordWhatTheHoldCovered(tx: Database, order: LockedOrder, contex
     const earlier = lastWord.get(refund.providerRefundId)
     lastWord.set(refund.providerRefundId, earlier?.status === 'failed' || (earlier?.status === 'succeeded' && refund.status === 'pending') ? earlier : refund)
   }
-  const recorded: string[] = []
-  for (const refund of lastWord.values()) {
-    const settled = await settleNamedRefund(tx, order, await refundTotals(tx, order.id), refund, context)
-    if ('refundId' in settled) recorded.push(settled.refundId)
-  }
-  if (reported?.total) {
-    const settled = await recordProviderTotal(tx, order, await refundTotals(tx, order.id), Number(reported.total), context)
-    if ('refundId' in settled) recorded.push(settled.refundId)
-  }
-  for (const refundId of recorded) {
-    await recordHistory(tx, { orderId: order.id, fromStatus: order.status, requestedStatus: null, toStatus: order.status, outcome: 'applied', reason: 'refund_at_provider', refundId }, context)
+  // An event not applied yet may settle a refund it names here, before its own job does.
+  const settled: Settled[] = []
+  for (const refund of lastWord.values()) settled.push(await settleNamedRefund(tx, order, await refundTotals(tx, order.id), refund, context))
+  if (reported?.total) settled.push(await recordProviderTotal(tx, order, await refundTotals(tx, order.id), Number(reported.total), context))
+  for (const change of settled) {
+    if (!('refundId' in change)) continue
+    await recordHistory(tx, { orderId: order.id, fromStatus: order.status, requestedStatus: null, toStatus: order.status, outcome: 'applied', reason: change.note, refundId: change.refundId }, context)
   }
 }
 
