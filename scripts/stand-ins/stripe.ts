@@ -202,7 +202,7 @@ export interface StripeApi {
   idempotencyKeyUses(target: 'create' | 'refund' | 'cancel'): Map<string, number>
   /** Σ of the intent's refunds that have not failed (the charge's amount_refunded): never more than its amount_received. */
   refundedTotal(intentId: string): number
-  /** Stripe keeps a key at least 24 hours: forgetting them all is what a request a day later meets. */
+  /** Stripe may prune a key once it is 24 hours old (https://docs.stripe.com/api/idempotent_requests): forgetting them all is what a request a day later meets. */
   forgetIdempotencyKeys(): void
   /** A Stripe Event about an intent (pi_…), charge (ch_…) or refund (re_…) as it is now (a copy), for a test to sign and post as a webhook. */
   event(objectId: string, type: string): StripeEvent
