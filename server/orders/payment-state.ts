@@ -260,6 +260,16 @@ async function recordProviderTotal(tx: Database, order: LockedOrder, totals: { r
 }
 
 /**
+ * The refund total an event reported in the order's currency: its own (`payment.refunded`), or the
+ * one the provider's status API confirmed for it (a Midtrans refund notification is stored as
+ * informational and applied as the API states it; Midtrans lists no refund in flight or failed).
+ */
+const reportedTotal = (order: LockedOrder) => sql<number | null>`case
+  when ${webhookEvents.type} = 'payment.refunded' and ${webhookEvents.currency} = ${order.currency} then ${webhookEvents.amount}
+  when ${webhookEvents.confirmation}->>'type' = 'payment.refunded' and ${webhookEvents.confirmation}->>'currency' = ${order.currency} then (${webhookEvents.confirmation}->>'amount')::bigint
+end`
+
+/**
  * A refund of ours failed, freeing its hold: what the provider reported while the hold covered it
  * (a dashboard refund that did not fit beside ours) is recorded now, so it is never lost. First the
  * refunds its signed events named and we do not hold, each as its events last left it (failed
@@ -270,8 +280,8 @@ async function recordProviderTotal(tx: Database, order: LockedOrder, totals: { r
 async function recordWhatTheHoldCovered(tx: Database, order: LockedOrder, context: PaymentStatusContext): Promise<void> {
   const [words, [reported]] = await Promise.all([
     providerWords(tx, order),
-    tx.select({ total: sql<string | null>`max(${webhookEvents.amount})` }).from(webhookEvents)
-      .where(and(eq(webhookEvents.orderId, order.id), eq(webhookEvents.type, 'payment.refunded'), eq(webhookEvents.currency, order.currency), lte(webhookEvents.amount, order.amount))),
+    tx.select({ total: sql<string | null>`max(${reportedTotal(order)})` }).from(webhookEvents)
+      .where(and(eq(webhookEvents.orderId, order.id), lte(reportedTotal(order), order.amount))),
   ])
   // An event not applied yet may settle a refund it names here, before its own job does.
   const settled: Settled[] = []

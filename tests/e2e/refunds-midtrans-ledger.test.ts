@@ -169,10 +169,9 @@ describeWithServices('Midtrans refunds: our ledger agrees with Midtrans\'', ['po
     expect(api.createdRefunds().filter(made => made.orderId === orderId).map(made => made.endpoint)).toEqual(['dashboard', 'direct'])
   })
 
-  // Fails until recordReportedTotal (server/orders/payment-state.ts), which records what a failed
-  // refund of ours had been holding, also reads the refund totals Midtrans' status API confirmed:
-  // Midtrans' notifications are stored as payment.updated with the gross amount, so it finds none.
-  it.fails('a dashboard refund notified while a refund of ours is in flight is recorded when ours then fails for good: ours equals Midtrans\' 30,000', async () => {
+  // What a failed refund of ours had been holding is recorded from the refund totals Midtrans' status
+  // API confirmed: its notifications are stored as payment.updated with the gross amount.
+  it('a dashboard refund notified while a refund of ours is in flight is recorded when ours then fails for good: ours equals Midtrans\' 30,000', async () => {
     const { orderId, refundId } = await refundInFlight()
     api.refund(orderId, 30_000)
     await notify(orderId)
