@@ -2,7 +2,7 @@ import { and, eq, inArray, sql } from 'drizzle-orm'
 import type { Database } from 'nuxt-idempotency/db'
 import { jobs, orders, refunds } from '../db/schema'
 import { refundSendNoticeJob } from '../jobs/types'
-import { applyPaymentStatus, lockOrder, type PaymentStatusContext, paymentStatusPrecedence, recordHistory, refundTotals } from '../orders/payment-state'
+import { applyPaymentStatus, isPaid, lockOrder, type PaymentStatusContext, recordHistory, refundTotals, statusAfterRefunds } from '../orders/payment-state'
 import type { LedgerRefund } from '../../shared/ops-api'
 
 /**
@@ -27,12 +27,6 @@ export async function recordProviderRefund(tx: Database, orderId: string, refund
 export const FAILED_AT_PROVIDER = 'the provider failed it after it was recorded succeeded (found by the ledger check)'
 const NOTICE_WITHHELD = 'the refund failed at the provider (found by the ledger check): no notice is sent for it'
 
-/** The order's status above paid follows the refunds that succeeded, as payment-state.ts moves it. */
-function statusAfterRefunds(status: string, amount: number, succeeded: number): string {
-  if (paymentStatusPrecedence.indexOf(status as typeof paymentStatusPrecedence[number]) < paymentStatusPrecedence.indexOf('paid')) return status
-  return succeeded >= amount ? 'refunded' : succeeded > 0 ? 'partially_refunded' : 'paid'
-}
-
 /**
  * Our succeeded refund → failed: its amount is free again, the order's status follows, and its
  * notice, unless sent already, is withheld (its job dismissed; a running one is fenced out, its
@@ -55,7 +49,7 @@ export async function failRefundFailedAtProvider(tx: Database, orderId: string, 
       .returning({ id: jobs.id }),
     refundTotals(tx, orderId),
   ])
-  const to = statusAfterRefunds(order.status, order.amount, totals.succeeded)
+  const to = isPaid(order.status) ? statusAfterRefunds(order, totals.succeeded) : order.status
   await Promise.all([
     to !== order.status ? tx.update(orders).set({ status: to, updatedAt: sql`now()` }).where(eq(orders.id, orderId)) : undefined,
     recordHistory(tx, { orderId, fromStatus: order.status, requestedStatus: null, toStatus: to, outcome: 'applied', reason: 'refund_failed', refundId }, context),

@@ -15,7 +15,8 @@ export const paymentStatusPrecedence = ['pending_payment', 'payment_failed', 'ca
 export type PaymentStatus = typeof paymentStatusPrecedence[number]
 
 const rank = (status: string) => paymentStatusPrecedence.indexOf(status as PaymentStatus)
-const isPaid = (status: string) => rank(status) >= rank('paid')
+/** Whether the order's payment was applied: paid or past it. */
+export const isPaid = (status: string) => rank(status) >= rank('paid')
 
 /**
  * Why an event changed nothing. `awaiting_payment`: a refund of an order whose payment has not been
@@ -137,7 +138,7 @@ function ignoredBecause(order: LockedOrder, requested: PaymentStatus | null, con
 }
 
 /** paid, partially_refunded or refunded, by the Σ of the refunds that succeeded. */
-const statusAfterRefunds = (order: LockedOrder, succeeded: number): PaymentStatus =>
+export const statusAfterRefunds = (order: Pick<LockedOrder, 'amount'>, succeeded: number): PaymentStatus =>
   succeeded >= order.amount ? 'refunded' : succeeded > 0 ? 'partially_refunded' : 'paid'
 
 /**

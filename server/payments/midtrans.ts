@@ -239,7 +239,11 @@ function stateOf(orderId: string, answer: Answer): PaymentState {
         ? 'payment.refunded'
         : 'payment.updated'
   const refundedAmount = answer.refund_amount === undefined ? undefined : Math.round(Number(answer.refund_amount))
-  return { paymentId: orderId, providerStatus: status, type, amount: type === 'payment.refunded' ? refunded : gross, currency: MIDTRANS_CURRENCY, refundedAmount, answer }
+  return {
+    paymentId: orderId, providerStatus: status, type, amount: type === 'payment.refunded' ? refunded : gross, currency: MIDTRANS_CURRENCY, refundedAmount,
+    ...(type === 'payment.refunded' && { capturedAmount: gross }),
+    answer,
+  }
 }
 
 function statusOf(error: unknown): number | undefined {

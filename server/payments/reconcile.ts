@@ -159,27 +159,34 @@ async function reconcileOnce({ handle, provider, idempotency, afterSeconds, ttlS
       amount: state.amount,
       currency: state.currency,
     }
-    const outcome = await runIdempotent(idempotency, {
-      scope,
-      route: RECONCILE_ROUTE,
-      key: event.eventId,
-      fingerprint: fingerprint({ method: 'TASK', route: RECONCILE_ROUTE, scope, payload: event }),
-      requestId,
-      ttlSeconds,
-      waitMs: 0,
-      // Stored as a webhook delivery's answer would be (the same record, replayed the same way).
-      annotateBody: true,
-    }, {
-      mode: 'atomic',
-      plan: planWebhookIngest(provider.name, { event, rawBody: JSON.stringify(state.answer), signatureHeaders: {}, source: 'reconciliation' }, requestId),
-    })
-    if (outcome.kind === 'executed') {
-      counts.recorded++
-      metrics.paymentsReconciled.inc({ provider: provider.name })
-      log.info('reconciliation found a payment no webhook reported', { orderId: order.id, provider: provider.name, eventId: event.eventId, type: event.type, requestId })
-    }
-    else {
-      counts.alreadyRecorded++
+    // A state past the payment (a refund) is recorded with the payment it proves, which no event
+    // will report now: applied in either order, the payment takes the order past paid.
+    const events: PaymentEvent[] = state.capturedAmount === undefined
+      ? [event]
+      : [{ ...event, eventId: `reconcile:${state.paymentId}:paid`, type: 'payment.succeeded', amount: state.capturedAmount }, event]
+    for (const found of events) {
+      const outcome = await runIdempotent(idempotency, {
+        scope,
+        route: RECONCILE_ROUTE,
+        key: found.eventId,
+        fingerprint: fingerprint({ method: 'TASK', route: RECONCILE_ROUTE, scope, payload: found }),
+        requestId,
+        ttlSeconds,
+        waitMs: 0,
+        // Stored as a webhook delivery's answer would be (the same record, replayed the same way).
+        annotateBody: true,
+      }, {
+        mode: 'atomic',
+        plan: planWebhookIngest(provider.name, { event: found, rawBody: JSON.stringify(state.answer), signatureHeaders: {}, source: 'reconciliation' }, requestId),
+      })
+      if (outcome.kind === 'executed') {
+        counts.recorded++
+        metrics.paymentsReconciled.inc({ provider: provider.name })
+        log.info('reconciliation found a payment no webhook reported', { orderId: order.id, provider: provider.name, eventId: found.eventId, type: found.type, requestId })
+      }
+      else {
+        counts.alreadyRecorded++
+      }
     }
   }
   await db.update(orders).set({ paymentCheckedAt: sql`now()` }).where(inArray(orders.id, due.map(order => order.id)))

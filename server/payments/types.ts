@@ -34,6 +34,12 @@ export interface PaymentState {
   currency?: string
   /** The total refunded so far at the provider, in the order's units (0 or absent: none). */
   refundedAmount?: number
+  /**
+   * What the payment took, when the state is one only a made payment reaches (Midtrans' refund and
+   * partial_refund): the payment is applied before the refund, since its own notification, confirmed
+   * by the same API, now reads as the refund.
+   */
+  capturedAmount?: number
   /** The provider's answer as received, kept as evidence. */
   answer: Record<string, unknown>
 }

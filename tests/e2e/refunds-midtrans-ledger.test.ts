@@ -255,4 +255,24 @@ describeWithServices('Midtrans refunds: our ledger agrees with Midtrans\'', ['po
     expect(await getRefund(stack, orderId, refused.json.id)).toMatchObject({ status: 'failed' })
     expect(refundsAtMidtrans(orderId)).toEqual([])
   })
+
+  it('a payment refunded at the dashboard before its settlement notification is applied is paid, then refunded: the status API that confirms the notification already says refund', async () => {
+    const orderId = await placeOrder(stack, validOrderBody({ paymentMethod: 'ewallet' }))
+    expect(await settledJob(stack.sql, orderId, CREATE)).toMatchObject({ status: 'completed' })
+    api.settle(orderId)
+    const settlement = api.notification(orderId)
+    api.refund(orderId)
+    const delivered = await postMidtransNotification(stack.app.url, settlement)
+    expect(delivered.status, delivered.text).toBe(200)
+    const order = await orderWhen(stack, orderId, 'is refunded', order => order.status === 'refunded')
+    expect(order).toMatchObject({ amountRefunded: 150_000 })
+    expect(order.refunds.map((refund: { amount: number, status: string, source: string }) => [refund.amount, refund.status, refund.source])).toEqual([[150_000, 'succeeded', 'provider']])
+    expect(api.refundedTotal(orderId)).toBe(150_000)
+    const history = await historyOf(stack.sql, orderId)
+    expect(history.slice(-2).map(row => [row.fromStatus, row.requestedStatus, row.toStatus, row.outcome])).toEqual([
+      ['pending_payment', 'paid', 'paid', 'applied'], ['paid', 'refunded', 'refunded', 'applied'],
+    ])
+    await pollUntil('the confirmation and the refund notice are sent', async () => (await effectsOf(stack.sql, orderId)).emails.length === 2)
+    expect(await refundNotices(orderId)).toEqual([`Order ${orderId} refunded`])
+  })
 })

@@ -1,7 +1,7 @@
 import { eq, sql } from 'drizzle-orm'
 import type { Database } from 'nuxt-idempotency/db'
 import { webhookEvents } from '../../db/schema'
-import { applyPaymentStatus } from '../../orders/payment-state'
+import { applyPaymentStatus, isPaid, lockOrder } from '../../orders/payment-state'
 import type { PaymentProvider } from '../../payments/types'
 import { requestedStatusOf, type PaymentEventType } from '../../webhooks/types'
 import { PermanentJobError, RetryableJobError } from '../errors'
@@ -41,6 +41,7 @@ export function webhookApply(confirmer?: PaymentProvider) {
       let currency = stored.currency ?? undefined
       let confirmation: Record<string, unknown> | null = null
       let unconfirmed = false
+      let paidBefore: number | undefined
       if (confirmer && confirmer.name === stored.provider && confirmedProviders.has(stored.provider) && stored.source === 'webhook') {
         const state = await confirmer.readPayment({ orderId, paymentId: stored.paymentId ?? orderId }, signal).catch(error => retryLater(error, confirmer.name))
         confirmation = state
@@ -57,17 +58,17 @@ export function webhookApply(confirmer?: PaymentProvider) {
         if (!unconfirmed) requested = confirmed
         amount = state?.amount
         currency = state?.currency
+        if (!unconfirmed) paidBefore = state?.capturedAmount
       }
       await commit(async (tx) => {
-        const change = await applyPaymentStatus(tx, orderId, requested, {
-          jobId: job.id,
-          requestId: stored.requestId,
-          webhookEventId,
-          amount,
-          currency,
-          refund: stored.refund ?? undefined,
-          unconfirmed,
-        })
+        const context = { jobId: job.id, requestId: stored.requestId, webhookEventId, currency }
+        // The API already reads as a refund: the payment it refunds is applied first, or an order whose
+        // own payment notification is confirmed as that refund would never be paid.
+        const order = paidBefore !== undefined ? await lockOrder(tx, orderId) : undefined
+        if (order && !isPaid(order.status)) {
+          await applyPaymentStatus(tx, orderId, 'paid', { ...context, amount: paidBefore })
+        }
+        const change = await applyPaymentStatus(tx, orderId, requested, { ...context, amount, refund: stored.refund ?? undefined, unconfirmed })
         if (!change) throw new RetryableJobError(`order ${orderId} not found (yet) for ${stored.provider} event ${stored.eventId}`)
         await tx.update(webhookEvents).set({ status: change.changed ? 'applied' : 'ignored', processedAt: sql`now()`, confirmation })
           .where(eq(webhookEvents.id, webhookEventId))
