@@ -206,7 +206,8 @@ export const ledgerDiscrepancyKinds = [
   'refund_not_at_provider', 'refund_succeeded_at_provider', 'refund_amount_mismatch',
 ] as const
 export type LedgerDiscrepancyKind = typeof ledgerDiscrepancyKinds[number]
-export const ledgerDiscrepancyStatuses = ['open', 'resolved'] as const
+/** open: for an operator; healed: the check itself brought our ledger to the provider's (kept so the difference stays visible); resolved: by an operator or a later check. */
+export const ledgerDiscrepancyStatuses = ['open', 'healed', 'resolved'] as const
 export type LedgerDiscrepancyStatus = typeof ledgerDiscrepancyStatuses[number]
 
 /** One refund in a ledger: ours carries our id (and the provider's once known), the provider's its own id (and ours when it echoes it). */

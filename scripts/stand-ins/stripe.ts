@@ -193,7 +193,8 @@ export interface StripeApi {
   pendRefunds(count?: number): void
   /**
    * A pending refund settles: refund.updated, and refund.failed when it failed. A failed one
-   * (failure_reason `declined`) or canceled one gives its amount back to the charge.
+   * (failure_reason `declined`) or canceled one gives its amount back to the charge. A succeeded
+   * one can still fail (the card was closed meanwhile), never be canceled or succeed again.
    */
   settleRefund(refundId: string, outcome: RefundOutcome): StandInRefund
   /** Every refund made, oldest first, with the Idempotency-Key it was created under. */
@@ -765,7 +766,10 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
   function settleRefund(refundId: string, outcome: RefundOutcome): StandInRefund {
     const refund = refundOf(refundId)
     if (!(REFUND_OUTCOMES as readonly string[]).includes(outcome)) throw new StandInRefusal(`A refund settles as ${REFUND_OUTCOMES.join(', ')}, not ${String(outcome)}`)
-    if (refund.status !== 'pending') throw new StandInRefusal(`Stripe settles only a pending refund; ${refundId} is ${refund.status}`)
+    // A refund reported succeeded can still fail, when the card's bank cannot take it back
+    // (https://docs.stripe.com/refunds#failed-refunds); nothing else leaves a settled state.
+    const failsAfterSuccess = refund.status === 'succeeded' && outcome === 'failed'
+    if (refund.status !== 'pending' && !failsAfterSuccess) throw new StandInRefusal(`Stripe settles only a pending refund, and fails a succeeded one; ${refundId} is ${refund.status}`)
     refund.status = outcome
     if (outcome === 'failed') refund.failure_reason = 'declined'
     emit('refund.updated', refund, NO_REQUEST)
@@ -909,7 +913,7 @@ export const STRIPE_CONTROLS = [
   'POST /_stand-in/payment_intents/:id/fail          the card is declined (message=…)',
   'POST /_stand-in/payment_intents/:id/refund        a refund made in the dashboard (amount=…; default all that remains; pending=1 leaves it pending)',
   'POST /_stand-in/refunds/pend                      the next API refunds stay pending (count=…; default all)',
-  'POST /_stand-in/refunds/:id/succeed | fail | cancel   a pending refund settles (a failed or canceled one gives its amount back)',
+  'POST /_stand-in/refunds/:id/succeed | fail | cancel   a pending refund settles (a failed or canceled one gives its amount back); a succeeded one can still fail',
   'GET  /_stand-in/events                            every event made, oldest first (type=…)',
   'POST /_stand-in/events/:id/redeliver              send an event again, same id (needs --webhook-url)',
   'POST /_stand-in/webhooks/hold                     keep events back instead of sending them',

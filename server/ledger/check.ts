@@ -8,8 +8,8 @@ import { type MaintenanceResult, withTaskLock } from '../jobs/maintenance'
 import { log } from '../observability/logger'
 import { metrics } from '../observability/metrics'
 import type { LedgerView } from '../../shared/ops-api'
-import { compareLedgers, findingOfHeal, type LedgerHeal, type LedgerOrder, ourLedger } from './compare'
-import { recordFindings, refreshOpenGauge } from './discrepancies'
+import { compareLedgers, findingOfHeal, healedFindings, type LedgerHeal, type LedgerOrder, ourLedger } from './compare'
+import { recordFindings, recordHeals, refreshOpenGauge } from './discrepancies'
 import { failRefundFailedAtProvider, recordProviderRefund } from './heal'
 import type { ProviderLedgerReader } from './types'
 
@@ -74,13 +74,17 @@ async function checkOnce({ handle, reader, days, settleSeconds, signal = AbortSi
       let ours = await readOurLedger(handle, order)
       let comparison = compareLedgers(order, ours, theirs)
       if (comparison.heals.length) {
+        const healed: Array<{ heal: LedgerHeal, noticeWithheld: boolean }> = []
         for (const heal of comparison.heals) {
           const done = await applyHeal(handle, order, heal, requestId)
           if (heal.kind === 'record_provider_refund' && done.healed) counts.refundsRecorded++
           if (heal.kind === 'fail_our_refund' && done.healed) counts.refundsFailed++
           if (done.noticeWithheld) counts.noticesWithheld++
-          if (done.healed) metrics.ledgerHeals.inc({ provider: reader.provider, heal: heal.kind })
+          if (!done.healed) continue
+          metrics.ledgerHeals.inc({ provider: reader.provider, heal: heal.kind })
+          healed.push({ heal, noticeWithheld: done.noticeWithheld })
         }
+        await recordHeals(db, { id: order.id, tenantId: order.tenantId, provider: reader.provider }, healedFindings(healed, order.currency), ours, theirs ?? missingPayment(order))
         // Compared again: what healing could not settle is left for an operator.
         ours = await readOurLedger(handle, { ...order, status: await statusOf(handle, order.id) })
         comparison = compareLedgers(order, ours, theirs)

@@ -123,6 +123,38 @@ export function compareLedgers(order: LedgerOrder, ours: LedgerView, theirs: Led
 const findingsOf = (found: Map<LedgerDiscrepancyKind, string[]>): LedgerFinding[] =>
   [...found].map(([kind, what]) => ({ kind, summary: what.join(' ') }))
 
+/** Refund ids named in a healed row before the rest are only counted. */
+const NAMED_HEALS = 5
+
+const named = (ids: string[]) => ids.length <= NAMED_HEALS ? ids.join(', ') : `${ids.slice(0, NAMED_HEALS).join(', ')} and ${ids.length - NAMED_HEALS} more`
+
+/**
+ * The heals that took, one finding per kind: what differed (the summary) and what the check did
+ * about it (the resolution), so a difference planted behind the app's back stays visible.
+ */
+export function healedFindings(healed: Array<{ heal: LedgerHeal, noticeWithheld: boolean }>, currency: string): Array<LedgerFinding & { resolution: string }> {
+  const findings: Array<LedgerFinding & { resolution: string }> = []
+  const recorded = healed.flatMap(({ heal }) => heal.kind === 'record_provider_refund' ? [heal.refund] : [])
+  if (recorded.length) {
+    const total = recorded.reduce((sum, refund) => sum + refund.amount, 0)
+    findings.push({
+      kind: 'refund_succeeded_at_provider',
+      summary: `The provider made ${recorded.length === 1 ? 'refund' : `${recorded.length} refunds`} ${named(recorded.map(refund => refund.providerRefundId!))} (${money(total, currency)}), not recorded here.`,
+      resolution: `Recorded here as ${recorded.length === 1 ? 'a refund' : 'refunds'} of source provider, each noticed as a webhook's would be.`,
+    })
+  }
+  const failed = healed.flatMap(({ heal, noticeWithheld }) => heal.kind === 'fail_our_refund' ? [{ heal, noticeWithheld }] : [])
+  if (failed.length) {
+    const withheld = failed.filter(({ noticeWithheld }) => noticeWithheld).length
+    findings.push({
+      kind: 'refund_not_at_provider',
+      summary: `${named(failed.map(({ heal }) => `${heal.refundId} (${heal.providerRefundId})`))} succeeded here; the provider failed ${failed.length === 1 ? 'it' : 'them'}.`,
+      resolution: `Failed here, the amount free again; notices withheld: ${withheld} of ${failed.length} (a notice already sent cannot be).`,
+    })
+  }
+  return findings
+}
+
 /** A heal that did not take (the refund would exceed what was paid, or the row changed meanwhile) is a discrepancy for an operator. */
 export function findingOfHeal(heal: LedgerHeal, currency: string): LedgerFinding {
   return heal.kind === 'record_provider_refund'

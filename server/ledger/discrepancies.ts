@@ -64,6 +64,18 @@ export async function recordFindings(db: Database, order: CheckedOrder, findings
   return { opened, resolved: gone.length }
 }
 
+/**
+ * What the check healed by itself, kept as `healed` rows (ours as it was before the heal), so that a
+ * difference planted behind the app's back stays visible in the console and the evidence.
+ */
+export async function recordHeals(db: Database, order: CheckedOrder, heals: Array<LedgerFinding & { resolution: string }>, ours: LedgerView, theirs: LedgerView): Promise<void> {
+  if (!heals.length) return
+  await db.insert(ledgerDiscrepancies).values(heals.map(heal => ({
+    id: newId('ldg'), kind: heal.kind, orderId: order.id, tenantId: order.tenantId, provider: order.provider, status: 'healed' as const,
+    summary: heal.summary, ours, theirs, resolution: heal.resolution, resolvedAt: sql`now()`,
+  })))
+}
+
 /** Sets ledger_discrepancies_open, per kind (0 for a kind with none), from the table: every instance that refreshes it tells the same. */
 export async function refreshOpenGauge(db: Database): Promise<Record<LedgerDiscrepancyKind, number>> {
   const rows = await db.select({ kind: ledgerDiscrepancies.kind, count: sql<number>`count(*)::int`.mapWith(Number) })

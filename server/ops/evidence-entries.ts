@@ -222,18 +222,20 @@ export function refundEntry(refund: RefundRow): RankedEntry {
   })
 }
 
-/** A ledger discrepancy: found (created_at), and resolved (resolved_at) by an operator or a later check. */
+/** A ledger discrepancy: found (created_at), and resolved (resolved_at) by an operator or a later check; or found and healed at once by the check. */
 export function ledgerDiscrepancyEntries(row: LedgerDiscrepancyRow): RankedEntry[] {
   const detail = { ...row, createdAt: iso(row.createdAt), lastSeenAt: iso(row.lastSeenAt), updatedAt: iso(row.updatedAt), resolvedAt: row.resolvedAt && iso(row.resolvedAt) }
   const ids = idsOf({ orderId: row.orderId, tenantId: row.tenantId })
+  const differing = `The ledger check found order ${row.orderId}'s ledger and ${row.provider}'s differing (${row.kind}, ${row.id})`
   const found = ranked(`ledger_discrepancy:${row.id}`, rankOf.ledger_discrepancy, row.createdAt, {
     kind: 'ledger_discrepancy',
-    summary: `The ledger check found order ${row.orderId}'s ledger and ${row.provider}'s differing (${row.kind}, ${row.id}): ${row.summary}`
-      + `${row.status === 'open' ? ` Still open; last seen ${iso(row.lastSeenAt)}.` : ''}`,
+    summary: row.status === 'healed'
+      ? `${differing} and healed it: ${row.summary} ${row.resolution ?? ''}`.trim()
+      : `${differing}: ${row.summary}${row.status === 'open' ? ` Still open; last seen ${iso(row.lastSeenAt)}.` : ''}`,
     ids,
     detail,
   })
-  if (!row.resolvedAt) return [found]
+  if (!row.resolvedAt || row.status === 'healed') return [found]
   return [found, ranked(`ledger_discrepancy:${row.id}:resolved`, rankOf.ledger_discrepancy, row.resolvedAt, {
     kind: 'ledger_discrepancy',
     summary: `Ledger discrepancy ${row.id} (${row.kind}) resolved ${row.resolvedBy ? `by ${row.resolvedBy}: ${JSON.stringify(row.resolution)}` : `by a later check: ${row.resolution ?? ''}`}`.trim(),

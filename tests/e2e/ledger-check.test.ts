@@ -144,7 +144,7 @@ describeWithServices('the ledger check against the Stripe and Midtrans stand-ins
         // Claimed and put back while the lock is busy: queued, or running for a moment, never done.
         const [notice] = await stack.sql<Array<{ status: string }>>`select status from jobs where kind = 'order.send_refund_notice' and dedupe_key = ${refundId}`
         expect(['queued', 'running']).toContain(notice!.status)
-        Object.assign(atStripe!, { status: 'failed', failure_reason: 'declined' })
+        api.settleRefund(atStripe!.id, 'failed')
 
         // 3. A payment of another amount: the intent's amount changed at Stripe before the shopper paid.
         const wrongOrderId = await placeOrder(stack, validOrderBody())
@@ -173,8 +173,21 @@ describeWithServices('the ledger check against the Stripe and Midtrans stand-ins
         const [withheld] = await stack.sql`select status, dismissed_reason as "dismissedReason" from jobs where kind = 'order.send_refund_notice' and dedupe_key = ${refundId}`
         expect(withheld).toEqual({ status: 'dismissed', dismissedReason: 'the refund failed at the provider (found by the ledger check): no notice is sent for it' })
 
+        // What was healed stays visible beside what was not: ours as it was before, the provider's, what the check did.
         const discrepancies = await discrepanciesOf(stack.sql)
         expect(discrepancies).toEqual([{
+          id: expect.stringMatching(/^ldg_/), kind: 'refund_succeeded_at_provider', orderId: dashboard.orderId, status: 'healed',
+          summary: expect.stringMatching(/^The provider made 101 refunds (re_\w+, ){4}re_\w+ and 96 more \(IDR 101,000\), not recorded here\.$/),
+          ours: { status: 'paid', currency: 'IDR', captured: 150_000, refunded: 0, refunds: [] },
+          theirs: expect.objectContaining({ status: 'succeeded', captured: 150_000, refunded: 101_000 }),
+          resolution: 'Recorded here as refunds of source provider, each noticed as a webhook\'s would be.', resolvedBy: null, createdAt: expect.any(Date),
+        }, {
+          id: expect.stringMatching(/^ldg_/), kind: 'refund_not_at_provider', orderId: failing.orderId, status: 'healed',
+          summary: `${refundId} (${atStripe!.id}) succeeded here; the provider failed it.`,
+          ours: expect.objectContaining({ status: 'partially_refunded', refunded: 40_000 }),
+          theirs: expect.objectContaining({ status: 'succeeded', refunded: 0 }),
+          resolution: 'Failed here, the amount free again; notices withheld: 1 of 1 (a notice already sent cannot be).', resolvedBy: null, createdAt: expect.any(Date),
+        }, {
           id: expect.stringMatching(/^ldg_/), kind: 'wrong_amount_captured', orderId: wrongOrderId, status: 'open',
           summary: 'The provider received IDR 120,000 for an order of IDR 150,000 (pending_payment); nothing gave it back.',
           ours: { status: 'pending_payment', currency: 'IDR', captured: 0, refunded: 0, refunds: [] },
@@ -245,6 +258,12 @@ describeWithServices('the ledger check against the Stripe and Midtrans stand-ins
       const canceledStatus = (await getOrder(stack, canceledId)).json.status as string
       const discrepancies = await discrepanciesOf(stack.sql)
       expect(discrepancies).toEqual([{
+        id: expect.stringMatching(/^ldg_/), kind: 'refund_succeeded_at_provider', orderId: paidId, status: 'healed',
+        summary: `The provider made refund ${String(atMidtrans[0]!.refund.refund_chargeback_id)} (IDR 50,000), not recorded here.`,
+        ours: { status: 'paid', currency: 'IDR', captured: ORDER_AMOUNT, refunded: 0, refunds: [] },
+        theirs: expect.objectContaining({ status: 'partial_refund', captured: ORDER_AMOUNT, refunded: 50_000 }),
+        resolution: 'Recorded here as a refund of source provider, each noticed as a webhook\'s would be.', resolvedBy: null, createdAt: expect.any(Date),
+      }, {
         id: expect.stringMatching(/^ldg_/), kind: 'canceled_refund_failed', orderId: canceledId, status: 'open',
         summary: `The order was canceled and then paid; its automatic refund ${automatic.id} failed, and the provider still holds IDR 150,000.`,
         ours: {
@@ -261,7 +280,7 @@ describeWithServices('the ledger check against the Stripe and Midtrans stand-ins
       expect(await ledgerState(stack.sql)).toEqual(before)
 
       // An operator resolves it: audited, the gauge drops, and a later check (the ledgers unchanged) leaves it resolved.
-      const id = discrepancies[0]!.id as string
+      const id = discrepancies[1]!.id as string
       const resolve = (body: unknown) => opsRequest(stack.app.url, `/api/ops/ledger/discrepancies/${id}/resolve`, { method: 'POST', body })
       const refused = await resolve({ note: '   ', operator: 'dana' })
       expect(refused.status, refused.text).toBe(400)
@@ -278,7 +297,7 @@ describeWithServices('the ledger check against the Stripe and Midtrans stand-ins
       }])
       expect(await openGauge(stack.app.url)).toEqual(noneOpen)
       expect(await runLedgerCheck(stack.app.url)).toEqual({ checked: 2, agreed: 1, refundsRecorded: 0, refundsFailed: 0, noticesWithheld: 0, discrepanciesOpened: 0, discrepanciesResolved: 0, notCompared: 0 })
-      expect((await discrepanciesOf(stack.sql)).map(row => row.status)).toEqual(['resolved'])
+      expect((await discrepanciesOf(stack.sql)).map(row => row.status)).toEqual(['healed', 'resolved'])
       expect(await openGauge(stack.app.url)).toEqual(noneOpen)
     })
   })

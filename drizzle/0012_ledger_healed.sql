@@ -1,0 +1,2 @@
+ALTER TABLE "ledger_discrepancies" DROP CONSTRAINT "ledger_discrepancies_status_check";--> statement-breakpoint
+ALTER TABLE "ledger_discrepancies" ADD CONSTRAINT "ledger_discrepancies_status_check" CHECK ("ledger_discrepancies"."status" in ('open', 'healed', 'resolved'));
