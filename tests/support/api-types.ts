@@ -1762,7 +1762,7 @@ export interface components {
             tenantId: string;
             provider: string;
             /** @enum {string} */
-            status: "open" | "resolved";
+            status: "open" | "healed" | "resolved";
             summary: string;
             ours: components["schemas"]["LedgerView"];
             theirs: components["schemas"]["LedgerView"];
@@ -3652,7 +3652,7 @@ export interface operations {
     listLedgerDiscrepancies: {
         parameters: {
             query?: {
-                status?: "open" | "resolved";
+                status?: "open" | "healed" | "resolved";
                 orderId?: string;
                 limit?: number;
             };
