@@ -2,6 +2,7 @@ import { eq } from 'drizzle-orm'
 import { refunds } from '../../db/schema'
 import { applyRefundOutcome } from '../../orders/payment-state'
 import { refundIdempotencyKey } from '../../payments'
+import { refundAmountProblem } from '../../payments/currencies'
 import { PaymentRefused, type PaymentProvider } from '../../payments/types'
 import { defineJobKind } from '../kind'
 import { paymentRefundJob } from '../types'
@@ -26,6 +27,11 @@ export function paymentRefund(provider: PaymentProvider) {
       const context = { jobId: job.id, requestId: job.requestId ?? undefined }
       if (!order.paymentIntentId) {
         return commit(tx => applyRefundOutcome(tx, orderId, refundId, { status: 'failed', failure: 'The order has no payment at the provider to refund.' }, context))
+      }
+      // Admission refuses such amounts; one admitted before it did would be refused on every attempt.
+      const inexpressible = refundAmountProblem(provider.name, refund.amount, refund.currency, { rest: false })
+      if (inexpressible) {
+        return commit(tx => applyRefundOutcome(tx, orderId, refundId, { status: 'failed', failure: `amount_inexpressible: ${inexpressible}` }, context))
       }
       let answer
       try {
