@@ -7,11 +7,11 @@ import { opsRequest } from '../support/ops'
 import { expectCreatedRefund, expectProblem, newIdempotencyKey, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import {
-  getOrder, orderWhen, placeOrder, postRefund, postStripeEvent, type ProviderStack, settledJob, settledRefundJob, startProviderStack,
-  stripeEnv, stripeIntentsOf, stripeRefundCalls, stripeSecretKey, withStandInStack,
+  getOrder, orderWhen, paidStripeOrder, placeOrder, postRefund, type ProviderStack, settledRefundJob, startProviderStack, stripeEnv,
+  stripeRefundCalls, withStripeStack,
 } from '../support/providers'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
-import { type StripeApi, startStripeApi } from '../support/stripe-api'
+import type { StripeApi } from '../support/stripe-api'
 
 // Refund admission against what the provider can take, the refund API's contract, and what one
 // checkout session, a tenant and an operator each read. Against the built app on Postgres and
@@ -36,26 +36,14 @@ describeWithServices('refund admission, the refund contract and session isolatio
   describe('Stripe', () => {
     let api: StripeApi
     let stack: ProviderStack
-    withStandInStack({
-      start: () => startStripeApi({ secretKey: stripeSecretKey }),
-      stack: api => startProviderStack('refund_admission_stripe', { ...stripeEnv(api), ...fastJobsEnv }),
-      use: (started, startedStack) => {
-        api = started
-        stack = startedStack
-      },
+    withStripeStack('refund_admission_stripe', fastJobsEnv, (started, startedStack) => {
+      api = started
+      stack = startedStack
     })
 
     /** An order in `currency` for `amount` (app units), paid at the stand-in and applied. */
-    async function paidOrder(currency: string, amount: number): Promise<{ orderId: string, intentId: string }> {
-      const orderId = await placeOrder(stack, validOrderBody({ currency, amount, paymentMethod: 'card', items: [{ sku: 'SKU-1', quantity: 1, unitPrice: amount }] }))
-      expect(await settledJob(stack.sql, orderId, 'payment.create_intent')).toMatchObject({ status: 'completed' })
-      const [intent] = stripeIntentsOf(api, orderId)
-      api.succeed(intent!.id)
-      const delivered = await postStripeEvent(stack.app.url, api.event(intent!.id, 'payment_intent.succeeded'))
-      expect(delivered.status, delivered.text).toBe(200)
-      await orderWhen(stack, orderId, 'is paid', order => order.status === 'paid')
-      return { orderId, intentId: intent!.id }
-    }
+    const paidOrder = (currency: string, amount: number) =>
+      paidStripeOrder(api, stack, validOrderBody({ currency, amount, paymentMethod: 'card', items: [{ sku: 'SKU-1', quantity: 1, unitPrice: amount }] }))
 
     it('refuses an MGA refund of 150 (Stripe refunds whole ariary): 400 validation-failed naming the step, nothing stored; the same key then takes 100, and the rest (9,800) is admitted and refunded', async () => {
       const { orderId, intentId } = await paidOrder('MGA', 10_000)

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, expect, it } from 'vitest'
-import { fastJobsEnv, stopAll, testSecrets } from '../support/app'
-import { type MidtransApi, startMidtransApi } from '../support/midtrans-api'
+import { fastJobsEnv, stopAll } from '../support/app'
+import type { MidtransApi } from '../support/midtrans-api'
 import { validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import {
-  effectsOf, getOrder, getRefund, historyOf, type JobView, midtransCallsOf, midtransEnv, ops, orderWhen, placeOrder, postMidtransNotification, postRefund,
-  processedEvents, type ProviderStack, settledJob, settledRefundJob, startProviderStack, withStandInStack,
+  effectsOf, getOrder, getRefund, historyOf, type JobView, midtransCallsOf, ops, orderWhen, placeOrder, postMidtransNotification, postRefund,
+  processedEvents, type ProviderStack, settledJob, settledRefundJob, withMidtransStack,
 } from '../support/providers'
 import { describeWithServices } from '../support/services'
 
@@ -26,15 +26,10 @@ const newKey = () => `refund-${randomUUID()}`
 describeWithServices('Midtrans refunds: our ledger agrees with Midtrans\'', ['postgres', 'redis'], () => {
   let api: MidtransApi
   let stack: ProviderStack
-  withStandInStack({
-    start: () => startMidtransApi({ serverKey: testSecrets.midtransServerKey }),
-    stack: api => startProviderStack('refunds_midtrans_ledger', { ...midtransEnv(api), ...fastJobsEnv, ...SHORT_TIMEOUT }),
-    use: (started, startedStack) => {
-      api = started
-      stack = startedStack
-    },
-    reset: api => api.holdRefunds(0),
-  })
+  withMidtransStack('refunds_midtrans_ledger', { ...fastJobsEnv, ...SHORT_TIMEOUT }, (started, startedStack) => {
+    api = started
+    stack = startedStack
+  }, api => api.holdRefunds(0))
 
   afterAll(async () => {
     await stopAll()

@@ -5,11 +5,11 @@ import { fastJobsEnv, stopAll } from '../support/app'
 import { validOrderBody } from '../support/orders'
 import {
   effectsOf, getOrder, ops, orderWhen, placeOrder, postRefund, postStripeEvent, processedEvents, type ProviderStack, settledJob, settledRefundJob,
-  startProviderStack, stripeEnv, stripeIntentsOf, stripeSecretKey, withStandInStack,
+  startProviderStack, stripeEnv, stripeIntentsOf, withStripeStack,
 } from '../support/providers'
 import { pollUntil } from '../support/poll'
 import { describeWithServices } from '../support/services'
-import { type StripeApi, type StripeEvent, startStripeApi } from '../support/stripe-api'
+import type { StripeApi, StripeEvent } from '../support/stripe-api'
 
 // Our ledger against Stripe's (docs/payments-and-refunds.md, "Stripe"): whatever Stripe reports about
 // a refund, in whatever order and however often its events arrive, the order's refunds are the
@@ -30,15 +30,10 @@ type LedgerLine = [string, number, string]
 describeWithServices('a Stripe refund\'s ledger agrees with Stripe\'s, whatever order its events come in', ['postgres', 'redis'], () => {
   let api: StripeApi
   let stack: ProviderStack
-  withStandInStack({
-    start: () => startStripeApi({ secretKey: stripeSecretKey }),
-    stack: api => startProviderStack('refunds_stripe_ledger', { ...stripeEnv(api), ...fastJobsEnv }),
-    use: (started, startedStack) => {
-      api = started
-      stack = startedStack
-    },
-    reset: api => api.pendRefunds(0),
-  })
+  withStripeStack('refunds_stripe_ledger', fastJobsEnv, (started, startedStack) => {
+    api = started
+    stack = startedStack
+  }, api => api.pendRefunds(0))
   afterAll(async () => {
     await stopAll()
   })
