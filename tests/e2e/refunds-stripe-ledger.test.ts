@@ -54,6 +54,15 @@ describeWithServices('a Stripe refund\'s ledger agrees with Stripe\'s, whatever 
   const refundEventsOf = (intentId: string): StripeEvent[] => api.events.filter(event =>
     event.type !== 'payment_intent.succeeded' && 'payment_intent' in event.data.object && event.data.object.payment_intent === intentId)
 
+  /** Delivers `events[index]` to the app for each index of `order` (repeats allowed), each processed before the next. */
+  async function deliverInOrder(orderId: string, events: StripeEvent[], order: number[]): Promise<void> {
+    for (const index of order) {
+      const delivered = await postStripeEvent(stack.app.url, events[index])
+      expect(delivered.status, delivered.text).toBe(200)
+      await processedEvents(stack.sql, orderId)
+    }
+  }
+
   const stripeLedger = (intentId: string): LedgerLine[] => api.createdRefunds().filter(made => made.refund.payment_intent === intentId)
     .map(({ refund }) => [refund.id, refund.amount, refund.status === 'canceled' ? 'failed' : refund.status] as LedgerLine).sort()
 
@@ -89,11 +98,7 @@ describeWithServices('a Stripe refund\'s ledger agrees with Stripe\'s, whatever 
     expect(events[1]!.data.object).toMatchObject({ object: 'charge', amount_refunded: toStripeAmount(REFUND_AMOUNT, 'IDR') })
     expect(api.charge(intentId)!.amount_refunded).toBe(0)
 
-    for (const index of order) {
-      const delivered = await postStripeEvent(stack.app.url, events[index])
-      expect(delivered.status, delivered.text).toBe(200)
-      await processedEvents(stack.sql, orderId)
-    }
+    await deliverInOrder(orderId, events, order)
 
     const settled = (await getOrder(stack, orderId)).json
     expect(settled).toMatchObject({ status: 'paid', amountRefunded: 0 })
@@ -117,11 +122,7 @@ describeWithServices('a Stripe refund\'s ledger agrees with Stripe\'s, whatever 
     api.settleRefund(dashboard.id, 'failed')
     const events = refundEventsOf(intentId)
     expect(events.map(event => event.type)).toEqual(['refund.created', 'charge.refunded', 'refund.updated', 'refund.failed'])
-    for (const index of order) {
-      const delivered = await postStripeEvent(stack.app.url, events[index])
-      expect(delivered.status, delivered.text).toBe(200)
-      await processedEvents(stack.sql, orderId)
-    }
+    await deliverInOrder(orderId, events, order)
     const settled = (await getOrder(stack, orderId)).json
     expect(settled).toMatchObject({ status: 'paid', amountRefunded: 0 })
     expect(settled.refunds.map((refund: any) => [refund.amount, refund.status, refund.source])).toEqual([[REFUND_AMOUNT, 'failed', 'provider']])
@@ -145,18 +146,10 @@ describeWithServices('a Stripe refund\'s ledger agrees with Stripe\'s, whatever 
     ])
 
     // The dashboard's refund does not fit beside ours, which still holds all of it here.
-    for (const index of [4, 5, 1, 0]) {
-      const delivered = await postStripeEvent(stack.app.url, events[index])
-      expect(delivered.status, delivered.text).toBe(200)
-      await processedEvents(stack.sql, orderId)
-    }
+    await deliverInOrder(orderId, events, [4, 5, 1, 0])
     expect((await getOrder(stack, orderId)).json).toMatchObject({ status: 'paid', amountRefunded: 0 })
 
-    for (const index of [3, 2, 5]) {
-      const delivered = await postStripeEvent(stack.app.url, events[index])
-      expect(delivered.status, delivered.text).toBe(200)
-      await processedEvents(stack.sql, orderId)
-    }
+    await deliverInOrder(orderId, events, [3, 2, 5])
     const settled = (await getOrder(stack, orderId)).json
     expect(settled).toMatchObject({ status: 'refunded', amountRefunded: ORDER_AMOUNT })
     expect(settled.refunds.map((refund: any) => [refund.amount, refund.status, refund.source])).toEqual([[ORDER_AMOUNT, 'failed', 'api'], [ORDER_AMOUNT, 'succeeded', 'provider']])
