@@ -16,7 +16,7 @@ import { type CreatedPayment, PaymentRefused, type PaymentProvider, type Payment
  * and gross_amount, so webhook.apply confirms a notification's state with readPayment first.
  */
 
-type MidtransConfig = Pick<AppConfig, 'MIDTRANS_SERVER_KEY' | 'MIDTRANS_API_BASE' | 'MIDTRANS_IS_PRODUCTION' | 'PAYMENT_PROVIDER_TIMEOUT_MS'>
+export type MidtransConfig = Pick<AppConfig, 'MIDTRANS_SERVER_KEY' | 'MIDTRANS_API_BASE' | 'MIDTRANS_IS_PRODUCTION' | 'PAYMENT_PROVIDER_TIMEOUT_MS'>
 type Answer = Record<string, unknown>
 
 const MIDTRANS_CURRENCY = 'IDR'
@@ -25,7 +25,8 @@ const failedStatuses = new Set(['deny', 'cancel', 'expire', 'failure'])
 /** The bank whose virtual account a bank transfer gets. */
 const VA_BANK = 'bca'
 
-export function createMidtransProvider(config: MidtransConfig): PaymentProvider {
+/** The Core API client both the payment adapter and the ledger check's reader call, built from config. */
+export function midtransCoreApi(config: MidtransConfig) {
   if (!config.MIDTRANS_SERVER_KEY) throw new Error('MIDTRANS_SERVER_KEY is unset although PAYMENT_PROVIDER=midtrans')
   const core = new midtrans.CoreApi({ isProduction: config.MIDTRANS_IS_PRODUCTION, serverKey: config.MIDTRANS_SERVER_KEY })
   // The client has no base-URL option: a stand-in (tests) or a proxy is set here.
@@ -34,6 +35,11 @@ export function createMidtransProvider(config: MidtransConfig): PaymentProvider 
     core.apiConfig.getCoreApiBaseUrl = () => base
   }
   core.httpClient.http_client.defaults.timeout = config.PAYMENT_PROVIDER_TIMEOUT_MS
+  return core
+}
+
+export function createMidtransProvider(config: MidtransConfig): PaymentProvider {
+  const core = midtransCoreApi(config)
   const linkAllowed = providerLinkFilter(config.MIDTRANS_API_BASE)
 
   const readStatus = async (orderId: string): Promise<Answer | undefined> => {

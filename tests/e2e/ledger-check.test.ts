@@ -3,17 +3,17 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import type postgres from 'postgres'
 import { afterAll, describe, expect, it } from 'vitest'
-import { fastJobsEnv, stopAll, testSecrets } from '../support/app'
-import { type MidtransApi, startMidtransApi } from '../support/midtrans-api'
+import { fastJobsEnv, stopAll } from '../support/app'
+import type { MidtransApi } from '../support/midtrans-api'
 import { opsRequest } from '../support/ops'
 import { validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import {
-  clearOfScheduledReconcile, effectsOf, getOrder, midtransEnv, orderWhen, placeOrder, postCancel, postMidtransNotification, postRefund, postStripeEvent, type ProviderStack,
-  runReconcile, settledJob, settledRefundJob, startProviderStack, stripeEnv, stripeIntentsOf, stripeSecretKey, withStandInStack,
+  clearOfScheduledReconcile, effectsOf, getOrder, orderWhen, paidStripeOrder, placeOrder, postCancel, postMidtransNotification, postRefund,
+  postStripeEvent, type ProviderStack, runReconcile, settledJob, settledRefundJob, stripeIntentsOf, withMidtransStack, withStripeStack,
 } from '../support/providers'
 import { describeWithServices, redisUrl } from '../support/services'
-import { type StripeApi, startStripeApi } from '../support/stripe-api'
+import type { StripeApi } from '../support/stripe-api'
 import { orderResource, resourceLockKey } from '../../shared/resources'
 
 // The ledger check (payments:ledger-check, server/ledger) against the Stripe and Midtrans stand-ins:
@@ -95,27 +95,13 @@ describeWithServices('the ledger check against the Stripe and Midtrans stand-ins
   describe('Stripe', () => {
     let api: StripeApi
     let stack: ProviderStack
-    withStandInStack({
-      start: () => startStripeApi({ secretKey: stripeSecretKey }),
-      stack: api => startProviderStack('ledger_stripe', { ...stripeEnv(api), ...fastJobsEnv, ...CHECK_AT_ONCE }),
-      use: (started, startedStack) => {
-        api = started
-        stack = startedStack
-      },
-      reset: api => api.pendRefunds(0),
-    })
+    withStripeStack('ledger_stripe', { ...fastJobsEnv, ...CHECK_AT_ONCE }, (started, startedStack) => {
+      api = started
+      stack = startedStack
+    }, api => api.pendRefunds(0))
 
     /** An IDR order paid at the stand-in, its payment_intent.succeeded applied. */
-    async function paidOrder(): Promise<{ orderId: string, intentId: string }> {
-      const orderId = await placeOrder(stack, validOrderBody())
-      expect(await settledJob(stack.sql, orderId, CREATE)).toMatchObject({ status: 'completed' })
-      const [intent] = stripeIntentsOf(api, orderId)
-      api.succeed(intent!.id)
-      const delivered = await postStripeEvent(stack.app.url, api.event(intent!.id, 'payment_intent.succeeded'))
-      expect(delivered.status, delivered.text).toBe(200)
-      await orderWhen(stack, orderId, 'is paid', order => order.status === 'paid')
-      return { orderId, intentId: intent!.id }
-    }
+    const paidOrder = () => paidStripeOrder(api, stack)
 
     it('dashboard refunds never delivered are recorded (paged past 100), a refund Stripe failed after we recorded it succeeded is failed with its notice withheld, a wrong amount is a discrepancy; a second run changes nothing', async () => {
       await clearOfScheduledTasks(25)
@@ -217,13 +203,9 @@ describeWithServices('the ledger check against the Stripe and Midtrans stand-ins
   describe('Midtrans', () => {
     let api: MidtransApi
     let stack: ProviderStack
-    withStandInStack({
-      start: () => startMidtransApi({ serverKey: testSecrets.midtransServerKey }),
-      stack: api => startProviderStack('ledger_midtrans', { ...midtransEnv(api), ...fastJobsEnv, ...CHECK_AT_ONCE }),
-      use: (started, startedStack) => {
-        api = started
-        stack = startedStack
-      },
+    withMidtransStack('ledger_midtrans', { ...fastJobsEnv, ...CHECK_AT_ONCE }, (started, startedStack) => {
+      api = started
+      stack = startedStack
     })
 
     it('a refund recorded only in Midtrans\' dashboard is recorded with its notice; a canceled order paid by bank transfer, whose automatic refund Midtrans cannot make, is a discrepancy until an operator resolves it; a second run changes nothing', async () => {

@@ -7,11 +7,11 @@ import { opsRequest } from '../support/ops'
 import { expectCreatedRefund, expectProblem, newIdempotencyKey, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import {
-  getOrder, orderWhen, placeOrder, postRefund, postStripeEvent, type ProviderStack, settledJob, settledRefundJob, startProviderStack,
-  stripeEnv, stripeIntentsOf, stripeRefundCalls, stripeSecretKey, withStandInStack,
+  getOrder, orderWhen, paidStripeOrder, placeOrder, postRefund, type ProviderStack, settledRefundJob, startProviderStack, stripeEnv,
+  stripeRefundCalls, withStripeStack,
 } from '../support/providers'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
-import { type StripeApi, startStripeApi } from '../support/stripe-api'
+import type { StripeApi } from '../support/stripe-api'
 
 // Refund admission against what the provider can take, the refund API's contract, and what one
 // checkout session, a tenant and an operator each read. Against the built app on Postgres and
@@ -36,37 +36,32 @@ describeWithServices('refund admission, the refund contract and session isolatio
   describe('Stripe', () => {
     let api: StripeApi
     let stack: ProviderStack
-    withStandInStack({
-      start: () => startStripeApi({ secretKey: stripeSecretKey }),
-      stack: api => startProviderStack('refund_admission_stripe', { ...stripeEnv(api), ...fastJobsEnv }),
-      use: (started, startedStack) => {
-        api = started
-        stack = startedStack
-      },
+    withStripeStack('refund_admission_stripe', fastJobsEnv, (started, startedStack) => {
+      api = started
+      stack = startedStack
     })
 
     /** An order in `currency` for `amount` (app units), paid at the stand-in and applied. */
-    async function paidOrder(currency: string, amount: number): Promise<{ orderId: string, intentId: string }> {
-      const orderId = await placeOrder(stack, validOrderBody({ currency, amount, paymentMethod: 'card', items: [{ sku: 'SKU-1', quantity: 1, unitPrice: amount }] }))
-      expect(await settledJob(stack.sql, orderId, 'payment.create_intent')).toMatchObject({ status: 'completed' })
-      const [intent] = stripeIntentsOf(api, orderId)
-      api.succeed(intent!.id)
-      const delivered = await postStripeEvent(stack.app.url, api.event(intent!.id, 'payment_intent.succeeded'))
-      expect(delivered.status, delivered.text).toBe(200)
-      await orderWhen(stack, orderId, 'is paid', order => order.status === 'paid')
-      return { orderId, intentId: intent!.id }
+    const paidOrder = (currency: string, amount: number) =>
+      paidStripeOrder(api, stack, validOrderBody({ currency, amount, paymentMethod: 'card', items: [{ sku: 'SKU-1', quantity: 1, unitPrice: amount }] }))
+
+    /**
+     * A refund of `amount` under `key` refused 400 validation-failed: not a multiple of `step` in the
+     * currency's units, its detail naming each of `detailParts`; no refund row and no stored key.
+     */
+    async function expectAmountRefused(orderId: string, key: string, amount: number, step: number, detailParts: string[]): Promise<void> {
+      const refused = await postRefund(stack, orderId, key, { amount })
+      expectProblem(refused, 'validation-failed')
+      expect(refused.json.errors).toEqual([{ path: 'amount', message: expect.stringContaining(`multiple of ${step}`) }])
+      for (const part of detailParts) expect(refused.json.detail).toContain(part)
+      expect(await refundRows(stack.sql, orderId)).toEqual([])
+      expect(await storedKeys(stack.sql, key)).toBe(0)
     }
 
     it('refuses an MGA refund of 150 (Stripe refunds whole ariary): 400 validation-failed naming the step, nothing stored; the same key then takes 100, and the rest (9,800) is admitted and refunded', async () => {
       const { orderId, intentId } = await paidOrder('MGA', 10_000)
       const key = newKey()
-      const refused = await postRefund(stack, orderId, key, { amount: 150 })
-      expectProblem(refused, 'validation-failed')
-      expect(refused.json.errors).toEqual([{ path: 'amount', message: expect.stringContaining('multiple of 100') }])
-      expect(refused.json.detail).toContain('Stripe refunds MGA to whole units')
-      expect(refused.json.detail).toContain('100 or 200')
-      expect(await refundRows(stack.sql, orderId)).toEqual([])
-      expect(await storedKeys(stack.sql, key)).toBe(0)
+      await expectAmountRefused(orderId, key, 150, 100, ['Stripe refunds MGA to whole units', '100 or 200'])
 
       const corrected = await postRefund(stack, orderId, key, { amount: 100 })
       expectCreatedRefund(corrected, { orderId, amount: 100, currency: 'MGA', key })
@@ -83,13 +78,7 @@ describeWithServices('refund admission, the refund contract and session isolatio
     it('refuses a KWD refund whose last digit is not 0 (Stripe charges KWD to 2 of its 3 decimals): 400 validation-failed, nothing stored', async () => {
       const { orderId } = await paidOrder('KWD', 5_120)
       const key = newKey()
-      const refused = await postRefund(stack, orderId, key, { amount: 1_235 })
-      expectProblem(refused, 'validation-failed')
-      expect(refused.json.errors).toEqual([{ path: 'amount', message: expect.stringContaining('multiple of 10') }])
-      expect(refused.json.detail).toContain('1.235 KWD')
-      expect(refused.json.detail).toContain('1230 or 1240')
-      expect(await refundRows(stack.sql, orderId)).toEqual([])
-      expect(await storedKeys(stack.sql, key)).toBe(0)
+      await expectAmountRefused(orderId, key, 1_235, 10, ['1.235 KWD', '1230 or 1240'])
       const admitted = await postRefund(stack, orderId, key, { amount: 1_230 })
       expectCreatedRefund(admitted, { orderId, amount: 1_230, currency: 'KWD', key })
     })

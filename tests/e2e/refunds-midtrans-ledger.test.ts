@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, expect, it } from 'vitest'
-import { fastJobsEnv, stopAll, testSecrets } from '../support/app'
-import { type MidtransApi, startMidtransApi } from '../support/midtrans-api'
+import { fastJobsEnv, stopAll } from '../support/app'
+import type { MidtransApi } from '../support/midtrans-api'
 import { validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import {
-  effectsOf, getOrder, getRefund, historyOf, type JobView, midtransCallsOf, midtransEnv, ops, orderWhen, placeOrder, postMidtransNotification, postRefund,
-  processedEvents, type ProviderStack, settledJob, settledRefundJob, startProviderStack, withStandInStack,
+  effectsOf, getOrder, getRefund, historyOf, type JobView, midtransCallsOf, ops, orderWhen, placeOrder, postMidtransNotification, postRefund,
+  processedEvents, type ProviderStack, settledJob, settledRefundJob, withMidtransStack,
 } from '../support/providers'
 import { describeWithServices } from '../support/services'
 
@@ -26,15 +26,10 @@ const newKey = () => `refund-${randomUUID()}`
 describeWithServices('Midtrans refunds: our ledger agrees with Midtrans\'', ['postgres', 'redis'], () => {
   let api: MidtransApi
   let stack: ProviderStack
-  withStandInStack({
-    start: () => startMidtransApi({ serverKey: testSecrets.midtransServerKey }),
-    stack: api => startProviderStack('refunds_midtrans_ledger', { ...midtransEnv(api), ...fastJobsEnv, ...SHORT_TIMEOUT }),
-    use: (started, startedStack) => {
-      api = started
-      stack = startedStack
-    },
-    reset: api => api.holdRefunds(0),
-  })
+  withMidtransStack('refunds_midtrans_ledger', { ...fastJobsEnv, ...SHORT_TIMEOUT }, (started, startedStack) => {
+    api = started
+    stack = startedStack
+  }, api => api.holdRefunds(0))
 
   afterAll(async () => {
     await stopAll()
@@ -71,17 +66,21 @@ describeWithServices('Midtrans refunds: our ledger agrees with Midtrans\'', ['po
   const refundsAtMidtrans = (orderId: string) => api.transactions.get(orderId)!.refunds
   const refundNotices = async (orderId: string) => (await effectsOf(stack.sql, orderId)).emails.filter(subject => subject.endsWith('refunded'))
 
-  it('a refund still in flight when its call times out is asked again later, not failed: it succeeds once, Midtrans holds one refund for its refund_key, and the merchant\'s second refund of it is refused as exceeding what remains', async () => {
+  /** A paid order with a refund of ours (100,000) in flight at Midtrans, its retry answered 406 (still pending with us). */
+  async function refundInFlight(): Promise<{ orderId: string, refundId: string }> {
     const orderId = await paidOrder()
     api.holdRefunds(1)
     const created = await postRefund(stack, orderId, newKey(), { amount: 100_000 })
     expect(created.status, created.text).toBe(201)
-    const refundId = created.json.id as string
-
-    // The first call timed out while Midtrans holds the refund; the retry's status read does not list
-    // it, and its refund_key, in flight, is answered 406.
     await pollUntil('the retry is answered 406 for the refund_key in flight', async () =>
       midtransCallsOf(api, orderId).filter(call => call.call === 'direct refund').some(call => call.answered === 406), { timeoutMs: 20_000 })
+    return { orderId, refundId: created.json.id as string }
+  }
+
+  it('a refund still in flight when its call times out is asked again later, not failed: it succeeds once, Midtrans holds one refund for its refund_key, and the merchant\'s second refund of it is refused as exceeding what remains', async () => {
+    // The first call timed out while Midtrans holds the refund; the retry's status read does not list
+    // it, and its refund_key, in flight, is answered 406.
+    const { orderId, refundId } = await refundInFlight()
     const job = await refundJobWhen(refundId, 'has taken the 406', seen => seen.errors.length >= 2 || (seen.status !== 'running' && seen.status !== 'pending'))
     expect(job.status).not.toBe('completed')
     expect(job.errors.slice(0, 2)).toEqual([
@@ -118,13 +117,7 @@ describeWithServices('Midtrans refunds: our ledger agrees with Midtrans\'', ['po
   })
 
   it('a refund in flight that the bank refuses after its call timed out frees its refund_key: the next attempt asks again under it, and Midtrans makes it once', async () => {
-    const orderId = await paidOrder()
-    api.holdRefunds(1)
-    const created = await postRefund(stack, orderId, newKey(), { amount: 100_000 })
-    expect(created.status, created.text).toBe(201)
-    const refundId = created.json.id as string
-    await pollUntil('the retry is answered 406 for the refund_key in flight', async () =>
-      midtransCallsOf(api, orderId).filter(call => call.call === 'direct refund').some(call => call.answered === 406), { timeoutMs: 20_000 })
+    const { orderId, refundId } = await refundInFlight()
     // Refused by the bank: its held answer finds no caller, and nothing was refunded.
     api.failRefund(refundId)
     expect(await settledRefundJob(stack.sql, refundId)).toMatchObject({ status: 'completed', lastError: null })
@@ -132,17 +125,6 @@ describeWithServices('Midtrans refunds: our ledger agrees with Midtrans\'', ['po
     expect(refundsAtMidtrans(orderId).map(refund => refund.refund_key)).toEqual([refundId])
     expect((await getOrder(stack, orderId)).json).toMatchObject({ status: 'partially_refunded', amountRefunded: api.refundedTotal(orderId) })
   })
-
-  /** A paid order with a refund of ours (100,000) in flight at Midtrans, its retry answered 406 (still pending with us). */
-  async function refundInFlight(): Promise<{ orderId: string, refundId: string }> {
-    const orderId = await paidOrder()
-    api.holdRefunds(1)
-    const created = await postRefund(stack, orderId, newKey(), { amount: 100_000 })
-    expect(created.status, created.text).toBe(201)
-    await pollUntil('the retry is answered 406 for the refund_key in flight', async () =>
-      midtransCallsOf(api, orderId).filter(call => call.call === 'direct refund').some(call => call.answered === 406), { timeoutMs: 20_000 })
-    return { orderId, refundId: created.json.id as string }
-  }
 
   it('a dashboard refund notified while a refund of ours is in flight is recorded once Midtrans finishes ours, which its total counts once: ours equals Midtrans\' 130,000', async () => {
     const { orderId, refundId } = await refundInFlight()

@@ -1,16 +1,17 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, describe, expect, it } from 'vitest'
 import { fastJobsEnv, stopAll, testSecrets } from '../support/app'
-import { type MidtransApi, startMidtransApi } from '../support/midtrans-api'
+import type { MidtransApi } from '../support/midtrans-api'
 import { expectCreatedRefund, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import {
-  clearOfScheduledReconcile, getOrder, getRefund, midtransCallsOf, midtransEnv, ops, orderWhen, placeOrder, postCancel,
+  clearOfScheduledReconcile, getOrder, getRefund, midtransCallsOf, midtransEnv, ops, orderWhen, paidStripeOrder, placeOrder, postCancel,
   postMidtransNotification, postRefund, postStripeEvent, processedEvents, type ProviderStack, refundReasonsOf, runReconcile, settledJob,
-  settledRefundJob, startProviderStack, stripeEnv, stripeIntentsOf, stripeRefundCalls, stripeSecretKey, usdOrderBody, withStandInStack,
+  settledRefundJob, startProviderStack, stripeEnv, stripeIntentsOf, stripeRefundCalls, stripeSecretKey, usdOrderBody, withMidtransStack,
+  withStripeStack,
 } from '../support/providers'
 import { describeWithServices } from '../support/services'
-import { type StandInPaymentIntent, type StripeApi, startStripeApi } from '../support/stripe-api'
+import type { StandInPaymentIntent, StripeApi } from '../support/stripe-api'
 
 // Refunds and cancellation (SPEC §4a) through the real adapters in the built app, against the
 // Stripe and Midtrans stand-ins: each refund asked once under its own key (refund:<id>, Midtrans'
@@ -53,27 +54,13 @@ describeWithServices('refunds and cancellation against the Stripe and Midtrans s
   describe('Stripe', () => {
     let api: StripeApi
     let stack: ProviderStack
-    withStandInStack({
-      start: () => startStripeApi({ secretKey: stripeSecretKey }),
-      stack: api => startProviderStack('refunds_stripe', { ...stripeEnv(api), ...fastJobsEnv }),
-      use: (started, startedStack) => {
-        api = started
-        stack = startedStack
-      },
-      reset: api => api.pendRefunds(0),
-    })
+    withStripeStack('refunds_stripe', fastJobsEnv, (started, startedStack) => {
+      api = started
+      stack = startedStack
+    }, api => api.pendRefunds(0))
 
     /** An IDR order paid at the stand-in, its payment_intent.succeeded applied. */
-    async function paidOrder(on: ProviderStack = stack): Promise<{ orderId: string, intentId: string }> {
-      const orderId = await placeOrder(on, validOrderBody())
-      expect(await settledJob(on.sql, orderId, CREATE)).toMatchObject({ status: 'completed' })
-      const [intent] = stripeIntentsOf(api, orderId)
-      api.succeed(intent!.id)
-      const delivered = await postStripeEvent(on.app.url, api.event(intent!.id, 'payment_intent.succeeded'))
-      expect(delivered.status, delivered.text).toBe(200)
-      await orderWhen(on, orderId, 'is paid', order => order.status === 'paid')
-      return { orderId, intentId: intent!.id }
-    }
+    const paidOrder = (on: ProviderStack = stack) => paidStripeOrder(api, on)
 
     const refundsAtStripe = (intentId: string) => api.createdRefunds().filter(made => made.refund.payment_intent === intentId)
 
@@ -401,13 +388,9 @@ describeWithServices('refunds and cancellation against the Stripe and Midtrans s
   describe('Midtrans', () => {
     let api: MidtransApi
     let stack: ProviderStack
-    withStandInStack({
-      start: () => startMidtransApi({ serverKey: testSecrets.midtransServerKey }),
-      stack: api => startProviderStack('refunds_midtrans', { ...midtransEnv(api), ...fastJobsEnv }),
-      use: (started, startedStack) => {
-        api = started
-        stack = startedStack
-      },
+    withMidtransStack('refunds_midtrans', fastJobsEnv, (started, startedStack) => {
+      api = started
+      stack = startedStack
     })
 
     /** An IDR order (GoPay unless said otherwise) settled at the stand-in, its notification applied; the calls so far forgotten. */

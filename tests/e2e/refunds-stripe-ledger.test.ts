@@ -5,11 +5,11 @@ import { fastJobsEnv, stopAll } from '../support/app'
 import { validOrderBody } from '../support/orders'
 import {
   effectsOf, getOrder, ops, orderWhen, placeOrder, postRefund, postStripeEvent, processedEvents, type ProviderStack, settledJob, settledRefundJob,
-  startProviderStack, stripeEnv, stripeIntentsOf, stripeSecretKey, withStandInStack,
+  startProviderStack, stripeEnv, stripeIntentsOf, withStripeStack,
 } from '../support/providers'
 import { pollUntil } from '../support/poll'
 import { describeWithServices } from '../support/services'
-import { type StripeApi, type StripeEvent, startStripeApi } from '../support/stripe-api'
+import type { StripeApi, StripeEvent } from '../support/stripe-api'
 
 // Our ledger against Stripe's (docs/payments-and-refunds.md, "Stripe"): whatever Stripe reports about
 // a refund, in whatever order and however often its events arrive, the order's refunds are the
@@ -30,15 +30,10 @@ type LedgerLine = [string, number, string]
 describeWithServices('a Stripe refund\'s ledger agrees with Stripe\'s, whatever order its events come in', ['postgres', 'redis'], () => {
   let api: StripeApi
   let stack: ProviderStack
-  withStandInStack({
-    start: () => startStripeApi({ secretKey: stripeSecretKey }),
-    stack: api => startProviderStack('refunds_stripe_ledger', { ...stripeEnv(api), ...fastJobsEnv }),
-    use: (started, startedStack) => {
-      api = started
-      stack = startedStack
-    },
-    reset: api => api.pendRefunds(0),
-  })
+  withStripeStack('refunds_stripe_ledger', fastJobsEnv, (started, startedStack) => {
+    api = started
+    stack = startedStack
+  }, api => api.pendRefunds(0))
   afterAll(async () => {
     await stopAll()
   })
@@ -58,6 +53,15 @@ describeWithServices('a Stripe refund\'s ledger agrees with Stripe\'s, whatever 
   /** The stand-in's refund and charge events about the intent, in the order Stripe made them. */
   const refundEventsOf = (intentId: string): StripeEvent[] => api.events.filter(event =>
     event.type !== 'payment_intent.succeeded' && 'payment_intent' in event.data.object && event.data.object.payment_intent === intentId)
+
+  /** Delivers `events[index]` to the app for each index of `order` (repeats allowed), each processed before the next. */
+  async function deliverInOrder(orderId: string, events: StripeEvent[], order: number[]): Promise<void> {
+    for (const index of order) {
+      const delivered = await postStripeEvent(stack.app.url, events[index])
+      expect(delivered.status, delivered.text).toBe(200)
+      await processedEvents(stack.sql, orderId)
+    }
+  }
 
   const stripeLedger = (intentId: string): LedgerLine[] => api.createdRefunds().filter(made => made.refund.payment_intent === intentId)
     .map(({ refund }) => [refund.id, refund.amount, refund.status === 'canceled' ? 'failed' : refund.status] as LedgerLine).sort()
@@ -94,11 +98,7 @@ describeWithServices('a Stripe refund\'s ledger agrees with Stripe\'s, whatever 
     expect(events[1]!.data.object).toMatchObject({ object: 'charge', amount_refunded: toStripeAmount(REFUND_AMOUNT, 'IDR') })
     expect(api.charge(intentId)!.amount_refunded).toBe(0)
 
-    for (const index of order) {
-      const delivered = await postStripeEvent(stack.app.url, events[index])
-      expect(delivered.status, delivered.text).toBe(200)
-      await processedEvents(stack.sql, orderId)
-    }
+    await deliverInOrder(orderId, events, order)
 
     const settled = (await getOrder(stack, orderId)).json
     expect(settled).toMatchObject({ status: 'paid', amountRefunded: 0 })
@@ -122,11 +122,7 @@ describeWithServices('a Stripe refund\'s ledger agrees with Stripe\'s, whatever 
     api.settleRefund(dashboard.id, 'failed')
     const events = refundEventsOf(intentId)
     expect(events.map(event => event.type)).toEqual(['refund.created', 'charge.refunded', 'refund.updated', 'refund.failed'])
-    for (const index of order) {
-      const delivered = await postStripeEvent(stack.app.url, events[index])
-      expect(delivered.status, delivered.text).toBe(200)
-      await processedEvents(stack.sql, orderId)
-    }
+    await deliverInOrder(orderId, events, order)
     const settled = (await getOrder(stack, orderId)).json
     expect(settled).toMatchObject({ status: 'paid', amountRefunded: 0 })
     expect(settled.refunds.map((refund: any) => [refund.amount, refund.status, refund.source])).toEqual([[REFUND_AMOUNT, 'failed', 'provider']])
@@ -150,18 +146,10 @@ describeWithServices('a Stripe refund\'s ledger agrees with Stripe\'s, whatever 
     ])
 
     // The dashboard's refund does not fit beside ours, which still holds all of it here.
-    for (const index of [4, 5, 1, 0]) {
-      const delivered = await postStripeEvent(stack.app.url, events[index])
-      expect(delivered.status, delivered.text).toBe(200)
-      await processedEvents(stack.sql, orderId)
-    }
+    await deliverInOrder(orderId, events, [4, 5, 1, 0])
     expect((await getOrder(stack, orderId)).json).toMatchObject({ status: 'paid', amountRefunded: 0 })
 
-    for (const index of [3, 2, 5]) {
-      const delivered = await postStripeEvent(stack.app.url, events[index])
-      expect(delivered.status, delivered.text).toBe(200)
-      await processedEvents(stack.sql, orderId)
-    }
+    await deliverInOrder(orderId, events, [3, 2, 5])
     const settled = (await getOrder(stack, orderId)).json
     expect(settled).toMatchObject({ status: 'refunded', amountRefunded: ORDER_AMOUNT })
     expect(settled.refunds.map((refund: any) => [refund.amount, refund.status, refund.source])).toEqual([[ORDER_AMOUNT, 'failed', 'api'], [ORDER_AMOUNT, 'succeeded', 'provider']])

@@ -1,3 +1,6 @@
+import { mountSuspended, registerEndpoint } from '@nuxt/test-utils/runtime'
+import { defineEventHandler, getHeader, readBody, setResponseHeader, setResponseStatus } from 'h3'
+import { expect, vi } from 'vitest'
 import { type Component, defineComponent, h } from 'vue'
 import type { OpsJob } from '#shared/ops-api'
 import { type OpsContext, provideOps, useOps } from '~/composables/useOps'
@@ -22,6 +25,41 @@ export function consoleHost(component: Component, props: Record<string, unknown>
     },
   })
   return { Host, context: () => context! }
+}
+
+/** Mounts a console list panel in `consoleHost` and waits until it shows `rows` rows matching `rowSelector`. */
+export async function mountPanel(component: Component, rowSelector: string, rows = 1) {
+  const { Host } = consoleHost(component)
+  const wrapper = await mountSuspended(Host)
+  await vi.waitFor(() => expect(wrapper.findAll(rowSelector)).toHaveLength(rows))
+  return wrapper
+}
+
+/** What the stand-in for the server was sent to an operator action (a POST). */
+export interface ActionCall { authorization: string | undefined, body: unknown }
+
+/**
+ * A stand-in for the server behind one list panel: GET `listPath` lists `rows`; each POST to
+ * `actionPath` is recorded in `calls` and answered as `answer` says (a status of 400 or more as a
+ * problem document). `unregister` takes both routes away again.
+ */
+export function serveListAction(listPath: string, rows: unknown[], actionPath: string, answer: (call: ActionCall) => { status: number, body: unknown }) {
+  const calls: ActionCall[] = []
+  const unregister = [
+    registerEndpoint(listPath, () => ({ object: 'list', data: rows })),
+    registerEndpoint(actionPath, {
+      method: 'POST',
+      handler: defineEventHandler(async (event) => {
+        const call = { authorization: getHeader(event, 'authorization'), body: await readBody(event) }
+        calls.push(call)
+        const { status, body } = answer(call)
+        setResponseStatus(event, status)
+        if (status >= 400) setResponseHeader(event, 'content-type', 'application/problem+json')
+        return body
+      }),
+    }),
+  ]
+  return { calls, unregister: () => unregister.forEach(stop => stop()) }
 }
 
 /** A job as GET /api/ops/jobs lists it: a dead letter of a webhook event for a missing order. */

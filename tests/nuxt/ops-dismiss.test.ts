@@ -1,42 +1,16 @@
-import { mountSuspended, registerEndpoint } from '@nuxt/test-utils/runtime'
-import { defineEventHandler, getHeader, readBody, setResponseHeader, setResponseStatus } from 'h3'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { nextTick } from 'vue'
 import type { OpsJob } from '#shared/ops-api'
 import JobsPanel from '~/components/ops/JobsPanel.vue'
-import { consoleHost, deadLetter, opsToken } from './ops-context'
-
-/** What the stand-in for the server was sent to POST /api/ops/jobs/{id}/dismiss. */
-interface DismissCall { authorization: string | undefined, body: unknown }
+import { type ActionCall, deadLetter, mountPanel, opsToken, serveListAction } from './ops-context'
 
 const job = deadLetter()
 const dismissedAt = '2026-12-01T09:20:00.250Z'
 
-function serve(answer: (call: DismissCall) => { status: number, body: unknown }) {
-  const calls: DismissCall[] = []
-  const unregister = [
-    registerEndpoint('/api/ops/jobs', () => ({ object: 'list', data: [job] })),
-    registerEndpoint(`/api/ops/jobs/${job.id}/dismiss`, {
-      method: 'POST',
-      handler: defineEventHandler(async (event) => {
-        const call = { authorization: getHeader(event, 'authorization'), body: await readBody(event) }
-        calls.push(call)
-        const { status, body } = answer(call)
-        setResponseStatus(event, status)
-        if (status >= 400) setResponseHeader(event, 'content-type', 'application/problem+json')
-        return body
-      }),
-    }),
-  ]
-  return { calls, unregister: () => unregister.forEach(stop => stop()) }
-}
-
-async function mountJobs() {
-  const { Host } = consoleHost(JobsPanel)
-  const wrapper = await mountSuspended(Host)
-  await vi.waitFor(() => expect(wrapper.findAll('[data-testid="job-row"]')).toHaveLength(1))
-  return wrapper
-}
+/** The jobs panel listing `job`, its dismiss route answered as `answer` says. */
+const serve = (answer: (call: ActionCall) => { status: number, body: unknown }) =>
+  serveListAction('/api/ops/jobs', [job], `/api/ops/jobs/${job.id}/dismiss`, answer)
+const mountJobs = () => mountPanel(JobsPanel, '[data-testid="job-row"]')
 
 describe('JobsPanel: dismissing a dead letter with a reason', () => {
   let server: ReturnType<typeof serve> | undefined

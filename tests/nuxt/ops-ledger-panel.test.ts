@@ -1,12 +1,7 @@
-import { mountSuspended, registerEndpoint } from '@nuxt/test-utils/runtime'
-import { defineEventHandler, getHeader, readBody, setResponseHeader, setResponseStatus } from 'h3'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { OpsLedgerDiscrepancy } from '#shared/ops-api'
 import LedgerPanel from '~/components/ops/LedgerPanel.vue'
-import { consoleHost, opsToken } from './ops-context'
-
-/** What the stand-in for the server was sent to POST /api/ops/ledger/discrepancies/{id}/resolve. */
-interface ResolveCall { authorization: string | undefined, body: unknown }
+import { type ActionCall, mountPanel, opsToken, serveListAction } from './ops-context'
 
 /** A refund of ours that succeeded, which Stripe failed and which a dashboard refund of Stripe's sits beside. */
 const discrepancy: OpsLedgerDiscrepancy = {
@@ -36,31 +31,10 @@ const discrepancy: OpsLedgerDiscrepancy = {
   updatedAt: '2026-12-01T09:05:30.000Z',
 }
 
-function serve(answer: (call: ResolveCall) => { status: number, body: unknown }) {
-  const calls: ResolveCall[] = []
-  const unregister = [
-    registerEndpoint('/api/ops/ledger/discrepancies', () => ({ object: 'list', data: [discrepancy] })),
-    registerEndpoint(`/api/ops/ledger/discrepancies/${discrepancy.id}/resolve`, {
-      method: 'POST',
-      handler: defineEventHandler(async (event) => {
-        const call = { authorization: getHeader(event, 'authorization'), body: await readBody(event) }
-        calls.push(call)
-        const { status, body } = answer(call)
-        setResponseStatus(event, status)
-        if (status >= 400) setResponseHeader(event, 'content-type', 'application/problem+json')
-        return body
-      }),
-    }),
-  ]
-  return { calls, unregister: () => unregister.forEach(stop => stop()) }
-}
-
-async function mountLedger() {
-  const { Host } = consoleHost(LedgerPanel)
-  const wrapper = await mountSuspended(Host)
-  await vi.waitFor(() => expect(wrapper.findAll('[data-testid="discrepancy"]')).toHaveLength(1))
-  return wrapper
-}
+/** The ledger panel listing `discrepancy`, its resolve route answered as `answer` says. */
+const serve = (answer: (call: ActionCall) => { status: number, body: unknown }) =>
+  serveListAction('/api/ops/ledger/discrepancies', [discrepancy], `/api/ops/ledger/discrepancies/${discrepancy.id}/resolve`, answer)
+const mountLedger = () => mountPanel(LedgerPanel, '[data-testid="discrepancy"]')
 
 const cellsOf = (row: { findAll: (selector: string) => Array<{ text: () => string }> }) => row.findAll('th, td').map(cell => cell.text().replace(/\s+/g, ' ').trim())
 

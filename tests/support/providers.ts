@@ -6,11 +6,11 @@ import type { JobErrorEntry } from '../../server/db/schema'
 import { type AppProcess, startApp, testSecrets } from './app'
 import { createTenant, request, type TestResponse } from './http'
 import { opsRequest } from './ops'
-import type { MidtransApi } from './midtrans-api'
+import { type MidtransApi, startMidtransApi } from './midtrans-api'
 import { type OrderBody, postOrder, type TenantCredentials, validOrderBody } from './orders'
 import { pollUntil } from './poll'
 import { createTestDatabase, redisUrl, uniqueRedisPrefix } from './services'
-import { type ProviderCall, type StripeApi, stripeSignature } from './stripe-api'
+import { type ProviderCall, type StripeApi, startStripeApi, stripeSignature } from './stripe-api'
 import { orderResource } from '../../shared/resources'
 
 /**
@@ -327,4 +327,26 @@ export function withStandInStack<Api extends StandIn>(options: {
     api!.script.length = 0
     options.reset?.(api!)
   })
+}
+
+/** withStandInStack against the Stripe stand-in: the stack labelled `label`, with the Stripe env and `env`. */
+export function withStripeStack(label: string, env: Record<string, string>, use: (api: StripeApi, stack: ProviderStack) => void, reset?: (api: StripeApi) => void): void {
+  withStandInStack({ start: () => startStripeApi({ secretKey: stripeSecretKey }), stack: api => startProviderStack(label, { ...stripeEnv(api), ...env }), use, reset })
+}
+
+/** withStandInStack against the Midtrans stand-in: the stack labelled `label`, with the Midtrans env and `env`. */
+export function withMidtransStack(label: string, env: Record<string, string>, use: (api: MidtransApi, stack: ProviderStack) => void, reset?: (api: MidtransApi) => void): void {
+  withStandInStack({ start: () => startMidtransApi({ serverKey: testSecrets.midtransServerKey }), stack: api => startProviderStack(label, { ...midtransEnv(api), ...env }), use, reset })
+}
+
+/** An order placed on `on` (validOrderBody() unless `body` says otherwise), paid at the Stripe stand-in, its payment_intent.succeeded applied. */
+export async function paidStripeOrder(api: StripeApi, on: ProviderStack, body: OrderBody = validOrderBody()): Promise<{ orderId: string, intentId: string }> {
+  const orderId = await placeOrder(on, body)
+  expect(await settledJob(on.sql, orderId, 'payment.create_intent')).toMatchObject({ status: 'completed' })
+  const [intent] = stripeIntentsOf(api, orderId)
+  api.succeed(intent!.id)
+  const delivered = await postStripeEvent(on.app.url, api.event(intent!.id, 'payment_intent.succeeded'))
+  expect(delivered.status, delivered.text).toBe(200)
+  await orderWhen(on, orderId, 'is paid', order => order.status === 'paid')
+  return { orderId, intentId: intent!.id }
 }

@@ -1,6 +1,5 @@
 import midtrans from 'midtrans-client'
-import type { AppConfig } from '../../config'
-import { classifyMidtransError } from '../../payments/midtrans'
+import { classifyMidtransError, type MidtransConfig, midtransCoreApi } from '../../payments/midtrans'
 import type { LedgerRefund } from '../../../shared/ops-api'
 import { type ProviderLedgerReader, sumOf } from '../types'
 
@@ -13,22 +12,13 @@ import { type ProviderLedgerReader, sumOf } from '../types'
  * lists no refund that failed.
  */
 
-type MidtransConfig = Pick<AppConfig, 'MIDTRANS_SERVER_KEY' | 'MIDTRANS_API_BASE' | 'MIDTRANS_IS_PRODUCTION' | 'PAYMENT_PROVIDER_TIMEOUT_MS'>
-
 /** transaction_status values under which Midtrans holds the money (what was refunded is in `refunds`). */
 const capturedStatuses = new Set(['settlement', 'refund', 'partial_refund', 'chargeback', 'partial_chargeback'])
 
 type MidtransRefund = { refund_key?: string, refund_chargeback_id?: string | number, refund_amount?: string | number }
 
 export function createMidtransLedgerReader(config: MidtransConfig): ProviderLedgerReader {
-  if (!config.MIDTRANS_SERVER_KEY) throw new Error('MIDTRANS_SERVER_KEY is unset although PAYMENT_PROVIDER=midtrans')
-  const core = new midtrans.CoreApi({ isProduction: config.MIDTRANS_IS_PRODUCTION, serverKey: config.MIDTRANS_SERVER_KEY })
-  // The client has no base-URL option: a proxy or a stand-in is set here, as the payment adapter does.
-  if (config.MIDTRANS_API_BASE) {
-    const base = config.MIDTRANS_API_BASE.replace(/\/+$/, '')
-    core.apiConfig.getCoreApiBaseUrl = () => base
-  }
-  core.httpClient.http_client.defaults.timeout = config.PAYMENT_PROVIDER_TIMEOUT_MS
+  const core = midtransCoreApi(config)
   return {
     provider: 'midtrans',
     async read({ orderId }, signal) {
