@@ -7,9 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { fastJobsEnv, stopAll, testSecrets } from '../support/app'
 import { launchChromium } from '../support/browser'
 import { opsRequest } from '../support/ops'
-import { validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
-import { orderWhen, placeOrder, postRefund, postStripeEvent, type ProviderStack, settledJob, settledRefundJob, startProviderStack, stripeEnv, stripeIntentsOf, stripeSecretKey } from '../support/providers'
+import { paidStripeOrder, postRefund, type ProviderStack, settledRefundJob, startProviderStack, stripeEnv, stripeSecretKey } from '../support/providers'
 import { describeWithServices } from '../support/services'
 import { type StripeApi, startStripeApi } from '../support/stripe-api'
 
@@ -39,24 +38,12 @@ describeWithServices('the ledger panel in Chromium: what the check healed', ['po
     await stopAll()
   })
 
-  /** An IDR order paid at the stand-in, its payment_intent.succeeded applied: its id and its intent's. */
-  async function paidOrder(): Promise<{ orderId: string, intentId: string }> {
-    const orderId = await placeOrder(stack, validOrderBody())
-    expect(await settledJob(stack.sql, orderId, 'payment.create_intent')).toMatchObject({ status: 'completed' })
-    const [intent] = stripeIntentsOf(api, orderId)
-    api.succeed(intent!.id)
-    const delivered = await postStripeEvent(stack.app.url, api.event(intent!.id, 'payment_intent.succeeded'))
-    expect(delivered.status, delivered.text).toBe(200)
-    await orderWhen(stack, orderId, 'is paid', order => order.status === 'paid')
-    return { orderId, intentId: intent!.id }
-  }
-
   describe('a refund made only at Stripe, and one failed only at Stripe', () => {
     it('are healed by the check and shown as healed, both ledgers side by side', async () => {
-      const dashboard = await paidOrder()
+      const dashboard = await paidStripeOrder(api, stack)
       const madeAtStripe = api.dashboardRefund(dashboard.intentId, 30_000 * 100)
 
-      const failing = await paidOrder()
+      const failing = await paidStripeOrder(api, stack)
       const created = await postRefund(stack, failing.orderId, `refund-${randomUUID()}`, { amount: 40_000 })
       expect(created.status, created.text).toBe(201)
       const refundId = created.json.id as string

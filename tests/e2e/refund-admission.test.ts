@@ -1,11 +1,15 @@
 import { randomUUID } from 'node:crypto'
 import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { openDatabase, transaction } from 'nuxt-idempotency/db'
+import { insertRefund, lockOrder } from '../../server/orders/payment-state'
 import { type AppProcess, fastJobsEnv, startApp, stopAll } from '../support/app'
 import { createTenant, request, type TestResponse } from '../support/http'
 import { opsRequest } from '../support/ops'
 import { expectCreatedRefund, expectProblem, newIdempotencyKey, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
+import { testMigrations } from '../support/migrations'
 import { pollUntil } from '../support/poll'
+import { appDatabase } from '../support/postgres-topology'
 import {
   getOrder, orderWhen, paidStripeOrder, placeOrder, postRefund, type ProviderStack, settledRefundJob, startProviderStack, stripeEnv,
   stripeRefundCalls, withStripeStack,
@@ -97,6 +101,30 @@ describeWithServices('refund admission, the refund contract and session isolatio
       expect(replayed.headers.get('idempotent-replayed')).toBe('true')
       expectProblem(await postRefund(stack, orderId, newKey()), 'refund-exceeds-remaining')
       expect(await refundRows(stack.sql, orderId)).toEqual([{ amount: 4_200, status: 'succeeded' }])
+    })
+
+    it('fails at once a refund admitted before amounts were checked that Stripe cannot pay back exactly (MGA 150): its job never asks Stripe, and the whole amount is free again', async () => {
+      const { orderId, intentId } = await paidOrder('MGA', 10_000)
+      // Written as admission wrote it before it checked amounts: the refund, its hold and its job in one transaction.
+      const handle = await openDatabase({ ...appDatabase(stack.databaseUrl), pgliteDir: '', migrations: testMigrations, poolSize: 1 })
+      let refundId: string
+      try {
+        refundId = await transaction(handle.db, async (tx) => {
+          const order = await lockOrder(tx, orderId)
+          return insertRefund(tx, order!, { amount: 150, status: 'pending', source: 'api', reason: null, providerRefundId: null })
+        })
+      }
+      finally {
+        await handle.close()
+      }
+      expect(await settledRefundJob(stack.sql, refundId)).toMatchObject({ status: 'completed', attempt: 1, errors: [] })
+      expect(await stack.sql`select status, failure from refunds where id = ${refundId}`).toEqual([{
+        status: 'failed',
+        failure: 'amount_inexpressible: Stripe refunds MGA to whole units, so 150 (1.50 MGA) cannot be refunded exactly. Ask for a multiple of 100, such as 100 or 200, under the same Idempotency-Key.',
+      }])
+      expect(stripeRefundCalls(api, intentId)).toEqual([])
+      const restKey = newKey()
+      expectCreatedRefund(await postRefund(stack, orderId, restKey), { orderId, amount: 10_000, currency: 'MGA', key: restKey })
     })
 
     it('keeps order-not-refundable for an unpaid order', async () => {
