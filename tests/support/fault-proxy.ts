@@ -80,6 +80,8 @@ export interface FaultProxy {
   release(options?: { which?: (request: ProxiedRequest) => boolean, order?: (queued: ProxiedRequest[]) => ProxiedRequest[], retries?: number, retryGapMs?: number }): Promise<void>
   /** Resolves once nothing the proxy forwards on its own (delays, duplicates, releases) is still under way. */
   idle(): Promise<void>
+  /** How many of those are under way now. */
+  inFlight(): number
   close(): Promise<void>
 }
 
@@ -229,7 +231,7 @@ export async function startFaultProxy(options: { target: string | (() => string)
     script,
     exchanges,
     queued: () => queue.map(entry => entry.request),
-    async release({ which = () => true, order = queued => queued, retries = 3, retryGapMs = 100 } = {}) {
+    async release({ which = () => true, order = (queued: ProxiedRequest[]) => queued, retries = 3, retryGapMs = 100 } = {}) {
       const taken = queue.filter(entry => which(entry.request))
       for (const entry of taken) queue.splice(queue.indexOf(entry), 1)
       const byRequest = new Map(taken.map(entry => [entry.request, entry.exchange]))
@@ -249,6 +251,7 @@ export async function startFaultProxy(options: { target: string | (() => string)
     async idle() {
       while (background.size > 0) await Promise.all(background)
     },
+    inFlight: () => background.size,
     async close() {
       closing = true
       const closed = new Promise<void>(resolve => server.close(() => resolve()))
