@@ -11,6 +11,7 @@ const flags = {
   '--provider': 'LEDGER_MODEL_PROVIDERS',
   '--time-limit': 'LEDGER_MODEL_TIME_LIMIT_S',
   '--report': 'LEDGER_MODEL_REPORT',
+  '--sequence': 'LEDGER_MODEL_SEQUENCE',
 }
 
 /** --no-shrink: report a failing sequence as drawn; --keep-going: run all sequences, then list every failing one. */

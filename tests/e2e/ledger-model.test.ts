@@ -3,7 +3,7 @@ import fc from 'fast-check'
 import { afterAll, beforeAll, describe, it } from 'vitest'
 import { type AppProcess, fastJobsEnv, stopAll, testSecrets } from '../support/app'
 import { type FaultProxy, startFaultProxy } from '../support/fault-proxy'
-import { describeCommand, sequenceArbitrary } from '../support/ledger-model/commands'
+import { describeCommand, type Sequence, sequenceArbitrary } from '../support/ledger-model/commands'
 import { midtransSide, stripeSide } from '../support/ledger-model/providers'
 import { runSequence, type World } from '../support/ledger-model/world'
 import { startMidtransApi } from '../support/midtrans-api'
@@ -32,6 +32,8 @@ const SHRINK = process.env.LEDGER_MODEL_SHRINK !== '0'
  * (each replayable with --path <run index>): a survey of what the model finds.
  */
 const KEEP_GOING = process.env.LEDGER_MODEL_KEEP_GOING === '1'
+/** One sequence to run instead of drawn ones: its commands as JSON (a failure's shrunk list, or one written by hand). */
+const SEQUENCE = process.env.LEDGER_MODEL_SEQUENCE
 /** Appends one JSON line per provider with the run's counts. */
 const REPORT_FILE = process.env.LEDGER_MODEL_REPORT
 const PROVIDERS = (process.env.LEDGER_MODEL_PROVIDERS ?? 'stripe,midtrans').split(',')
@@ -105,7 +107,9 @@ async function startWorld(name: 'stripe' | 'midtrans'): Promise<StartedWorld> {
 /** Runs RUNS sequences through fast-check; a failure names its seed, path and shrunk commands. */
 async function checkModel(world: World): Promise<void> {
   const { provider } = world
-  const arbitrary = sequenceArbitrary({ faults: provider.faults, keepsRefundsPending: provider.keepsRefundsPending, variants: provider.orderBodies.length, crashes: true })
+  const arbitrary = SEQUENCE
+    ? fc.constant(JSON.parse(SEQUENCE) as Sequence)
+    : sequenceArbitrary({ faults: provider.faults, keepsRefundsPending: provider.keepsRefundsPending, variants: provider.orderBodies.length, crashes: true })
   const executed: Record<string, number> = {}
   let sequences = 0
   let failing = 0
@@ -115,7 +119,7 @@ async function checkModel(world: World): Promise<void> {
   const property = fc.asyncProperty(arbitrary, async (sequence) => {
     const report = await runSequence(world, sequence)
     if (KEEP_GOING && report.violations.length > 0) {
-      failures.push(`path ${sequences}: ${report.violations.join(' | ')}\n    ${sequence.commands.map(describeCommand).join('; ')}`)
+      failures.push(`path ${sequences}: ${report.violations.join(' | ')}\n    ${JSON.stringify(sequence)}`)
       report.violations = []
       failing++
     }
@@ -133,16 +137,18 @@ async function checkModel(world: World): Promise<void> {
   })
   try {
     await fc.assert(property, {
-      numRuns: RUNS,
+      numRuns: SEQUENCE ? 1 : RUNS,
       seed: SEED,
       verbose: 1,
       endOnFailure: !SHRINK,
       ...(TIME_LIMIT_S > 0 && { interruptAfterTimeLimit: TIME_LIMIT_S * 1000, markInterruptAsFailure: false }),
       reporter: (details) => {
         if (!details.failed) return
-        const shrunk = (details.counterexample?.[0]?.commands ?? []).map(describeCommand)
-        throw new Error(`ledger model (${provider.name}) failed: seed ${details.seed}, path "${details.counterexamplePath}", shrunk ${details.numShrinks} time(s) to:\n  ${shrunk.join('\n  ')}\n`
-          + `replay: LEDGER_MODEL_PROVIDERS=${provider.name} npm run test:ledger -- --seed ${details.seed} --path ${details.counterexamplePath}\n${String(details.errorInstance)}`)
+        const sequence = details.counterexample?.[0]
+        const commands = sequence?.commands.map(describeCommand) ?? []
+        throw new Error(`ledger model (${provider.name}) failed: seed ${details.seed}, path "${details.counterexamplePath}", shrunk ${details.numShrinks} time(s) to:\n  ${commands.join('\n  ')}\n  (refunds left pending then ${sequence?.pendingEnd})\n`
+          + `replay: npm run test:ledger -- --provider ${provider.name} --seed ${details.seed} --path ${details.counterexamplePath}\n`
+          + `or: npm run test:ledger -- --provider ${provider.name} --sequence '${JSON.stringify(sequence)}'\n${String(details.errorInstance)}`)
       },
       ...(process.env.LEDGER_MODEL_PATH && { path: process.env.LEDGER_MODEL_PATH }),
     })

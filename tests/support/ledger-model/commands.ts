@@ -17,8 +17,10 @@ export type FaultTarget = 'create' | 'refund' | 'cancel' | 'read'
  * the request reaches the provider only after the app's timeout (a refund still in flight when the
  * app asks again). drop-answer: the provider acts, the connection closes. 500/429/406/409: answered
  * by the proxy without forwarding (406 Midtrans' "duplicate refund", 409 Stripe's key in use).
+ * late-commit-then-406: both, for the next two requests — Midtrans' answer to a refund_key asked
+ * again while its first request is still being processed.
  */
-export type FaultKind = 'timeout-after-commit' | 'late-commit' | 'drop-answer' | '500' | '429' | '406' | '409'
+export type FaultKind = 'timeout-after-commit' | 'late-commit' | 'drop-answer' | '500' | '429' | '406' | '409' | 'late-commit-then-406'
 
 export type Command
   = | { kind: 'place', slot: Slot, variant: number }
@@ -54,6 +56,8 @@ export type Command
 
 export interface Sequence {
   commands: Command[]
+  /** What the provider does, once the commands ran, with the refunds it still holds pending. */
+  pendingEnd: 'succeeded' | 'failed'
 }
 
 export interface CommandOptions {
@@ -100,7 +104,7 @@ export function sequenceArbitrary(options: CommandOptions): fc.Arbitrary<Sequenc
   ]
   if (options.keepsRefundsPending) {
     weighted.push(
-      { weight: 3, arbitrary: fc.record({ kind: fc.constant('pend-refunds' as const), count: fc.integer({ min: 1, max: 2 }) }) },
+      { weight: 4, arbitrary: fc.record({ kind: fc.constant('pend-refunds' as const), count: fc.integer({ min: 1, max: 2 }) }) },
       { weight: 3, arbitrary: fc.record({ kind: fc.constant('finish-pending' as const), slot, outcome: fc.constantFrom('succeeded' as const, 'failed' as const) }) },
     )
   }
@@ -108,7 +112,8 @@ export function sequenceArbitrary(options: CommandOptions): fc.Arbitrary<Sequenc
   const first = fc.record({ kind: fc.constant('place' as const), slot: fc.constant<Slot>(0), variant })
   const paid = fc.option(fc.constant({ kind: 'pay' as const, slot: 0 as Slot }), { freq: 5, nil: undefined })
   const later = fc.array(fc.oneof(...weighted), { minLength: 1, maxLength: 9 })
-  return fc.tuple(first, paid, later).map(([place, pay, rest]) => ({ commands: [place, ...(pay ? [pay] : []), ...rest] }))
+  const pendingEnd = fc.constantFrom('succeeded' as const, 'failed' as const)
+  return fc.tuple(first, paid, later, pendingEnd).map(([place, pay, rest, end]) => ({ commands: [place, ...(pay ? [pay] : []), ...rest], pendingEnd: end }))
 }
 
 /** One line per command, for failure messages. */

@@ -23,9 +23,10 @@ export function stripeSide(api: StripeApi): ProviderSide {
   const refundsOf = (intentId: string) => [...api.refunds.values()].filter(refund => refund.payment_intent === intentId)
   return {
     name: 'stripe',
-    // IDR (Stripe counts hundredths), a two-decimal, a zero-decimal whose app unit is finer (MGA),
-    // a three-decimal and a zero-decimal currency.
-    orderBodies: [orderOf('IDR', 150_000, 'card'), orderOf('USD', 4_200, 'card'), orderOf('MGA', 250_000, 'card'), orderOf('KWD', 5_120, 'card'), orderOf('JPY', 3_000, 'card')],
+    // IDR (Stripe counts hundredths), a two-decimal, a zero-decimal whose app unit is finer (MGA:
+    // whole ariary at Stripe), a three-decimal (Stripe takes a last digit of 0) and a zero-decimal
+    // currency; amounts whose shares are seldom round.
+    orderBodies: [orderOf('IDR', 150_000, 'card'), orderOf('USD', 4_321, 'card'), orderOf('MGA', 123_400, 'card'), orderOf('KWD', 5_130, 'card'), orderOf('JPY', 3_007, 'card')],
     faults: ['timeout-after-commit', 'late-commit', 'drop-answer', '500', '429', '409'],
     keepsRefundsPending: true,
     paymentExists: orderId => intentOf(orderId) !== undefined,
@@ -84,8 +85,8 @@ export function midtransSide(api: MidtransApi): ProviderSide {
   return {
     name: 'midtrans',
     // GoPay (refunded through the direct refund API) and a BCA virtual account (refunded only in the dashboard).
-    orderBodies: [orderOf('IDR', 150_000, 'ewallet'), orderOf('IDR', 99_000, 'ewallet'), orderOf('IDR', 150_000, 'bank_transfer')],
-    faults: ['timeout-after-commit', 'late-commit', 'drop-answer', '500', '429', '406'],
+    orderBodies: [orderOf('IDR', 150_000, 'ewallet'), orderOf('IDR', 98_765, 'ewallet'), orderOf('IDR', 150_000, 'bank_transfer')],
+    faults: ['timeout-after-commit', 'late-commit', 'drop-answer', '500', '429', '406', 'late-commit-then-406'],
     keepsRefundsPending: false,
     paymentExists: orderId => api.transactions.has(orderId),
     pay(orderId) {

@@ -170,6 +170,9 @@ export async function runSequence(world: World, sequence: Sequence): Promise<Seq
         return `${canceled.status} ${canceled.json?.status ?? problemSlug(canceled) ?? ''}`
       }
       case 'finish-pending': {
+        // The refund job may still be on its way to the provider.
+        const deadline = Date.now() + 1_000
+        while (provider.pendingRefunds(order.id).length === 0 && Date.now() < deadline) await sleep(25)
         const [pending] = provider.pendingRefunds(order.id)
         if (!pending) return 'skipped: nothing pending at the provider'
         provider.finish(pending, command.outcome)
@@ -177,11 +180,14 @@ export async function runSequence(world: World, sequence: Sequence): Promise<Seq
       }
       case 'fault': {
         const target = command.target
-        world.apiProxy.script.push({
-          match: proxied => provider.requestKind(proxied) === target && mentions(order.id)(proxied),
-          action: faultAction(world, command.fault),
-          label: `${command.fault}:${order.id}`,
-        })
+        const faults: FaultKind[] = command.fault === 'late-commit-then-406' ? ['late-commit', '406'] : [command.fault]
+        for (const fault of faults) {
+          world.apiProxy.script.push({
+            match: proxied => provider.requestKind(proxied) === target && mentions(order.id)(proxied),
+            action: faultAction(world, fault),
+            label: `${fault}:${order.id}`,
+          })
+        }
         return 'armed'
       }
       case 'webhooks':
@@ -229,7 +235,7 @@ export async function runSequence(world: World, sequence: Sequence): Promise<Seq
   }
 
   const settleStarted = Date.now()
-  violations.push(...await settle(world, placed().map(order => order.id), mentions))
+  violations.push(...await settle(world, placed().map(order => order.id), mentions, sequence.pendingEnd))
   const settleMs = Date.now() - settleStarted
   for (const order of placed()) violations.push(...await ledgerViolations(world, order))
   return { log, violations, executed, settleMs }
@@ -292,11 +298,11 @@ async function balanceViolations(sql: postgres.Sql, orderIds: string[]): Promise
 
 /**
  * Waits until the sequence's orders are quiet: webhooks held back released, what the provider left
- * pending finished (succeeded and failed in turn), every job of the orders completed or dead, every
+ * pending finished (as the sequence drew), every job of the orders completed or dead, every
  * stored event applied, nothing under way in the proxies or the stand-in's deliveries — twice in a
  * row. Violations when it is not quiet within the settle window.
  */
-async function settle(world: World, orderIds: string[], mentions: (orderId: string) => (proxied: ProxiedRequest) => boolean): Promise<string[]> {
+async function settle(world: World, orderIds: string[], mentions: (orderId: string) => (proxied: ProxiedRequest) => boolean, pendingEnd: 'succeeded' | 'failed'): Promise<string[]> {
   const { provider, sql } = world
   world.provider.pend(0)
   const ours = (proxied: ProxiedRequest) => orderIds.some(orderId => mentions(orderId)(proxied))
@@ -305,13 +311,12 @@ async function settle(world: World, orderIds: string[], mentions: (orderId: stri
   await world.hookProxy.release({ which: ours })
   const resources = orderIds.map(orderResource)
   const deadline = Date.now() + world.settleMs
-  let finished = 0
   let quiet = 0
   let lastRescue = Date.now()
   let busy: string[] = []
   while (quiet < 2) {
     for (const orderId of orderIds) {
-      for (const refundId of provider.pendingRefunds(orderId)) provider.finish(refundId, finished++ % 2 === 0 ? 'succeeded' : 'failed')
+      for (const refundId of provider.pendingRefunds(orderId)) provider.finish(refundId, pendingEnd)
     }
     const jobs = await sql<Array<{ kind: string, status: string, attempt: number, lastError: string | null }>>`
       select kind, status, attempt, last_error as "lastError" from jobs
