@@ -57,9 +57,9 @@ export interface ScriptedFault<Fault = ProviderFault> {
   sticky?: boolean
 }
 
-/** Takes the first fault of the script that fits the request out of it (FIFO); a sticky one stays. */
-export function takeFault<Fault>(script: ScriptedFault<Fault>[], target: FaultTarget | undefined): Fault | undefined {
-  const index = script.findIndex(entry => entry.match === 'any' || entry.match === target)
+/** Takes the first fault of the script that fits the request (its target, and `fits` when given) out of it (FIFO); a sticky one stays. */
+export function takeFault<Entry extends ScriptedFault<unknown>>(script: Entry[], target: FaultTarget | undefined, fits: (entry: Entry) => boolean = () => true): Entry['fault'] | undefined {
+  const index = script.findIndex(entry => (entry.match === 'any' || entry.match === target) && fits(entry))
   if (index < 0) return undefined
   return script[index]!.sticky ? script[index]!.fault : script.splice(index, 1)[0]?.fault
 }

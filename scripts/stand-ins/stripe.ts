@@ -10,9 +10,16 @@ import {
  * A local stand-in for the part of Stripe's HTTP API the app uses (PaymentIntents: create,
  * retrieve, search, cancel; Refunds: create, retrieve, list), answering what the official client
  * sends with the shapes Stripe documents, including its idempotency rules. Tests script faults per
- * request (a status, a lost response, a dropped connection, a slow answer) and move intents and
- * refunds as a shopper's payment and the banks would; a control surface under /_stand-in does the
- * same over HTTP, and with a webhook URL each change is also sent as a signed Stripe event.
+ * request (a status, a lost response, a dropped connection, a slow answer, a 500 kept under the
+ * Idempotency-Key) and move intents and refunds as a shopper's payment and the banks would; a
+ * control surface under /_stand-in does the same over HTTP. Each change makes the Stripe events
+ * Stripe documents for it (`events`); with a webhook URL each is also sent, signed, and can be held
+ * back, then released reordered or twice, as Stripe does not promise order or single delivery.
+ *
+ * Refunds as Stripe documents them (https://docs.stripe.com/refunds, "Failed refunds" and the
+ * Refund object's `status`, https://docs.stripe.com/api/refunds/object): `pending` →
+ * `succeeded` | `failed` | `canceled`; a charge's `amount_refunded` counts every refund that has not
+ * failed or been canceled, pending ones included; a failed or canceled refund gives its amount back.
  */
 
 export interface StandInPaymentIntent {
@@ -57,9 +64,14 @@ export interface StandInRefund {
   reason: 'duplicate' | 'fraudulent' | 'requested_by_customer' | null
   receipt_number: null
   source_transfer_reversal: null
-  status: 'pending' | 'succeeded' | 'failed'
+  status: StandInRefundStatus
   transfer_reversal: null
 }
+
+/** https://docs.stripe.com/api/refunds/object#refund_object-status (requires_action is not modelled). */
+export type StandInRefundStatus = 'pending' | 'succeeded' | 'failed' | 'canceled'
+/** What a pending refund can become. */
+export type RefundOutcome = Exclude<StandInRefundStatus, 'pending'>
 
 /** A PaymentIntent's charge as Stripe shows it (`expand[]=latest_charge`), refunds newest first. */
 export interface StandInCharge {
@@ -67,7 +79,11 @@ export interface StandInCharge {
   object: 'charge'
   amount: number
   amount_captured: number
-  /** What refunds that have not failed take back: pending ones count. */
+  /**
+   * What refunds that have not failed (or been canceled) take back: pending ones count, so the total
+   * rises when a refund is made and falls again if it fails
+   * (https://docs.stripe.com/api/charges/object#charge_object-amount_refunded).
+   */
   amount_refunded: number
   balance_transaction: null
   captured: true
@@ -86,7 +102,8 @@ export interface StandInCharge {
   receipt_email: string | null
   /** All of it refunded (a partial refund leaves it false). */
   refunded: boolean
-  refunds: { object: 'list', data: StandInRefund[], has_more: false, url: string }
+  /** The newest CHARGE_REFUNDS_SHOWN refunds, has_more when there are others (a list object: https://docs.stripe.com/api/pagination). */
+  refunds: { object: 'list', data: StandInRefund[], has_more: boolean, url: string }
   status: 'succeeded'
 }
 
@@ -112,13 +129,40 @@ export interface RefundRecord {
   dashboard: boolean
 }
 
+/**
+ * A fault only Stripe's API has, beside the shared ones: a 5xx that Stripe keeps under the request's
+ * Idempotency-Key and answers again to every retry under it ("Retries with the same key return the
+ * saved response, including 500 errors": https://docs.stripe.com/api/idempotent_requests). With
+ * `performed` the work was done first (the refund or intent exists although the answer is an error);
+ * without, nothing was made. A request without a key is answered the status, nothing kept.
+ */
+export interface StoredErrorFault { kind: 'stored-error', status: number, performed?: boolean }
+
+export type StripeFault = ProviderFault | StoredErrorFault
+
+/** A scripted fault, for requests under one Idempotency-Key (or keys the pattern matches) when `idempotencyKey` is set. */
+export interface StripeScriptedFault extends ScriptedFault<StripeFault> {
+  idempotencyKey?: string | RegExp
+}
+
+/** How held events are sent when released: as they were made, newest first, or each twice. */
+export interface ReleaseOptions {
+  order?: 'as-made' | 'reversed'
+  /** Each event is sent twice (the second a redelivery, same event id), as Stripe may. */
+  duplicate?: boolean
+}
+
 export interface StripeApi {
   /** http://127.0.0.1:PORT */
   url: string
   port: number
   calls: ProviderCall[]
-  /** Faults applied FIFO: each request takes the first one whose `match` fits it (create, refund, cancel: those POSTs; read: any GET); a sticky one stays. */
-  script: ScriptedFault[]
+  /**
+   * Faults applied FIFO: each request takes the first one whose `match` fits it (create, refund,
+   * cancel: those POSTs; read: any GET) and, when it names one, whose `idempotencyKey` is the
+   * request's; a sticky one stays.
+   */
+  script: StripeScriptedFault[]
   /** Every intent created, by id, in creation order. */
   intents: Map<string, StandInPaymentIntent>
   /** Every refund made, by id, in creation order. */
@@ -132,14 +176,18 @@ export interface StripeApi {
   /** The intent's latest charge as retrieve with expand[]=latest_charge shows it; undefined before it is paid. */
   charge(intentId: string): StandInCharge | undefined
   /**
-   * A refund made in Stripe's dashboard (no API call, no metadata): `amount` defaults to what remains.
+   * A refund made in Stripe's dashboard (no API call, no metadata): `amount` defaults to what remains;
+   * `pending` leaves it pending until settleRefund (succeeded at once by default).
    * Refused (StandInRefusal) as the API would refuse it.
    */
-  dashboardRefund(intentId: string, amount?: number): StandInRefund
+  dashboardRefund(intentId: string, amount?: number, options?: { pending?: boolean }): StandInRefund
   /** The next `count` refunds made through the API (all of them by default) are `pending` until settleRefund. */
   pendRefunds(count?: number): void
-  /** A pending refund settles; a failed one gives its amount back to the charge (failure_reason `declined`). */
-  settleRefund(refundId: string, outcome: 'succeeded' | 'failed'): StandInRefund
+  /**
+   * A pending refund settles: refund.updated, and refund.failed when it failed. A failed one
+   * (failure_reason `declined`) or canceled one gives its amount back to the charge.
+   */
+  settleRefund(refundId: string, outcome: RefundOutcome): StandInRefund
   /** Every refund made, oldest first, with the Idempotency-Key it was created under. */
   createdRefunds(): RefundRecord[]
   /** How many requests carried each Idempotency-Key to `target`'s endpoint, replays, faults and refusals included. */
@@ -150,11 +198,24 @@ export interface StripeApi {
   forgetIdempotencyKeys(): void
   /** A Stripe Event about an intent (pi_…), charge (ch_…) or refund (re_…) as it is now (a copy), for a test to sign and post as a webhook. */
   event(objectId: string, type: string): StripeEvent
+  /**
+   * Every event the stand-in made, oldest first, with or without a webhook URL: payment_intent.succeeded
+   * and .payment_failed; for each refund refund.created and charge.refunded (the charge as it is then,
+   * amount_refunded counting pending refunds), then refund.updated when it settles and refund.failed
+   * when it fails (https://docs.stripe.com/api/events/types). A test may post them in any order, or twice.
+   */
+  events: StripeEvent[]
   /** Each signed event sent to the webhook URL (none without one). */
   webhooks: WebhookDelivery[]
   /** Resolves once every webhook sent so far is delivered or has run out of attempts. */
   webhooksIdle(): Promise<void>
-  /** Forgets intents, refunds, idempotency keys, calls, webhooks and the script; refunds succeed at once again. */
+  /** Events made from now on are kept back (listed in `events`), not sent, until releaseWebhooks. */
+  holdWebhooks(): void
+  /** Sends the held events (as made by default, or reversed; each twice with `duplicate`) and stops holding; how many were sent. */
+  releaseWebhooks(options?: ReleaseOptions): number
+  /** Sends an event made earlier again, the same id and body (Stripe's redelivery, https://docs.stripe.com/webhooks#retries). */
+  redeliver(eventId: string): void
+  /** Forgets intents, refunds, idempotency keys, calls, events, webhooks and the script; refunds succeed at once again, webhooks are not held. */
   reset(): void
   close(): Promise<void>
 }
@@ -164,7 +225,7 @@ export interface StripeApiOptions {
   secretKey: string
   /** 0 (the default): one the system picks. */
   port?: number
-  /** Sends payment_intent.succeeded, payment_intent.payment_failed, charge.refunded and refund.updated here, signed with `secret` (Stripe-Signature). */
+  /** Sends every event (see StripeApi.events) here, signed with `secret` (Stripe-Signature). */
   webhook?: { url: string, secret: string }
 }
 
@@ -218,7 +279,10 @@ type Route
 
 export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApiOptions): Promise<StripeApi> {
   const calls: ProviderCall[] = []
-  const script: ScriptedFault[] = []
+  const script: StripeScriptedFault[] = []
+  const events: StripeEvent[] = []
+  /** Events kept back while webhooks are held; undefined: each is sent as it is made. */
+  let held: StripeEvent[] | undefined
   const intents = new Map<string, StandInPaymentIntent>()
   const charges = new Map<string, ChargeRecord>()
   const refunds = new Map<string, StandInRefund>()
@@ -247,7 +311,7 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
     }
     calls.push(call)
     const route = routeOf(method, url.pathname)
-    const fault = takeFault(script, faultTargetOf(method, route))
+    const fault = takeFault(script, faultTargetOf(method, route), entry => forKey(entry, idempotencyKey))
     const requestId = newId('req', 14)
     const send = async (answer: Answer, replayOf?: IdempotencyEntry) => {
       const headers: Record<string, string> = { ...answer.headers, 'request-id': requestId }
@@ -264,7 +328,9 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
     }
 
     if (fault?.kind === 'drop-before') return drop(req, call)
+    const keyed = method === 'POST' && idempotencyKey !== undefined
     if (fault?.kind === 'status') return send(scriptedStatus(fault))
+    if (fault?.kind === 'stored-error' && !keyed) return send(scriptedStatus({ kind: 'status', status: fault.status }))
 
     const authFailure = authenticate(header(req, 'authorization'), secretKey)
     if (authFailure) return send(authFailure)
@@ -320,15 +386,19 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
     let answer: Answer
     try {
       if (fault?.kind === 'delay') await sleep(fault.ms)
-      answer = perform()
+      if (fault?.kind === 'stored-error' && fault.performed) perform()
+      answer = fault?.kind === 'stored-error' ? scriptedStatus({ kind: 'status', status: fault.status }) : perform()
     }
     catch (error) {
       idempotency.delete(scopedKey)
       throw error
     }
-    // Stripe keeps successes and the refusals it decided on; rate limits, conflicts and server errors
-    // are not kept, so a retry under the same key runs again.
-    if (answer.status < 500 && answer.status !== 429 && answer.status !== 409) Object.assign(entry, { answer, requestId })
+    // Stripe keeps what the endpoint answered once it started executing: successes, the refusals it
+    // decided on, and a scripted stored-error's 5xx, replayed to every retry under the key
+    // (https://docs.stripe.com/api/idempotent_requests). Rate limits and conflicts are decided before
+    // the endpoint runs, and this stand-in's own failures are not the endpoint's: a retry runs again.
+    const kept = fault?.kind === 'stored-error' || (answer.status < 500 && answer.status !== 429 && answer.status !== 409)
+    if (kept) Object.assign(entry, { answer, requestId })
     else idempotency.delete(scopedKey)
     return send(answer)
   }
@@ -401,14 +471,26 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
     return stripeJson(200, charge ? { ...intent, latest_charge: chargeView(charge) } : intent)
   }
 
-  /** Stripe's search query language, only the form `metadata['key']:'value'` (either quote). */
+  /**
+   * Stripe's search query language, only the form `metadata['key']:'value'` (either quote); newest
+   * first, `limit` (1–100, default 10) a page, `page` the cursor the previous page's `next_page` gave
+   * (https://docs.stripe.com/search#search-pagination).
+   */
   function search(query: Record<string, string>): Answer {
     if (!query.query) return invalidRequest('query', 'Missing required param: query.', 'parameter_missing')
     const equality = /^\s*metadata\[(['"])(.+?)\1\]\s*:\s*(['"])(.*)\3\s*$/.exec(query.query)
     if (!equality) return invalidRequest('query', `The stand-in understands only metadata['key']:'value' queries, not: ${query.query}`)
+    const limit = query.limit === undefined ? 10 : Number(query.limit)
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100) return invalidRequest('limit', 'This value must be between 1 and 100.', 'parameter_invalid_integer')
+    const offset = query.page === undefined ? 0 : Number(/^page_(\d+)$/.exec(query.page)?.[1] ?? Number.NaN)
+    if (!Number.isInteger(offset)) return invalidRequest('page', `Invalid page: ${query.page}`)
     const [, , key = '', , value] = equality
-    const data = [...intents.values()].filter(intent => intent.metadata[key] === value).reverse()
-    return stripeJson(200, { object: 'search_result', data, has_more: false, next_page: null, url: '/v1/payment_intents/search' })
+    const matching = [...intents.values()].filter(intent => intent.metadata[key] === value).reverse()
+    const hasMore = matching.length > offset + limit
+    return stripeJson(200, {
+      object: 'search_result', data: matching.slice(offset, offset + limit), has_more: hasMore, next_page: hasMore ? `page_${offset + limit}` : null,
+      url: '/v1/payment_intents/search',
+    })
   }
 
   function cancelRequest(id: string, body: Record<string, unknown>): Answer {
@@ -451,7 +533,7 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
     const metadata = typeof body.metadata === 'object' && body.metadata !== null ? stringValues(body.metadata as Record<string, unknown>) : {}
     const refusal = refundRefusal(intent, amount)
     if (refusal) return stripeError(400, refusal)
-    const status = pendingRefundsLeft > 0 ? 'pending' : 'succeeded'
+    const status: StandInRefundStatus = pendingRefundsLeft > 0 ? 'pending' : 'succeeded'
     if (status === 'pending') pendingRefundsLeft--
     const refund = makeRefund(intent, amount, { reason: reason as StandInRefund['reason'], metadata, status, request })
     refundLog.push({ id: refund.id, idempotencyKey, dashboard: false })
@@ -493,6 +575,9 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
       transfer_reversal: null,
     }
     refunds.set(refund.id, refund)
+    // Both, for every refund, the dashboard's too: refund.created names it, charge.refunded gives
+    // the charge with its new total (https://docs.stripe.com/api/events/types#event_types-charge.refunded).
+    emit('refund.created', refund, details.request)
     emit('charge.refunded', chargeView(charge), details.request)
     return refund
   }
@@ -503,28 +588,42 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
     return stripeJson(200, refund)
   }
 
-  /** Newest first, filtered by payment_intent or charge, paged by limit and starting_after. */
+  /**
+   * Newest first, filtered by payment_intent or charge, a page of `limit` (1–100, default 10) with
+   * has_more; `starting_after` pages on, `ending_before` back, never both
+   * (https://docs.stripe.com/api/pagination).
+   */
   function listRefunds(query: Record<string, unknown>): Answer {
     const limit = query.limit === undefined ? 10 : Number(query.limit)
     if (!Number.isInteger(limit) || limit < 1 || limit > 100) return invalidRequest('limit', 'This value must be between 1 and 100.', 'parameter_invalid_integer')
+    if (query.starting_after !== undefined && query.ending_before !== undefined) {
+      return invalidRequest('starting_after', 'You may only specify one of these parameters: ending_before, starting_after.')
+    }
     let data = [...refunds.values()].reverse()
       .filter(refund => query.payment_intent === undefined || refund.payment_intent === query.payment_intent)
       .filter(refund => query.charge === undefined || refund.charge === query.charge)
-    if (typeof query.starting_after === 'string') {
-      const index = data.findIndex(refund => refund.id === query.starting_after)
-      if (index < 0) return invalidRequest('starting_after', `No such refund: '${query.starting_after}'`, 'resource_missing')
-      data = data.slice(index + 1)
+    const cursor = query.starting_after ?? query.ending_before
+    const index = cursor === undefined ? -1 : data.findIndex(refund => refund.id === cursor)
+    if (cursor !== undefined && index < 0) return invalidRequest(query.starting_after === undefined ? 'ending_before' : 'starting_after', `No such refund: '${String(cursor)}'`, 'resource_missing')
+    if (query.starting_after !== undefined) data = data.slice(index + 1)
+    if (query.ending_before !== undefined) {
+      const before = data.slice(0, index)
+      // The page just before the cursor: the `limit` refunds nearest to it.
+      return stripeJson(200, { object: 'list', data: before.slice(-limit), has_more: before.length > limit, url: '/v1/refunds' })
     }
     return stripeJson(200, { object: 'list', data: data.slice(0, limit), has_more: data.length > limit, url: '/v1/refunds' })
   }
 
+  /** amount_refunded: a failed or canceled refund gave its amount back; pending ones count. */
   function refundedTotal(intentId: string): number {
-    return [...refunds.values()].filter(refund => refund.payment_intent === intentId && refund.status !== 'failed').reduce((total, refund) => total + refund.amount, 0)
+    return [...refunds.values()].filter(refund => refund.payment_intent === intentId && refund.status !== 'failed' && refund.status !== 'canceled')
+      .reduce((total, refund) => total + refund.amount, 0)
   }
 
   function chargeView(charge: ChargeRecord): StandInCharge {
     const intent = intents.get(charge.payment_intent)!
     const refunded = refundedTotal(intent.id)
+    const ofCharge = [...refunds.values()].filter(refund => refund.charge === charge.id).reverse()
     return {
       id: charge.id,
       object: 'charge',
@@ -546,7 +645,7 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
       payment_method: charge.payment_method,
       receipt_email: intent.receipt_email,
       refunded: refunded > 0 && refunded >= intent.amount_received,
-      refunds: { object: 'list', data: [...refunds.values()].filter(refund => refund.charge === charge.id).reverse(), has_more: false, url: `/v1/charges/${charge.id}/refunds` },
+      refunds: { object: 'list', data: ofCharge.slice(0, CHARGE_REFUNDS_SHOWN), has_more: ofCharge.length > CHARGE_REFUNDS_SHOWN, url: `/v1/charges/${charge.id}/refunds` },
       status: 'succeeded',
     }
   }
@@ -583,9 +682,35 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
   }
 
   function emit(type: string, object: StripeEvent['data']['object'], request: EventRequest) {
+    const event = eventOf(type, object, request)
+    events.push(event)
+    if (held) held.push(event)
+    else deliver(event)
+  }
+
+  /** Signs and sends one event to the webhook URL (nothing without one). */
+  function deliver(event: StripeEvent) {
     if (!sender || !webhook) return
-    const payload = JSON.stringify(eventOf(type, object, request), null, 2)
+    const payload = JSON.stringify(event, null, 2)
     sender.send(payload, body => ({ 'content-type': 'application/json; charset=utf-8', 'user-agent': STRIPE_USER_AGENT, 'stripe-signature': stripeSignature(webhook.secret, body) }))
+  }
+
+  function releaseWebhooks({ order = 'as-made', duplicate = false }: ReleaseOptions = {}): number {
+    const released = held ?? []
+    held = undefined
+    const sent = order === 'reversed' ? [...released].reverse() : released
+    for (const event of sent) {
+      deliver(event)
+      if (duplicate) deliver(event)
+    }
+    return sender ? sent.length * (duplicate ? 2 : 1) : 0
+  }
+
+  function redeliver(eventId: string) {
+    const event = events.find(made => made.id === eventId)
+    if (!event) throw new StandInRefusal(`The Stripe stand-in made no event ${eventId}`, 404)
+    if (!sender) throw new StandInRefusal('The Stripe stand-in was started without a webhook URL: there is nowhere to redeliver to')
+    deliver(event)
   }
 
   const intentOf = (id: string) => {
@@ -599,28 +724,57 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
     return refund
   }
 
-  function dashboardRefund(intentId: string, amount?: number): StandInRefund {
+  function dashboardRefund(intentId: string, amount?: number, { pending = false }: { pending?: boolean } = {}): StandInRefund {
     const intent = intentOf(intentId)
     if (amount !== undefined && !(Number.isInteger(amount) && amount >= 1)) throw new StandInRefusal(`A refund amount is a positive integer, not ${amount}`)
     const refusal = refundRefusal(intent, amount)
     if (refusal) throw new StandInRefusal(refusal.message)
-    const refund = makeRefund(intent, amount, { reason: null, metadata: {}, status: 'succeeded', request: NO_REQUEST })
+    const refund = makeRefund(intent, amount, { reason: null, metadata: {}, status: pending ? 'pending' : 'succeeded', request: NO_REQUEST })
     refundLog.push({ id: refund.id, dashboard: true })
     return refund
   }
 
-  function settleRefund(refundId: string, outcome: 'succeeded' | 'failed'): StandInRefund {
+  /**
+   * refund.updated for every change of state, and refund.failed as well when it failed
+   * (https://docs.stripe.com/api/events/types#event_types-refund.failed). A failed refund's money
+   * is back on the charge: its amount_refunded falls by it.
+   */
+  function settleRefund(refundId: string, outcome: RefundOutcome): StandInRefund {
     const refund = refundOf(refundId)
+    if (!(REFUND_OUTCOMES as readonly string[]).includes(outcome)) throw new StandInRefusal(`A refund settles as ${REFUND_OUTCOMES.join(', ')}, not ${String(outcome)}`)
     if (refund.status !== 'pending') throw new StandInRefusal(`Stripe settles only a pending refund; ${refundId} is ${refund.status}`)
     refund.status = outcome
     if (outcome === 'failed') refund.failure_reason = 'declined'
     emit('refund.updated', refund, NO_REQUEST)
+    if (outcome === 'failed') emit('refund.failed', refund, NO_REQUEST)
     return refund
   }
 
   function controlRoute(method: string, path: string, parameters: Record<string, string>): Answer {
     const [, kind, id, action, extra] = path.slice(CONTROL_PREFIX.length).split('/').map(decodeURIComponent)
     if (method === 'GET' && kind === undefined) return controlAnswer(200, { payment_intents: [...intents.values()], refunds: [...refunds.values()] })
+    if (method === 'GET' && kind === 'events' && id === undefined) return controlAnswer(200, events.filter(event => parameters.type === undefined || event.type === parameters.type))
+    if (method === 'POST' && kind === 'events' && id && action === 'redeliver' && extra === undefined) {
+      return control(() => {
+        redeliver(id)
+        return { redelivered: id }
+      })
+    }
+    if (method === 'POST' && kind === 'webhooks' && id === 'hold' && action === undefined) {
+      return control(() => {
+        held ??= []
+        return { holding: true }
+      })
+    }
+    if (method === 'POST' && kind === 'webhooks' && id === 'release' && action === undefined) {
+      return control(() => ({ sent: releaseWebhooks({ order: parameters.order === 'reversed' ? 'reversed' : 'as-made', duplicate: parameters.duplicate === 'true' || parameters.duplicate === '1' }) }))
+    }
+    if (method === 'POST' && kind === 'idempotency_keys' && id === 'forget' && action === undefined) {
+      return control(() => {
+        idempotency.clear()
+        return { forgotten: true }
+      })
+    }
     if (method === 'POST' && extra === undefined && kind === 'payment_intents' && id) {
       if (action === 'succeed') return control(() => succeedIntent(intentOf(id)))
       if (action === 'fail') {
@@ -629,7 +783,10 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
           return intentOf(id)
         })
       }
-      if (action === 'refund') return control(() => dashboardRefund(id, parameters.amount === undefined ? undefined : Number(parameters.amount)))
+      if (action === 'refund') {
+        const pending = parameters.pending === 'true' || parameters.pending === '1'
+        return control(() => dashboardRefund(id, parameters.amount === undefined ? undefined : Number(parameters.amount), { pending }))
+      }
     }
     if (method === 'POST' && kind === 'refunds' && id === 'pend' && action === undefined) {
       return control(() => {
@@ -637,9 +794,8 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
         return { pending: pendingRefundsLeft }
       })
     }
-    if (method === 'POST' && extra === undefined && kind === 'refunds' && id && (action === 'succeed' || action === 'fail')) {
-      return control(() => settleRefund(id, action === 'succeed' ? 'succeeded' : 'failed'))
-    }
+    const outcome = action === undefined ? undefined : OUTCOME_OF_CONTROL.get(action)
+    if (method === 'POST' && extra === undefined && kind === 'refunds' && id && outcome) return control(() => settleRefund(id, outcome))
     return controlAnswer(404, { error: `No stand-in control ${method} ${path}`, controls: STRIPE_CONTROLS })
   }
 
@@ -686,6 +842,7 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
     },
     refundedTotal,
     forgetIdempotencyKeys: () => idempotency.clear(),
+    events,
     event(objectId, type) {
       const charge = charges.get(objectId)
       const object = intents.get(objectId) ?? (charge && chargeView(charge)) ?? refunds.get(objectId)
@@ -696,9 +853,16 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
       return sender?.deliveries ?? []
     },
     webhooksIdle: async () => sender?.idle(),
+    holdWebhooks() {
+      held ??= []
+    },
+    releaseWebhooks,
+    redeliver,
     reset() {
       calls.length = 0
       script.length = 0
+      events.length = 0
+      held = undefined
       intents.clear()
       charges.clear()
       refunds.clear()
@@ -720,10 +884,20 @@ export const STRIPE_CONTROLS = [
   'GET  /_stand-in                                   every PaymentIntent and refund',
   'POST /_stand-in/payment_intents/:id/succeed       the shopper pays',
   'POST /_stand-in/payment_intents/:id/fail          the card is declined (message=…)',
-  'POST /_stand-in/payment_intents/:id/refund        a refund made in the dashboard (amount=…; default all that remains)',
+  'POST /_stand-in/payment_intents/:id/refund        a refund made in the dashboard (amount=…; default all that remains; pending=1 leaves it pending)',
   'POST /_stand-in/refunds/pend                      the next API refunds stay pending (count=…; default all)',
-  'POST /_stand-in/refunds/:id/succeed | fail        a pending refund settles',
+  'POST /_stand-in/refunds/:id/succeed | fail | cancel   a pending refund settles (a failed or canceled one gives its amount back)',
+  'GET  /_stand-in/events                            every event made, oldest first (type=…)',
+  'POST /_stand-in/events/:id/redeliver              send an event again, same id (needs --webhook-url)',
+  'POST /_stand-in/webhooks/hold                     keep events back instead of sending them',
+  'POST /_stand-in/webhooks/release                  send the held events (order=reversed; duplicate=1 sends each twice)',
+  'POST /_stand-in/idempotency_keys/forget           forget every Idempotency-Key, as Stripe does after 24 hours',
 ]
+
+/** How many refunds a charge object lists itself; the rest are paged from /v1/refunds. */
+const CHARGE_REFUNDS_SHOWN = 10
+const REFUND_OUTCOMES = ['succeeded', 'failed', 'canceled'] as const satisfies readonly RefundOutcome[]
+const OUTCOME_OF_CONTROL = new Map<string, RefundOutcome>([['succeed', 'succeeded'], ['fail', 'failed'], ['cancel', 'canceled']])
 
 const NO_REQUEST: EventRequest = { id: null, idempotency_key: null }
 
@@ -749,6 +923,13 @@ function routeOf(method: string, path: string): Route | undefined {
   const refund = method === 'GET' ? /^\/v1\/refunds\/([^/]+)$/.exec(path)?.[1] : undefined
   if (refund) return { kind: 'refund-retrieve', id: decodeURIComponent(refund) }
   return undefined
+}
+
+/** Whether a scripted fault is for this request's Idempotency-Key (any, when it names none). */
+function forKey(entry: StripeScriptedFault, idempotencyKey: string | undefined): boolean {
+  const wanted = entry.idempotencyKey
+  if (wanted === undefined) return true
+  return idempotencyKey !== undefined && (typeof wanted === 'string' ? wanted === idempotencyKey : wanted.test(idempotencyKey))
 }
 
 function faultTargetOf(method: string, route: Route | undefined): FaultTarget | undefined {

@@ -70,7 +70,15 @@ export async function lockOrder(tx: Database, orderId: string, tenantId?: string
 
 interface RefundTotals {
   succeeded: number
+  /** Every refund not failed: what the payment can no longer give back. */
   held: number
+  /**
+   * What a total the provider reported may count: every refund held, and each failed one the
+   * provider made (it has the provider's id). A total reported while such a refund was pending
+   * counted it (Stripe's amount_refunded counts pending refunds), and a total cannot say whether it
+   * was written before or after the failure; a refund the provider refused outright never counted.
+   */
+  reportable: number
 }
 
 /** Σ of the order's refunds by state; read under the order's lock, after every earlier holder committed. */
@@ -78,8 +86,9 @@ export async function refundTotals(tx: Database, orderId: string): Promise<Refun
   const [row] = await tx.select({
     succeeded: sql<string>`coalesce(sum(${refunds.amount}) filter (where ${refunds.status} = 'succeeded'), 0)`,
     held: sql<string>`coalesce(sum(${refunds.amount}) filter (where ${refunds.status} <> 'failed'), 0)`,
+    reportable: sql<string>`coalesce(sum(${refunds.amount}) filter (where ${refunds.status} <> 'failed' or ${refunds.providerRefundId} is not null), 0)`,
   }).from(refunds).where(eq(refunds.orderId, orderId))
-  return { succeeded: Number(row?.succeeded ?? 0), held: Number(row?.held ?? 0) }
+  return { succeeded: Number(row?.succeeded ?? 0), held: Number(row?.held ?? 0), reportable: Number(row?.reportable ?? 0) }
 }
 
 /**
@@ -133,10 +142,12 @@ const statusAfterRefunds = (order: LockedOrder, succeeded: number): PaymentStatu
 
 /**
  * A refund event: one refund's new state (`context.refund`), or the payment's total refunded so far
- * (`context.amount`; unknown is taken as all of it). What the total says beyond the refunds we hold
- * was refunded at the provider (its dashboard): it appears as a succeeded refund of source
- * `provider`. Pending refunds of ours are settled only by events that name them, by their job's
- * answer or by reconciliation, never by a total (which cannot say which refund it counts).
+ * (`context.amount`; unknown is taken as all of it). A refund the event names is recorded by its
+ * name. What a total says beyond every refund it may count (RefundTotals.reportable: those we hold,
+ * and failed ones the provider had made) was refunded at the provider (its dashboard): it appears
+ * as a succeeded refund of source `provider`, unnamed until an event names it. Pending refunds of
+ * ours are settled only by events that name them, by their job's answer or by reconciliation,
+ * never by a total (which cannot say which refund it counts).
  */
 async function applyRefundEvent(tx: Database, order: LockedOrder, requested: PaymentStatus | null, context: PaymentStatusContext, totals: RefundTotals): Promise<PaymentStatusChange> {
   const settled = context.currency !== undefined && context.currency !== order.currency
@@ -176,7 +187,7 @@ async function settleNamedRefund(tx: Database, order: LockedOrder, totals: { hel
   if (known) {
     if (known.status !== 'pending') return { reason: 'no_refund' }
     const changed = await settleRefund(tx, known.id, { status: event.status, providerRefundId: event.providerRefundId })
-    if (changed && event.status === 'failed') await recordReportedTotal(tx, order, context)
+    if (changed && event.status === 'failed') await recordWhatTheHoldCovered(tx, order, context)
     return changed && event.status !== 'pending' ? { refundId: known.id, note: event.status === 'succeeded' ? 'refund_succeeded' : 'refund_failed' } : { reason: 'no_refund' }
   }
   if (event.status === 'failed') return { reason: 'no_refund' }
@@ -210,26 +221,47 @@ async function countedByTotal(tx: Database, order: LockedOrder, event: RefundEve
   return { reason: 'no_refund' }
 }
 
-async function recordProviderTotal(tx: Database, order: LockedOrder, totals: { held: number }, total: number, context: PaymentStatusContext): Promise<Settled> {
+async function recordProviderTotal(tx: Database, order: LockedOrder, totals: { reportable: number }, total: number, context: PaymentStatusContext): Promise<Settled> {
   if (total > order.amount) return { reason: 'amount_mismatch' }
-  const unknown = total - totals.held
+  const unknown = total - totals.reportable
   if (unknown <= 0) return { reason: 'no_refund' }
   const refundId = await insertRefund(tx, order, { amount: unknown, status: 'succeeded', source: 'provider', reason: null, providerRefundId: null, requestId: context.requestId })
   return { refundId, note: 'refund_at_provider' }
 }
 
 /**
- * A refund of ours failed, freeing its hold: a provider total that the hold had covered (a dashboard
- * refund reported while ours was pending) is recorded now, from the largest total the provider's
- * signed events reported for the order, so it is never lost.
+ * A refund of ours failed, freeing its hold: what the provider reported while the hold covered it
+ * (a dashboard refund that did not fit beside ours) is recorded now, so it is never lost. First the
+ * refunds its signed events named and we do not hold, each as its events last left it (failed
+ * once any says so); then the largest total it reported, less what that total may count
+ * (RefundTotals.reportable): a refund of ours the provider made and then failed is still
+ * subtracted, so a total that counted it while it was pending never comes back as the provider's.
  */
-async function recordReportedTotal(tx: Database, order: LockedOrder, context: PaymentStatusContext): Promise<void> {
-  const [reported] = await tx.select({ total: sql<string | null>`max(${webhookEvents.amount})` }).from(webhookEvents)
-    .where(and(eq(webhookEvents.orderId, order.id), eq(webhookEvents.type, 'payment.refunded'), eq(webhookEvents.currency, order.currency), lte(webhookEvents.amount, order.amount)))
-  if (!reported?.total) return
-  const recorded = await recordProviderTotal(tx, order, await refundTotals(tx, order.id), Number(reported.total), context)
-  if ('refundId' in recorded) {
-    await recordHistory(tx, { orderId: order.id, fromStatus: order.status, requestedStatus: null, toStatus: order.status, outcome: 'applied', reason: 'refund_at_provider', refundId: recorded.refundId }, context)
+async function recordWhatTheHoldCovered(tx: Database, order: LockedOrder, context: PaymentStatusContext): Promise<void> {
+  const [named, [reported]] = await Promise.all([
+    tx.select({ refund: webhookEvents.refund }).from(webhookEvents)
+      .where(and(eq(webhookEvents.orderId, order.id), eq(webhookEvents.type, 'refund.updated'), eq(webhookEvents.currency, order.currency)))
+      .orderBy(asc(webhookEvents.receivedAt), asc(webhookEvents.id)),
+    tx.select({ total: sql<string | null>`max(${webhookEvents.amount})` }).from(webhookEvents)
+      .where(and(eq(webhookEvents.orderId, order.id), eq(webhookEvents.type, 'payment.refunded'), eq(webhookEvents.currency, order.currency), lte(webhookEvents.amount, order.amount))),
+  ])
+  const lastWord = new Map<string, RefundEventDetail>()
+  for (const { refund } of named) {
+    if (!refund || refund.refundId) continue
+    const earlier = lastWord.get(refund.providerRefundId)
+    lastWord.set(refund.providerRefundId, earlier?.status === 'failed' || (earlier?.status === 'succeeded' && refund.status === 'pending') ? earlier : refund)
+  }
+  const recorded: string[] = []
+  for (const refund of lastWord.values()) {
+    const settled = await settleNamedRefund(tx, order, await refundTotals(tx, order.id), refund, context)
+    if ('refundId' in settled) recorded.push(settled.refundId)
+  }
+  if (reported?.total) {
+    const settled = await recordProviderTotal(tx, order, await refundTotals(tx, order.id), Number(reported.total), context)
+    if ('refundId' in settled) recorded.push(settled.refundId)
+  }
+  for (const refundId of recorded) {
+    await recordHistory(tx, { orderId: order.id, fromStatus: order.status, requestedStatus: null, toStatus: order.status, outcome: 'applied', reason: 'refund_at_provider', refundId }, context)
   }
 }
 
@@ -281,7 +313,7 @@ export async function applyRefundOutcome(
   if (!order) return
   const changed = await settleRefund(tx, refundId, outcome)
   if (!changed || outcome.status === 'pending') return
-  if (outcome.status === 'failed') await recordReportedTotal(tx, order, context)
+  if (outcome.status === 'failed') await recordWhatTheHoldCovered(tx, order, context)
   const to = isPaid(order.status) ? statusAfterRefunds(order, (await refundTotals(tx, orderId)).succeeded) : order.status
   await moveTo(tx, order, to, context)
   await recordHistory(tx, {

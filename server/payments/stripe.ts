@@ -2,7 +2,7 @@ import Stripe from 'stripe'
 import type { AppConfig } from '../config'
 import type { PaymentEventType } from '../webhooks/types'
 import { fromStripeAmount, toStripeAmount } from './currencies'
-import { PaymentRefused, type PaymentProvider, type PaymentState, ProviderUnavailable, REFUSED_DETAILS_MESSAGE, retryAfterMs } from './types'
+import { PaymentRefused, type PaymentProvider, type PaymentState, ProviderUnavailable, type RefundRequest, REFUSED_DETAILS_MESSAGE, retryAfterMs } from './types'
 
 /**
  * Stripe through its official client. One PaymentIntent per order: the create call carries an
@@ -15,8 +15,9 @@ import { PaymentRefused, type PaymentProvider, type PaymentState, ProviderUnavai
 /**
  * Stripe keeps an idempotency key for at least 24 hours. A job still asking later than this (retried
  * for a day, or redriven from the dead letters) first searches for a PaymentIntent with the order's
- * metadata, so an expired key cannot make a second one. Search lags writes by about a minute, which
- * is harmless this long after the first call.
+ * metadata, or lists the payment's refunds (every page) for the refund's, so an expired key cannot
+ * make a second one. Search lags writes by about a minute, which is harmless this long after the
+ * first call.
  */
 const KEY_MEMORY_MS = 23 * 60 * 60 * 1000
 
@@ -66,16 +67,8 @@ export function createStripeProvider(config: StripeConfig): PaymentProvider {
     },
     async refundPayment(request, signal) {
       signal.throwIfAborted()
-      const earlier = Date.now() - request.firstAskedAt.getTime() > KEY_MEMORY_MS
-        ? (await callStripe(() => stripe.refunds.list({ payment_intent: request.paymentId, limit: 100 }))).data.find(refund => refund.metadata?.refund_id === request.refundId)
-        : undefined
-      const refund = earlier ?? await callStripe(() => stripe.refunds.create({
-        payment_intent: request.paymentId,
-        amount: toStripeAmount(request.amount, request.currency),
-        // Stripe takes only its three reasons; ours (order_canceled) travels in the metadata.
-        ...(isStripeReason(request.reason) && { reason: request.reason }),
-        metadata: { order_id: request.orderId, refund_id: request.refundId, ...(request.reason && { reason: request.reason }) },
-      }, { idempotencyKey: request.idempotencyKey }))
+      const earlier = Date.now() - request.firstAskedAt.getTime() > KEY_MEMORY_MS ? await findRefund(stripe, request) : undefined
+      const refund = earlier ?? await createRefund(stripe, request, signal)
       return { id: refund.id, status: refundStatusOf(refund.status), answer: refund as unknown as Record<string, unknown> }
     },
     async readRefund({ providerRefundId }, signal) {
@@ -104,6 +97,62 @@ export function createStripeProvider(config: StripeConfig): PaymentProvider {
         throw error
       }
     },
+  }
+}
+
+/** Keys a refund is asked under before the job waits for Stripe to mend what it kept: refund:<id>, then refund:<id>:2 … */
+const REFUND_KEYS = 5
+
+/**
+ * Asks Stripe for the refund under its key. Stripe keeps a 500 under a key once its endpoint began
+ * and answers it to every retry (https://docs.stripe.com/api/idempotent_requests), so a refund whose
+ * key answers a kept 500 would wait forever: the refund is looked up by its metadata (the 500 may
+ * have come after the refund was made) and, when Stripe made none, asked again under the next key
+ * derived from the refund, `refund:<id>:2`, `:3` …. Every run walks the same keys from the first,
+ * each answering what it answered before, so a run that crashed after asking under one key finds
+ * the refund that key made (its stored answer, or the look-up) and never makes a second.
+ */
+async function createRefund(stripe: Stripe, request: RefundRequest, signal: AbortSignal): Promise<Stripe.Refund> {
+  for (let attempt = 1; ; attempt++) {
+    signal.throwIfAborted()
+    const idempotencyKey = attempt === 1 ? request.idempotencyKey : `${request.idempotencyKey}:${attempt}`
+    try {
+      return await callStripe(() => stripe.refunds.create({
+        payment_intent: request.paymentId,
+        amount: toStripeAmount(request.amount, request.currency),
+        // Stripe takes only its three reasons; ours (order_canceled) travels in the metadata.
+        ...(isStripeReason(request.reason) && { reason: request.reason }),
+        metadata: { order_id: request.orderId, refund_id: request.refundId, ...(request.reason && { reason: request.reason }) },
+      }, { idempotencyKey }))
+    }
+    catch (error) {
+      if (!isKeptServerError(error) || attempt >= REFUND_KEYS) throw error
+      const made = await findRefund(stripe, request)
+      if (made) return made
+    }
+  }
+}
+
+/** A 5xx Stripe answered from its idempotency record (Idempotent-Replayed): asking again under that key can only answer it again. */
+function isKeptServerError(error: unknown): boolean {
+  const cause = error instanceof ProviderUnavailable ? error.cause : undefined
+  return cause instanceof Stripe.errors.StripeError && (cause.statusCode ?? 0) >= 500 && cause.headers?.['idempotent-replayed'] === 'true'
+}
+
+/**
+ * The refund Stripe made for ours, found by its metadata among every refund of the payment: the
+ * list is paged (auto-pagination, `starting_after`; https://docs.stripe.com/api/pagination), since a
+ * payment may have more refunds than one page holds.
+ */
+async function findRefund(stripe: Stripe, request: RefundRequest): Promise<Stripe.Refund | undefined> {
+  try {
+    for await (const refund of stripe.refunds.list({ payment_intent: request.paymentId, limit: 100 })) {
+      if (refund.metadata?.refund_id === request.refundId) return refund
+    }
+    return undefined
+  }
+  catch (error) {
+    throw classifyStripeError(error)
   }
 }
 

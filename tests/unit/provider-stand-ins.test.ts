@@ -11,7 +11,7 @@ import type { WebhookDelivery } from '../../server/webhooks/types'
 import { type MidtransApi, startMidtransApi } from '../support/midtrans-api'
 import { pollUntil } from '../support/poll'
 import { projectRoot, spawnManaged } from '../support/processes'
-import { StandInRefusal, type StripeApi, startStripeApi, stripeSignature } from '../support/stripe-api'
+import { StandInRefusal, STRIPE_CONTROLS, type StripeApi, startStripeApi, stripeSignature } from '../support/stripe-api'
 
 /**
  * The provider stand-ins, driven by the official SDKs: what the clients send is what the stand-ins
@@ -365,21 +365,171 @@ describe('Stripe stand-in, through the official stripe client', () => {
       expect(signed.charge(intent.id)).toMatchObject({ amount_refunded: 300, refunded: false })
 
       await signed.webhooksIdle()
-      expect(signed.webhooks.map(delivery => [delivery.delivered, delivery.attempts])).toEqual(Array.from({ length: 4 }, () => [true, [200]]))
+      expect(signed.webhooks.map(delivery => [delivery.delivered, delivery.attempts])).toEqual(Array.from({ length: 7 }, () => [true, [200]]))
       const events = receiver.received.map(({ headers, body }) => {
         const signature = String(headers['stripe-signature'])
         expect(stripeProvider.verify(deliveryOf(body, { 'stripe-signature': signature }), 'whsec_standin')).toEqual({ ok: true })
         return client.webhooks.constructEvent(body, signature, 'whsec_standin')
       })
-      expect(events.map(event => event.type)).toEqual(['payment_intent.succeeded', 'charge.refunded', 'charge.refunded', 'refund.updated'])
-      expect(events[1]).toMatchObject({ request: { idempotency_key: 'refund:re_app_1' }, data: { object: { object: 'charge', amount_refunded: 500 } } })
-      expect(events[3]).toMatchObject({ request: { id: null }, data: { object: { id: pending.id, status: 'failed' } } })
-      expect(stripeProvider.parse(events[2], deliveryOf(''))).toMatchObject({ ok: true, event: { type: 'payment.refunded', orderId: 'ord_1', paymentId: intent.id, amount: 800 } })
+      expect(events.map(event => event.type)).toEqual([
+        'payment_intent.succeeded', 'refund.created', 'charge.refunded', 'refund.created', 'charge.refunded', 'refund.updated', 'refund.failed',
+      ])
+      expect(events.map(event => event.id)).toEqual(signed.events.map(event => event.id))
+      expect(events[1]).toMatchObject({ request: { idempotency_key: 'refund:re_app_1' }, data: { object: { id: pending.id, status: 'pending' } } })
+      // amount_refunded counts the pending refund.
+      expect(events[2]).toMatchObject({ request: { idempotency_key: 'refund:re_app_1' }, data: { object: { object: 'charge', amount_refunded: 500 } } })
+      expect(events[5]).toMatchObject({ request: { id: null }, data: { object: { id: pending.id, status: 'failed', failure_reason: 'declined' } } })
+      expect(events[6]).toMatchObject({ data: { object: { id: pending.id, status: 'failed' } } })
+      expect(stripeProvider.parse(events[4], deliveryOf(''))).toMatchObject({ ok: true, event: { type: 'payment.refunded', orderId: 'ord_1', paymentId: intent.id, amount: 800 } })
+      expect(stripeProvider.parse(events[6], deliveryOf(''))).toMatchObject({ ok: true, event: { type: 'refund.updated', refund: { providerRefundId: pending.id, refundId: 're_app_1', status: 'failed' } } })
     }
     finally {
       await signed.close()
       await receiver.close()
     }
+  })
+})
+
+describe('Stripe stand-in: what Stripe documents about refunds, keys, lists and events', () => {
+  let api: StripeApi
+  let stripe: Stripe
+  beforeAll(async () => {
+    api = await startStripeApi({ secretKey })
+    stripe = new Stripe(secretKey, { host: '127.0.0.1', port: api.port, protocol: 'http', maxNetworkRetries: 0, timeout: 3_000 })
+  })
+  afterAll(() => api.close())
+  beforeEach(() => api.reset())
+
+  const paidIntent = async (amount = 1500) => {
+    const intent = await stripe.paymentIntents.create({ amount, currency: 'usd', metadata: { order_id: 'ord_1' } })
+    api.succeed(intent.id)
+    return intent.id
+  }
+
+  it('keeps a scripted stored-error 500 under the Idempotency-Key and answers it again (Idempotent-Replayed), with or without the refund made; a fault may wait for one key', async () => {
+    const intentId = await paidIntent()
+    api.script.push({ match: 'refund', fault: { kind: 'stored-error', status: 500 } }, { match: 'refund', fault: { kind: 'stored-error', status: 500, performed: true } })
+    const first = await failureOf(stripe.refunds.create({ payment_intent: intentId, amount: 100 }, { idempotencyKey: 'refund:kept' }))
+    expect(first).toMatchObject({ statusCode: 500, rawType: 'api_error' })
+    expect((first as Stripe.errors.StripeError).headers?.['idempotent-replayed']).toBeUndefined()
+    // The second fault is taken by this retry, which is answered from the record instead.
+    const again = await failureOf(stripe.refunds.create({ payment_intent: intentId, amount: 100 }, { idempotencyKey: 'refund:kept' }))
+    expect(again).toMatchObject({ statusCode: 500, headers: expect.objectContaining({ 'idempotent-replayed': 'true' }) })
+    expect(api.createdRefunds()).toEqual([])
+
+    api.script.push({ match: 'refund', fault: { kind: 'stored-error', status: 500, performed: true } })
+    expect(await failureOf(stripe.refunds.create({ payment_intent: intentId, amount: 200, metadata: { refund_id: 're_app_made' } }, { idempotencyKey: 'refund:made' }))).toMatchObject({ statusCode: 500 })
+    expect(await failureOf(stripe.refunds.create({ payment_intent: intentId, amount: 200, metadata: { refund_id: 're_app_made' } }, { idempotencyKey: 'refund:made' })))
+      .toMatchObject({ statusCode: 500, headers: expect.objectContaining({ 'idempotent-replayed': 'true' }) })
+    expect(api.createdRefunds().map(made => [made.idempotencyKey, made.refund.amount, made.refund.metadata.refund_id])).toEqual([['refund:made', 200, 're_app_made']])
+
+    // A fault for one key (or a pattern of keys) waits for a request under it.
+    api.script.push({ match: 'refund', idempotencyKey: /:2$/, fault: { kind: 'status', status: 503 } })
+    expect(await stripe.refunds.create({ payment_intent: intentId, amount: 1 }, { idempotencyKey: 'refund:c' })).toMatchObject({ status: 'succeeded' })
+    expect(await failureOf(stripe.refunds.create({ payment_intent: intentId, amount: 1 }, { idempotencyKey: 'refund:c:2' }))).toMatchObject({ statusCode: 503 })
+    expect(api.script).toEqual([])
+
+    // Forgotten a day later: the key runs anew.
+    api.forgetIdempotencyKeys()
+    expect(await stripe.refunds.create({ payment_intent: intentId, amount: 100 }, { idempotencyKey: 'refund:kept' })).toMatchObject({ status: 'succeeded', amount: 100 })
+    expect(api.refundedTotal(intentId)).toBe(301)
+  })
+
+  it('refunds go pending → succeeded | failed | canceled; amount_refunded counts pending ones and gives back failed and canceled ones; each change is an event', async () => {
+    const intentId = await paidIntent()
+    api.pendRefunds(3)
+    const made = await Promise.all([100, 200, 300].map((amount, index) => stripe.refunds.create({ payment_intent: intentId, amount, metadata: { refund_id: `re_app_${index}` } }, { idempotencyKey: `refund:${index}` })))
+    expect(made.map(refund => refund.status)).toEqual(['pending', 'pending', 'pending'])
+    expect(api.charge(intentId)).toMatchObject({ amount_refunded: 600, refunded: false })
+    const dashboard = api.dashboardRefund(intentId, 400, { pending: true })
+    expect(dashboard).toMatchObject({ status: 'pending', metadata: {} })
+    expect(api.refundedTotal(intentId)).toBe(1000)
+
+    api.settleRefund(made[0]!.id, 'succeeded')
+    api.settleRefund(made[1]!.id, 'failed')
+    api.settleRefund(made[2]!.id, 'canceled')
+    expect(() => api.settleRefund(made[2]!.id, 'succeeded')).toThrow(StandInRefusal)
+    expect(() => api.settleRefund(dashboard.id, 'requires_action' as never)).toThrow(StandInRefusal)
+    expect((await stripe.refunds.retrieve(made[2]!.id)).status).toBe('canceled')
+    expect(api.charge(intentId)).toMatchObject({ amount_refunded: 500 })
+    const settled = api.events.slice(-4).map(event => [event.type, event.data.object.id, (event.data.object as { status: string }).status])
+    expect(settled).toEqual([
+      ['refund.updated', made[0]!.id, 'succeeded'], ['refund.updated', made[1]!.id, 'failed'], ['refund.failed', made[1]!.id, 'failed'], ['refund.updated', made[2]!.id, 'canceled'],
+    ])
+    expect(api.events.map(event => event.type).slice(0, 3)).toEqual(['payment_intent.succeeded', 'refund.created', 'charge.refunded'])
+    expect(stripeProvider.parse(api.event(made[2]!.id, 'refund.updated'), deliveryOf(''))).toMatchObject({ ok: true, event: { refund: { status: 'failed' } } })
+  })
+
+  it('lists pages honestly: limit, has_more, starting_after and ending_before (never both), the client\'s auto-pagination sees every refund; the charge shows its newest 10; search pages by next_page', async () => {
+    const intentId = await paidIntent(1_000_00)
+    for (let index = 0; index < 120; index++) api.dashboardRefund(intentId, 100)
+    const newestFirst = [...api.refunds.keys()].reverse()
+    const first = await stripe.refunds.list({ payment_intent: intentId, limit: 100 })
+    expect([first.data.length, first.has_more]).toEqual([100, true])
+    expect(first.data.map(refund => refund.id)).toEqual(newestFirst.slice(0, 100))
+    const next = await stripe.refunds.list({ payment_intent: intentId, limit: 100, starting_after: first.data.at(-1)!.id })
+    expect([next.data.map(refund => refund.id), next.has_more]).toEqual([newestFirst.slice(100), false])
+    const back = await stripe.refunds.list({ payment_intent: intentId, limit: 5, ending_before: newestFirst[10] })
+    expect([back.data.map(refund => refund.id), back.has_more]).toEqual([newestFirst.slice(5, 10), true])
+    expect(await failureOf(stripe.refunds.list({ payment_intent: intentId, starting_after: newestFirst[1], ending_before: newestFirst[0] }))).toMatchObject({ statusCode: 400 })
+    const all: string[] = []
+    for await (const refund of stripe.refunds.list({ payment_intent: intentId, limit: 100 })) all.push(refund.id)
+    expect(all).toEqual(newestFirst)
+    expect(api.charge(intentId)!.refunds).toMatchObject({ has_more: true, data: newestFirst.slice(0, 10).map(id => expect.objectContaining({ id })) })
+
+    const intents = [await paidIntent(), await paidIntent(), await paidIntent()]
+    const page = await stripe.paymentIntents.search({ query: 'metadata[\'order_id\']:\'ord_1\'', limit: 2 })
+    expect([page.data.length, page.has_more, page.next_page]).toEqual([2, true, 'page_2'])
+    const found: string[] = []
+    for await (const intent of stripe.paymentIntents.search({ query: 'metadata[\'order_id\']:\'ord_1\'', limit: 2 })) found.push(intent.id)
+    expect(found.slice(0, 3)).toEqual([...intents].reverse())
+    expect(found).toHaveLength(4)
+  })
+
+  it('holds events back, then releases them reversed and twice; redelivers one; the same over the control surface, listed among the controls', async () => {
+    const receiver = await webhookReceiver()
+    const signed = await startStripeApi({ secretKey, webhook: { url: receiver.url, secret: 'whsec_standin' } })
+    try {
+      const client = new Stripe(secretKey, { host: '127.0.0.1', port: signed.port, protocol: 'http', maxNetworkRetries: 0 })
+      const intent = await client.paymentIntents.create({ amount: 1500, currency: 'usd', metadata: { order_id: 'ord_1' } })
+      const control = async (path: string, method = 'POST') => {
+        const response = await fetch(`${signed.url}/_stand-in${path}`, { method })
+        return { status: response.status, json: await response.json() as any }
+      }
+      expect(await control('/webhooks/hold')).toEqual({ status: 200, json: { holding: true } })
+      signed.succeed(intent.id)
+      const refund = await control(`/payment_intents/${intent.id}/refund?amount=500&pending=1`)
+      expect(refund.json).toMatchObject({ status: 'pending', amount: 500 })
+      expect((await control(`/refunds/${refund.json.id}/fail`)).json).toMatchObject({ status: 'failed' })
+      await signed.webhooksIdle()
+      expect(receiver.received).toEqual([])
+      const made = (await control('/events', 'GET')).json.map((event: { type: string }) => event.type)
+      expect(made).toEqual(['payment_intent.succeeded', 'refund.created', 'charge.refunded', 'refund.updated', 'refund.failed'])
+      expect((await control('/events?type=refund.failed', 'GET')).json).toHaveLength(1)
+
+      expect(await control('/webhooks/release?order=reversed&duplicate=1')).toEqual({ status: 200, json: { sent: 10 } })
+      await signed.webhooksIdle()
+      const types = receiver.received.map(({ body }) => (JSON.parse(body) as { type: string }).type)
+      expect(types).toEqual([...made].reverse().flatMap(type => [type, type]))
+      const [failed] = signed.events.filter(event => event.type === 'refund.failed')
+      expect(await control(`/events/${failed!.id}/redeliver`)).toEqual({ status: 200, json: { redelivered: failed!.id } })
+      await signed.webhooksIdle()
+      expect(JSON.parse(receiver.received.at(-1)!.body)).toMatchObject({ id: failed!.id, type: 'refund.failed' })
+      expect((await control('/events/evt_missing/redeliver')).status).toBe(404)
+      expect((await control('/idempotency_keys/forget')).json).toEqual({ forgotten: true })
+      const canceled = signed.dashboardRefund(intent.id, 100, { pending: true })
+      expect((await control(`/refunds/${canceled.id}/cancel`)).json).toMatchObject({ status: 'canceled' })
+      expect((await control(`/refunds/${canceled.id}/cancel`)).status).toBe(409)
+      expect((await control('/nothing')).json.controls).toEqual(STRIPE_CONTROLS)
+      expect(STRIPE_CONTROLS.join('\n')).toMatch(/webhooks\/release/)
+    }
+    finally {
+      await signed.close()
+      await receiver.close()
+    }
+    // Without a webhook URL there is nowhere to redeliver to.
+    const event = (await paidIntent(), api.events[0]!)
+    expect(() => api.redeliver(event.id)).toThrow(StandInRefusal)
   })
 })
 
@@ -674,12 +824,12 @@ describe('npm run stand-in', () => {
       expect(await refund.json()).toMatchObject({ object: 'refund', amount: 500, metadata: {} })
       expect((await client.paymentIntents.retrieve(intent.id)).status).toBe('succeeded')
 
-      await pollUntil('both webhooks have arrived', async () => receiver.received.length === 2)
+      await pollUntil('the three webhooks have arrived', async () => receiver.received.length === 3)
       const types = receiver.received.map(({ headers, body }) => {
         expect(stripeProvider.verify(deliveryOf(body, { 'stripe-signature': String(headers['stripe-signature']) }), env.WEBHOOK_STRIPE_SECRET!)).toEqual({ ok: true })
         return (JSON.parse(body) as { type: string }).type
       })
-      expect(types).toEqual(['payment_intent.succeeded', 'charge.refunded'])
+      expect(types).toEqual(['payment_intent.succeeded', 'refund.created', 'charge.refunded'])
     }
     finally {
       await child.stop()

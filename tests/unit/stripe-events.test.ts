@@ -54,6 +54,20 @@ describe('Stripe events: the order id', () => {
     expect(parsed).toEqual({ ok: false, reason: 'data.object.metadata: needs order_id (or orderId), the order the object belongs to' })
   })
 
+  it('takes a charge.refunded without order metadata by its payment_intent (the receiver finds the order by it); a charge without one is refused', () => {
+    const charge = (overrides: Record<string, unknown>) => ({
+      id: 'ch_3Qcharge', object: 'charge', amount: 4200, amount_refunded: 1000, currency: 'usd', payment_intent: 'pi_3Qintent', refunded: false, ...overrides,
+    })
+    for (const metadata of [{}, undefined]) {
+      expect(parse(event('evt_7', 'charge.refunded', charge({ metadata })))).toEqual({
+        ok: true,
+        event: { eventId: 'evt_7', type: 'payment.refunded', orderId: '', paymentId: 'pi_3Qintent', amount: 1000, currency: 'USD' },
+      })
+    }
+    expect(parse(event('evt_8', 'charge.refunded', charge({ metadata: {}, payment_intent: null }))))
+      .toEqual({ ok: false, reason: 'data.object.metadata: needs order_id (or orderId), the order the object belongs to' })
+  })
+
   it('takes a refund made in the dashboard (no metadata) with an empty order id: the receiver finds the order by its payment', () => {
     for (const metadata of [{}, undefined]) {
       const parsed = parse(event('evt_6', 'refund.updated', refund({ metadata })))

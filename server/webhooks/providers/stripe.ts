@@ -47,12 +47,14 @@ export const StripeEvent = z.object({
       payment_intent: z.string().max(255).nullish(),
       charge: z.string().max(255).nullish(),
       status: z.string().nullish(),
-      // This app's PaymentIntents and refunds carry order_id (server/payments/stripe.ts); SPEC §5
-      // also documents orderId, for events made elsewhere. order_id wins when both are there.
-      // A refund made in Stripe's dashboard has none: its order is found by its payment_intent.
+      // This app's PaymentIntents and refunds carry order_id (server/payments/stripe.ts); docs/webhooks.md
+      // also takes orderId, for events made elsewhere. order_id wins when both are
+      // there. A refund made in Stripe's dashboard has none, nor has a charge whose metadata was not
+      // copied from its intent: the order of a refund or charge is found by its payment_intent.
       metadata: z.object({ order_id: metadataValue.optional(), orderId: metadataValue.optional(), refund_id: metadataValue.optional() }).optional(),
-    }).refine(object => object.metadata?.order_id !== undefined || object.metadata?.orderId !== undefined || (object.object === 'refund' && !!object.payment_intent),
-      { message: 'needs order_id (or orderId), the order the object belongs to', path: ['metadata'] }),
+    }).refine(object => object.metadata?.order_id !== undefined || object.metadata?.orderId !== undefined
+      || ((object.object === 'refund' || object.object === 'charge') && !!object.payment_intent),
+    { message: 'needs order_id (or orderId), the order the object belongs to', path: ['metadata'] }),
   }),
 })
 
