@@ -10,9 +10,10 @@ import {
  * A local stand-in for the part of Midtrans' Core API (v2) the app uses: charge (bank transfer
  * virtual accounts, GoPay), the status API, refund (and direct refund) and cancel, with the answers
  * Midtrans documents, its one-use order_id (406 on reuse), its refund_key and its notification
- * signature. A create or a refund can also be scripted to be denied by the bank; a control surface
- * under /_stand-in moves transactions as the shopper would, and with a webhook URL each change is
- * also sent as a signed HTTP notification.
+ * signature. A create or a refund can also be scripted to be denied by the bank, and refunds can be
+ * held in flight (asked, not finished yet); a control surface under /_stand-in moves transactions as
+ * the shopper, the dashboard and the card issuer would, and with a webhook URL each change is also
+ * sent as a signed HTTP notification.
  */
 
 export type MidtransFault = ProviderFault
@@ -22,7 +23,7 @@ export type MidtransFault = ProviderFault
    */
   | { kind: 'deny' }
 
-export type MidtransTransactionStatus = 'pending' | 'settlement' | 'capture' | 'deny' | 'cancel' | 'expire' | 'refund' | 'partial_refund'
+export type MidtransTransactionStatus = 'pending' | 'settlement' | 'capture' | 'deny' | 'cancel' | 'expire' | 'refund' | 'partial_refund' | 'chargeback' | 'partial_chargeback'
 
 /** Charge makes bank_transfer and gopay; a test may set the others on a transaction to try the refund rules. */
 export type MidtransPaymentType = 'bank_transfer' | 'gopay' | 'qris' | 'shopeepay' | 'credit_card' | 'dana' | 'ovo' | 'kredivo' | 'akulaku'
@@ -37,6 +38,25 @@ export interface MidtransRefund {
   /** online: through the refund API; offline: recorded in the dashboard. */
   refund_method: 'online' | 'offline'
   bank_confirmed_at: string
+}
+
+/**
+ * A chargeback the card issuer made (Midtrans' Transaction Status reference, docs.midtrans.com:
+ * chargeback and partial_chargeback are "applicable for payment card only", reached from
+ * settlement; the status cycle lists partial_chargeback → chargeback). Midtrans documents no body
+ * field for the amount, so the stand-in keeps it here and sends only the status.
+ */
+export interface MidtransChargeback {
+  amount: number
+  created_at: string
+}
+
+/** A refund Midtrans has taken under its refund_key but not finished: not in the status API yet, its amount held. */
+export interface MidtransRefundInFlight {
+  orderId: string
+  refundKey: string
+  amount: number
+  endpoint: 'refund' | 'direct'
 }
 
 export interface MidtransTransaction {
@@ -56,6 +76,7 @@ export interface MidtransTransaction {
   channel_response_code?: string
   channel_response_message?: string
   refunds: MidtransRefund[]
+  chargebacks: MidtransChargeback[]
   /** The charge request as received. */
   request: Record<string, unknown>
 }
@@ -82,9 +103,37 @@ export interface MidtransApi {
   /**
    * A refund_key asked again: `replay` (the default) answers what its first request was answered,
    * and refunds nothing more; `duplicate` answers 406 "Duplicate refund ID", the other answer
-   * Midtrans documents for it. Either way a key that refunded never refunds again.
+   * Midtrans documents for it. Either way a key that refunded never refunds again. A key whose
+   * refund is still in flight (`holdRefunds`) is answered 406 whatever this says: there is no
+   * answer to repeat yet.
    */
   refundKeyReuse: 'replay' | 'duplicate'
+  /**
+   * The next `count` refund requests Midtrans takes (default: every one until `reset`) stay in
+   * flight, as a refund does while Midtrans forwards it to the bank or e-wallet ("Refund
+   * Transaction": the request is forwarded to the payment provider; "Direct Refund Transaction":
+   * the standard process "may take one to two days", the status is updated once the provider
+   * answers). Meanwhile the refund is not in the status API's `refunds` nor its `refund_amount`,
+   * its amount is held against what is left, another request under its refund_key is answered 406,
+   * and the request's answer is held: a caller that times out first never hears it.
+   * `finishRefund` or `failRefund` ends it.
+   */
+  holdRefunds(count?: number): void
+  /** Refunds held in flight, oldest first. */
+  refundsInFlight(): MidtransRefundInFlight[]
+  /**
+   * The refund in flight under `refundKey` is made: it joins the transaction's `refunds` (refund or
+   * partial_refund), its notification is sent, and its held request is answered 200 if its caller
+   * still waits. The refund made.
+   */
+  finishRefund(refundKey: string): MidtransRefund
+  /**
+   * The refund in flight under `refundKey` is refused by the bank: nothing is refunded, its amount
+   * and its refund_key are free again, no notification is sent ("Direct Refund Transaction": a
+   * notification is sent only if the refund is successful), and its held request is answered as a
+   * bank denial (200 with status_code 202).
+   */
+  failRefund(refundKey: string): void
   /** The shopper paid: pending → settlement. */
   settle(orderId: string): MidtransTransaction
   /** pending → expire. */
@@ -98,6 +147,12 @@ export interface MidtransApi {
    * what is left) of a settled transaction; all of it → refund, less → partial_refund.
    */
   refund(orderId: string, amount?: number): MidtransTransaction
+  /**
+   * The card issuer charges a settled card payment back (payment_type credit_card only): `amount`
+   * (default all of it) → chargeback, less → partial_chargeback, whose rest may follow as chargeback.
+   * The notification is sent; the transaction takes no refund any more (412).
+   */
+  chargeback(orderId: string, amount?: number): MidtransTransaction
   /** Every refund made, oldest first, with the endpoint it was asked at. */
   createdRefunds(): MidtransRefundRecord[]
   /** How many refund requests (either endpoint) carried each refund_key, replays, faults and refusals included. */
@@ -115,7 +170,7 @@ export interface MidtransApi {
   webhooks: WebhookDelivery[]
   /** Resolves once every notification sent so far is delivered or has run out of attempts. */
   webhooksIdle(): Promise<void>
-  /** Forgets transactions, refund keys, calls, notifications and the script. */
+  /** Forgets transactions, refund keys, refunds in flight (their callers are dropped), calls, notifications and the script; refunds are no longer held. */
   reset(): void
   close(): Promise<void>
 }
@@ -161,6 +216,7 @@ const NOT_FOUND_MESSAGE = 'The requested resource is not found'
 const UNKNOWN_TRANSACTION = 'Transaction doesn\'t exist.'
 const CANNOT_MODIFY = 'Merchant cannot modify the status of the transaction'
 const INVALID_REFUND_AMOUNT = 'Refund request is rejected due to invalid amount'
+const DUPLICATE_REFUND_KEY = 'Duplicate refund ID'
 const STATUS_MESSAGES: Partial<Record<number, string>> = {
   401: UNAUTHORIZED_MESSAGE,
   404: NOT_FOUND_MESSAGE,
@@ -180,6 +236,9 @@ export async function startMidtransApi({ serverKey, port = 0, webhookUrl }: Midt
   const refundLog: Array<{ orderId: string, refund: MidtransRefund, endpoint: MidtransRefundRecord['endpoint'] }> = []
   /** By refund_key: the request that refunded under it, and its answer. */
   const refundKeys = new Map<string, { fingerprint: string, answer: Answer }>()
+  /** By refund_key: refunds taken but not finished, each with the way to answer its held request. */
+  const inFlight = new Map<string, MidtransRefundInFlight & { reason: string, fingerprint: string, answer: (answer: Answer) => void }>()
+  let refundsToHold = 0
   let nextRefundChargebackId = 1
   let sender = webhookUrl === undefined ? undefined : webhookSender(webhookUrl)
   let url = ''
@@ -207,6 +266,11 @@ export async function startMidtransApi({ serverKey, port = 0, webhookUrl }: Midt
     const send = async (answer: Answer) => {
       if (fault?.kind === 'drop-after') return drop(req, call)
       if (fault?.kind === 'hold-answer' && !await holdAnswer(req, call, fault.ms)) return
+      // An answer held while its refund was in flight: the caller may have given up meanwhile.
+      if (req.socket.destroyed) {
+        call.answered = 'dropped'
+        return
+      }
       call.answered = answer.status
       writeAnswer(res, answer)
     }
@@ -229,7 +293,7 @@ export async function startMidtransApi({ serverKey, port = 0, webhookUrl }: Midt
     if (!transaction) return send(midtransError(404, UNKNOWN_TRANSACTION))
     if (route.kind === 'status') return send(midtransJson(200, statusOf(transaction)))
     if (route.kind === 'cancel') return send(cancelRequest(transaction))
-    return send(refundRequest(transaction, call.body, route.endpoint, fault?.kind === 'deny'))
+    return send(await refundRequest(transaction, call.body, route.endpoint, fault?.kind === 'deny'))
   }
 
   function charge(body: Record<string, unknown>, denied: boolean): Answer {
@@ -285,6 +349,7 @@ export async function startMidtransApi({ serverKey, port = 0, webhookUrl }: Midt
       transaction_time: jakartaTime(created),
       expiry_time: jakartaTime(created + (paymentType === 'gopay' ? GOPAY_EXPIRY_MS : BANK_TRANSFER_EXPIRY_MS)),
       refunds: [],
+      chargebacks: [],
       request: body,
       ...(bank && { bank, va_number: digits(vaDigits) }),
       ...(paymentType === 'gopay' && { actions: gopayActions(transactionId, gross) }),
@@ -330,45 +395,84 @@ export async function startMidtransApi({ serverKey, port = 0, webhookUrl }: Midt
     return midtransJson(200, { status_code: '200', status_message: 'Success, transaction is canceled', ...transactionFields(transaction) })
   }
 
-  function refundRequest(transaction: MidtransTransaction, body: Record<string, unknown>, endpoint: 'refund' | 'direct', denied: boolean): Answer {
+  function refundRequest(transaction: MidtransTransaction, body: Record<string, unknown>, endpoint: 'refund' | 'direct', denied: boolean): Answer | Promise<Answer> {
     const key = body.refund_key
     if (key !== undefined && !(typeof key === 'string' && REFUND_KEY.test(key))) {
       return validationError(['refund_key may contain only letters, digits, - and _ (at most 64)'])
     }
+    // A refund_key in flight has no answer to repeat yet ("Refund Transaction": the same refund_key
+    // cannot be reused): 406, as for a used one.
+    if (typeof key === 'string' && inFlight.has(key)) return midtransError(406, DUPLICATE_REFUND_KEY)
     // A different refund under a used key is never made; the same one is answered as it was.
     const fingerprint = canonicalJson({ order_id: transaction.order_id, amount: body.amount ?? null })
     const earlier = typeof key === 'string' ? refundKeys.get(key) : undefined
-    if (earlier) return api.refundKeyReuse === 'replay' && earlier.fingerprint === fingerprint ? earlier.answer : midtransError(406, 'Duplicate refund ID')
+    if (earlier) return api.refundKeyReuse === 'replay' && earlier.fingerprint === fingerprint ? earlier.answer : midtransError(406, DUPLICATE_REFUND_KEY)
     if (!REFUNDABLE[endpoint].has(transaction.payment_type) || !REFUNDABLE_STATUSES.has(transaction.transaction_status)) return midtransError(412, CANNOT_MODIFY)
-    const remaining = transaction.gross_amount - refundedOf(transaction)
+    const remaining = transaction.gross_amount - refundedOf(transaction) - inFlightOf(transaction)
     const amount = body.amount === undefined ? remaining : typeof body.amount === 'number' || typeof body.amount === 'string' ? Number(body.amount) : Number.NaN
     if (!Number.isInteger(amount) || amount < 1 || amount > remaining || (NO_PARTIAL_REFUND.has(transaction.payment_type) && amount !== transaction.gross_amount)) {
       return midtransError(414, INVALID_REFUND_AMOUNT)
     }
     const refundKey = typeof key === 'string' ? key : randomUUID()
     const reason = typeof body.reason === 'string' ? body.reason : ''
-    if (denied) {
-      return midtransJson(200, {
-        status_code: '202',
-        status_message: 'Refund denied by the bank',
-        ...refundAnswerFields(transaction),
-        refund_chargeback_id: nextRefundChargebackId++,
-        refund_amount: grossText(0),
-        refund_key: refundKey,
+    if (denied) return deniedRefundAnswer(transaction, refundKey)
+    if (refundsToHold > 0) {
+      refundsToHold--
+      return new Promise<Answer>((answer) => {
+        inFlight.set(refundKey, { orderId: transaction.order_id, refundKey, amount, endpoint, reason, fingerprint, answer })
       })
     }
-    const refund = addRefund(transaction, amount, { refundKey, reason, method: 'online' })
-    refundLog.push({ orderId: transaction.order_id, refund, endpoint })
+    return makeRefund(transaction, { refundKey, amount, endpoint, reason, fingerprint })
+  }
+
+  /** Records a refund Midtrans made through its API, and the answer its refund_key repeats. */
+  function makeRefund(transaction: MidtransTransaction, made: { refundKey: string, amount: number, endpoint: 'refund' | 'direct', reason: string, fingerprint: string }): Answer {
+    const refund = addRefund(transaction, made.amount, { refundKey: made.refundKey, reason: made.reason, method: 'online' })
+    refundLog.push({ orderId: transaction.order_id, refund, endpoint: made.endpoint })
     const answer = midtransJson(200, {
       status_code: '200',
-      status_message: endpoint === 'direct' ? 'Success, refund request is approved by the bank' : 'Success, refund request is approved',
+      status_message: made.endpoint === 'direct' ? 'Success, refund request is approved by the bank' : 'Success, refund request is approved',
       ...refundAnswerFields(transaction),
       refund_chargeback_id: refund.refund_chargeback_id,
       refund_amount: refund.refund_amount,
+      refund_key: made.refundKey,
+    })
+    refundKeys.set(made.refundKey, { fingerprint: made.fingerprint, answer })
+    return answer
+  }
+
+  /** The bank refused the refund: nothing refunded, and its refund_key stays free. */
+  function deniedRefundAnswer(transaction: MidtransTransaction, refundKey: string): Answer {
+    return midtransJson(200, {
+      status_code: '202',
+      status_message: 'Refund denied by the bank',
+      ...refundAnswerFields(transaction),
+      refund_chargeback_id: nextRefundChargebackId++,
+      refund_amount: grossText(0),
       refund_key: refundKey,
     })
-    refundKeys.set(refundKey, { fingerprint, answer })
-    return answer
+  }
+
+  const inFlightOf = (transaction: MidtransTransaction) =>
+    [...inFlight.values()].reduce((total, flight) => total + (flight.orderId === transaction.order_id ? flight.amount : 0), 0)
+
+  function takeInFlight(refundKey: string) {
+    const flight = inFlight.get(refundKey)
+    if (!flight) throw new StandInRefusal(`The Midtrans stand-in has no refund in flight under refund_key ${refundKey}`, 404)
+    inFlight.delete(refundKey)
+    return flight
+  }
+
+  function finishRefund(refundKey: string): MidtransRefund {
+    const flight = takeInFlight(refundKey)
+    const transaction = transactionOf(flight.orderId)
+    flight.answer(makeRefund(transaction, flight))
+    return transaction.refunds.at(-1)!
+  }
+
+  function failRefund(refundKey: string): void {
+    const flight = takeInFlight(refundKey)
+    flight.answer(deniedRefundAnswer(transactionOf(flight.orderId), refundKey))
   }
 
   function addRefund(transaction: MidtransTransaction, amount: number, { refundKey, reason, method }: { refundKey: string, reason: string, method: MidtransRefund['refund_method'] }): MidtransRefund {
@@ -421,7 +525,8 @@ export async function startMidtransApi({ serverKey, port = 0, webhookUrl }: Midt
     if (!['settlement', 'capture', 'partial_refund'].includes(transaction.transaction_status)) {
       throw new StandInRefusal(`Midtrans refunds only a settled transaction; ${orderId} is ${transaction.transaction_status}`)
     }
-    const left = transaction.gross_amount - refundedOf(transaction)
+    // What Midtrans is still refunding through the API is not left to refund.
+    const left = transaction.gross_amount - refundedOf(transaction) - inFlightOf(transaction)
     const refunded = amount ?? left
     if (!Number.isInteger(refunded) || refunded < 1 || refunded > left) throw new StandInRefusal(`Cannot refund ${refunded} of ${orderId}: ${left} is left to refund`)
     const refund = addRefund(transaction, refunded, { refundKey: randomUUID(), reason: '', method: 'offline' })
@@ -429,12 +534,51 @@ export async function startMidtransApi({ serverKey, port = 0, webhookUrl }: Midt
     return transaction
   }
 
+  function chargeback(orderId: string, amount?: number): MidtransTransaction {
+    const transaction = transactionOf(orderId)
+    if (transaction.payment_type !== 'credit_card') throw new StandInRefusal(`Midtrans charges back card payments only; ${orderId} is ${transaction.payment_type}`)
+    const from = transaction.transaction_status
+    if (from !== 'settlement' && from !== 'partial_chargeback') throw new StandInRefusal(`Midtrans charges back only a settled transaction; ${orderId} is ${from}`)
+    const left = transaction.gross_amount - transaction.chargebacks.reduce((total, taken) => total + taken.amount, 0)
+    const taken = amount ?? left
+    if (!Number.isInteger(taken) || taken < 1 || taken > left) throw new StandInRefusal(`Cannot charge back ${taken} of ${orderId}: ${left} is left`)
+    if (from === 'partial_chargeback' && taken !== left) throw new StandInRefusal(`A partial_chargeback moves only to chargeback: charge back all ${left} that is left of ${orderId}`)
+    transaction.chargebacks.push({ amount: taken, created_at: jakartaTime(Date.now()) })
+    transaction.transaction_status = taken === left ? 'chargeback' : 'partial_chargeback'
+    notify(transaction)
+    return transaction
+  }
+
+  const countParameter = (value: string | undefined) => {
+    if (value === undefined) return Number.POSITIVE_INFINITY
+    const count = Number(value)
+    if (!Number.isInteger(count) || count < 0) throw new StandInRefusal(`count must be a whole number, not ${value}`)
+    return count
+  }
+
   function controlRoute(method: string, path: string, parameters: Record<string, string>): Answer {
     const [, kind, id, action, extra] = path.slice(CONTROL_PREFIX.length).split('/').map(decodeURIComponent)
-    if (method === 'GET' && kind === undefined) return controlAnswer(200, { transactions: [...transactions.values()].map(statusOf) })
+    const amount = parameters.amount === undefined ? undefined : Number(parameters.amount)
+    if (method === 'GET' && kind === undefined) return controlAnswer(200, { transactions: [...transactions.values()].map(statusOf), refundsInFlight: api.refundsInFlight() })
     if (method === 'POST' && kind === 'transactions' && id && extra === undefined) {
       if (action === 'settle' || action === 'expire' || action === 'deny' || action === 'cancel') return control(() => statusOf(moves[action](id)))
-      if (action === 'refund') return control(() => statusOf(dashboardRefund(id, parameters.amount === undefined ? undefined : Number(parameters.amount))))
+      if (action === 'refund') return control(() => statusOf(dashboardRefund(id, amount)))
+      if (action === 'chargeback') return control(() => statusOf(chargeback(id, amount)))
+    }
+    if (method === 'POST' && kind === 'refunds' && id === 'hold' && action === undefined) {
+      return control(() => {
+        api.holdRefunds(countParameter(parameters.count))
+        return { held: refundsToHold }
+      })
+    }
+    if (method === 'POST' && kind === 'refunds' && id && extra === undefined) {
+      if (action === 'finish') return control(() => finishRefund(id))
+      if (action === 'fail') {
+        return control(() => {
+          failRefund(id)
+          return { refund_key: id, failed: true }
+        })
+      }
     }
     return controlAnswer(404, { error: `No stand-in control ${method} ${path}`, controls: MIDTRANS_CONTROLS })
   }
@@ -448,8 +592,15 @@ export async function startMidtransApi({ serverKey, port = 0, webhookUrl }: Midt
     script,
     transactions,
     refundKeyReuse: 'replay',
+    holdRefunds(count = Number.POSITIVE_INFINITY) {
+      refundsToHold = count
+    },
+    refundsInFlight: () => [...inFlight.values()].map(({ orderId, refundKey, amount, endpoint }) => ({ orderId, refundKey, amount, endpoint })),
+    finishRefund,
+    failRefund,
     ...moves,
     refund: dashboardRefund,
+    chargeback,
     createdRefunds: () => refundLog.map(entry => ({ ...entry })),
     refundKeyUses() {
       const uses = new Map<string, number>()
@@ -473,6 +624,9 @@ export async function startMidtransApi({ serverKey, port = 0, webhookUrl }: Midt
       transactions.clear()
       refundLog.length = 0
       refundKeys.clear()
+      // Their held requests are never answered: the connections close with the callers' timeouts.
+      inFlight.clear()
+      refundsToHold = 0
       sender?.close()
       sender = webhookUrl === undefined ? undefined : webhookSender(webhookUrl)
     },
@@ -486,12 +640,16 @@ export async function startMidtransApi({ serverKey, port = 0, webhookUrl }: Midt
 
 /** The shopper's and dashboard's side, beside the API: what `npm run stand-in -- midtrans` lists. */
 export const MIDTRANS_CONTROLS = [
-  'GET  /_stand-in                                      every transaction, as the status API shows it',
+  'GET  /_stand-in                                      every transaction, as the status API shows it, and the refunds in flight',
   'POST /_stand-in/transactions/:order_id/settle        the shopper pays',
   'POST /_stand-in/transactions/:order_id/expire        the payment window closes unpaid',
   'POST /_stand-in/transactions/:order_id/deny          the bank denies it',
   'POST /_stand-in/transactions/:order_id/cancel        canceled in the dashboard',
   'POST /_stand-in/transactions/:order_id/refund        a refund recorded in the dashboard (amount=…; default all that is left)',
+  'POST /_stand-in/transactions/:order_id/chargeback    the card issuer charges a settled card payment back (amount=…; default all of it)',
+  'POST /_stand-in/refunds/hold                         API refunds stay in flight, unlisted, answers held… (count=…; default every one)',
+  'POST /_stand-in/refunds/:refund_key/finish           …until one is made (notified, its held answer sent)',
+  'POST /_stand-in/refunds/:refund_key/fail             …or refused by the bank (nothing refunded, its refund_key free)',
 ]
 
 function routeOf(method: string, path: string): Route | undefined {
@@ -529,6 +687,8 @@ function transactionFields(transaction: MidtransTransaction): MidtransAnswer {
     ...(transaction.actions && { actions: transaction.actions }),
     ...(transaction.settlement_time && { settlement_time: transaction.settlement_time }),
     ...(transaction.channel_response_code && { channel_response_code: transaction.channel_response_code, channel_response_message: transaction.channel_response_message }),
+    // The refunds so far and their total, in refund and partial_refund notifications and the status
+    // API alike (Refund Transaction, "Refund Transaction Response and Notification" samples).
     ...(transaction.refunds.length > 0 && { refund_amount: grossText(refunded), refunds: transaction.refunds }),
     expiry_time: transaction.expiry_time,
   }

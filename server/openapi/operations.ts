@@ -230,7 +230,7 @@ export const apiOperations: ApiOperation[] = [
     path: '/api/webhooks/midtrans',
     operationId: 'receiveMidtransNotification',
     summary: 'Receive a Midtrans notification',
-    description: `${webhookDescription('Midtrans', 'The signature is in the body: `signature_key` = hex SHA-512(order_id + status_code + gross_amount + `MIDTRANS_SERVER_KEY`); a wrong one is 401. The event id is `order_id:status_code:gross_amount:transaction_status`.')} `
+    description: `${webhookDescription('Midtrans', 'The signature is in the body: `signature_key` = hex SHA-512(order_id + status_code + gross_amount + `MIDTRANS_SERVER_KEY`); a wrong one is 401. The event id is `order_id:status_code:gross_amount:transaction_status`, and `:<refund_amount>` (whole rupiah refunded so far) for `refund` and `partial_refund`.')} `
       + 'Served only with `PAYMENT_PROVIDER=midtrans`: Midtrans signs too little of a notification, so only a Midtrans deployment, which confirms each one with the status API, takes them in.',
     tag: 'Webhooks',
     security: [],

@@ -84,11 +84,16 @@ export function createMidtransProvider(config: MidtransConfig): PaymentProvider 
           : await core.transaction.refund(request.orderId, parameter)
       }
       catch (error) {
-        // 406: the refund_key was used (a concurrent or earlier run whose answer was lost): read it back.
-        const again = statusOf(error) === 406 && await readStatus(request.orderId)
+        if (!refundKeyTaken(error)) throw classifyMidtransError(error)
+        // The refund_key is taken: by an earlier run whose answer was lost, or by one Midtrans is
+        // still carrying out (it forwards a refund to the bank or e-wallet and lists it in the status
+        // API once done). Read it back; not listed yet, it is neither made nor refused for us to
+        // know: asked again later, as createPayment does for a used order_id, never failed (which
+        // would free its amount for a second refund while Midtrans makes the first).
+        const again = await readStatus(request.orderId)
         const made = again && refundsOf(again).find(refund => refund.refund_key === request.refundId)
         if (made) return refundOf(request.refundId, made)
-        throw classifyMidtransError(error)
+        throw new ProviderUnavailable(`Midtrans refused refund_key ${request.refundId} as used, but its status API does not list the refund yet`, undefined, { cause: error })
       }
       // Answered with HTTP 200 and status_code 202: the bank denied the refund and nothing was refunded.
       if (String(answer.status_code) === '202') {
@@ -127,6 +132,13 @@ export function createMidtransProvider(config: MidtransConfig): PaymentProvider 
  * and the refund fails with its words.
  */
 const directRefundTypes = new Set(['gopay', 'qris', 'shopeepay'])
+
+/** Midtrans' answer for a refund_key it already holds: 406 ("Duplicate refund ID"), or a refusal that says the key is used. */
+function refundKeyTaken(error: unknown): boolean {
+  if (statusOf(error) === 406) return true
+  const words = error instanceof midtrans.MidtransError ? String(error.ApiResponse?.status_message ?? '') : ''
+  return /refund[ _]?(key|id)\b/i.test(words) && /\b(already|duplicate|used)\b/i.test(words)
+}
 
 type MidtransRefund = { refund_key?: string, refund_chargeback_id?: string | number, refund_amount?: string | number, status_code?: string }
 

@@ -431,7 +431,7 @@ describeWithServices('payment providers against local stand-ins of their APIs', 
       expect((await getOrder(stack, orderId)).json.status).toBe('refunded')
       expect(midtransCallsOf(api, orderId)).toEqual([{ call: 'charge', answered: 200 }, { call: 'status', answered: 200 }, { call: 'status', answered: 200 }])
       expect(events[1]).toMatchObject({
-        eventId: `${orderId}:200:150000.00:refund`, type: 'payment.updated', status: 'applied',
+        eventId: `${orderId}:200:150000.00:refund:150000`, type: 'payment.updated', status: 'applied',
         confirmation: { found: true, providerStatus: 'refund', type: 'payment.refunded', amount: 150_000, currency: 'IDR' },
       })
       expect(await historyOf(stack.sql, orderId)).toEqual([

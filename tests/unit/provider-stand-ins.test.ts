@@ -767,6 +767,100 @@ describe('Midtrans stand-in, through the official midtrans-client', () => {
       expect(api.transactions.get('ord_2')!.transaction_status).toBe('pending')
     })
 
+    it('holds refunds in flight: not listed, amount held, the refund_key answered 406 until the refund finishes; a caller that timed out never hears, one that waits gets 200; the notification carries the refunds so far', async () => {
+      await settledGopay('ord_1')
+      api.holdRefunds(2)
+      const impatient = clientFor(serverKey)
+      impatient.httpClient.http_client.defaults.timeout = 200
+      const timedOut = await failureOf(impatient.transaction.refund('ord_1', { refund_key: 'ref-1', amount: 5_000 }))
+      expect(timedOut).toMatchObject({ httpStatusCode: null, ApiResponse: null })
+      expect(api.refundsInFlight()).toEqual([{ orderId: 'ord_1', refundKey: 'ref-1', amount: 5_000, endpoint: 'refund' }])
+      expect(await core.transaction.status('ord_1')).toMatchObject({ transaction_status: 'settlement' })
+      expect((await core.transaction.status('ord_1')).refunds).toBeUndefined()
+      // The same refund_key, asked again, at either endpoint and even with replay on: 406.
+      expect(await failureOf(core.transaction.refund('ord_1', { refund_key: 'ref-1', amount: 5_000 }))).toMatchObject({ httpStatusCode: 406, ApiResponse: { status_message: 'Duplicate refund ID' } })
+      expect(await failureOf(core.transaction.refundDirect('ord_1', { refund_key: 'ref-1', amount: 5_000 }))).toMatchObject({ httpStatusCode: 406 })
+      // Its amount is held: 15,000 is left to refund.
+      expect(await failureOf(core.transaction.refund('ord_1', { refund_key: 'ref-2', amount: 15_001 }))).toMatchObject({ httpStatusCode: 414 })
+      expect(() => api.refund('ord_1', 15_001)).toThrow('Cannot refund 15001 of ord_1: 15000 is left to refund')
+      const waiting = core.transaction.refund('ord_1', { refund_key: 'ref-2', amount: 15_000 })
+      await pollUntil('the second refund is in flight', async () => api.refundsInFlight().length === 2)
+
+      const first = api.finishRefund('ref-1')
+      expect(first).toMatchObject({ refund_key: 'ref-1', refund_amount: '5000.00', refund_method: 'online' })
+      expect(api.finishRefund('ref-2')).toMatchObject({ refund_key: 'ref-2', refund_amount: '15000.00' })
+      expect(await waiting).toMatchObject({ status_code: '200', refund_key: 'ref-2', refund_amount: '15000.00', transaction_status: 'refund' })
+      expect(api.refundsInFlight()).toEqual([])
+      expect(await core.transaction.status('ord_1')).toMatchObject({
+        transaction_status: 'refund', refund_amount: '20000.00', refunds: [{ refund_key: 'ref-1', refund_amount: '5000.00' }, { refund_key: 'ref-2', refund_amount: '15000.00' }],
+      })
+      expect(api.notification('ord_1')).toMatchObject({ transaction_status: 'refund', refund_amount: '20000.00', refunds: [{ refund_key: 'ref-1' }, { refund_key: 'ref-2' }] })
+      // Finished, the key is used: its first answer is lost, so the retry is replayed the made refund.
+      expect(await core.transaction.refund('ord_1', { refund_key: 'ref-1', amount: 5_000 })).toMatchObject({ status_code: '200', refund_key: 'ref-1', refund_chargeback_id: first.refund_chargeback_id })
+      const refundCalls = api.calls.filter(call => call.path.startsWith('/v2/ord_1/refund'))
+      expect(refundCalls.map(call => call.answered)).toEqual(['dropped', 406, 406, 414, 200, 200])
+      expect(api.createdRefunds().map(({ refund }) => refund.refund_key)).toEqual(['ref-1', 'ref-2'])
+      expect(() => api.finishRefund('ref-1')).toThrow(StandInRefusal)
+    })
+
+    it('a refund in flight that the bank refuses: answered as a denial, nothing refunded, its refund_key and amount free again', async () => {
+      await settledGopay('ord_1')
+      api.holdRefunds(1)
+      const held = core.transaction.refundDirect('ord_1', { refund_key: 'ref-1' })
+      await pollUntil('the refund is in flight', async () => api.refundsInFlight().length === 1)
+      api.failRefund('ref-1')
+      expect(await held).toMatchObject({ status_code: '202', status_message: 'Refund denied by the bank', refund_key: 'ref-1', refund_amount: '0.00' })
+      expect(api.refundedTotal('ord_1')).toBe(0)
+      expect(await core.transaction.refundDirect('ord_1', { refund_key: 'ref-1' })).toMatchObject({ status_code: '200', refund_amount: '20000.00', transaction_status: 'refund' })
+      expect(api.createdRefunds()).toHaveLength(1)
+    })
+
+    it('charges back a settled card payment, in part then the rest, each notified; a charged-back payment takes no refund (412); other methods and other states are refused', async () => {
+      await settledGopay('ord_gp')
+      expect(() => api.chargeback('ord_gp')).toThrow('Midtrans charges back card payments only; ord_gp is gopay')
+      await core.charge({ payment_type: 'gopay', transaction_details: { order_id: 'ord_card', gross_amount: 20_000 } })
+      api.transactions.get('ord_card')!.payment_type = 'credit_card'
+      expect(() => api.chargeback('ord_card')).toThrow('Midtrans charges back only a settled transaction; ord_card is pending')
+      api.settle('ord_card')
+      expect(api.chargeback('ord_card', 5_000).transaction_status).toBe('partial_chargeback')
+      expect(api.notification('ord_card')).toMatchObject({ status_code: '200', transaction_status: 'partial_chargeback', gross_amount: '20000.00' })
+      expect(() => api.chargeback('ord_card', 1_000)).toThrow('A partial_chargeback moves only to chargeback: charge back all 15000 that is left of ord_card')
+      expect(await failureOf(core.transaction.refund('ord_card', { refund_key: 'ref-1', amount: 1_000 }))).toMatchObject({ httpStatusCode: 412 })
+      expect(api.chargeback('ord_card').transaction_status).toBe('chargeback')
+      expect(api.transactions.get('ord_card')!.chargebacks.map(taken => taken.amount)).toEqual([5_000, 15_000])
+      expect(await core.transaction.status('ord_card')).toMatchObject({ status_code: '200', transaction_status: 'chargeback' })
+      expect(() => api.chargeback('ord_card')).toThrow(StandInRefusal)
+      expect(midtransProvider.parse(api.notification('ord_card'), deliveryOf(''))).toMatchObject({ ok: true, event: { type: 'payment.updated', eventId: 'ord_card:200:20000.00:chargeback' } })
+    })
+
+    it('takes the holds, finishes and failures, and chargebacks at its control surface, and lists the refunds in flight', async () => {
+      await settledGopay('ord_1')
+      await settledGopay('ord_card')
+      api.transactions.get('ord_card')!.payment_type = 'credit_card'
+      const control = async (path: string, body?: Record<string, unknown>) => {
+        const response = await fetch(`${api.url}/_stand-in${path}`, { method: 'POST', ...(body && { body: JSON.stringify(body) }) })
+        return { status: response.status, json: await response.json() as Record<string, unknown> }
+      }
+      expect(await control('/refunds/hold', { count: 2 })).toEqual({ status: 200, json: { held: 2 } })
+      expect(await control('/refunds/hold', { count: 'many' })).toEqual({ status: 409, json: { error: 'count must be a whole number, not many' } })
+      const first = core.transaction.refundDirect('ord_1', { refund_key: 'ref-1', amount: 1_000 })
+      const second = core.transaction.refundDirect('ord_1', { refund_key: 'ref-2', amount: 2_000 })
+      await pollUntil('both refunds are in flight', async () => api.refundsInFlight().length === 2)
+      const listed = await (await fetch(`${api.url}/_stand-in`)).json() as { refundsInFlight: unknown[] }
+      expect(listed.refundsInFlight).toEqual([
+        { orderId: 'ord_1', refundKey: 'ref-1', amount: 1_000, endpoint: 'direct' }, { orderId: 'ord_1', refundKey: 'ref-2', amount: 2_000, endpoint: 'direct' },
+      ])
+      expect(await control('/refunds/ref-1/finish')).toMatchObject({ status: 200, json: { refund_key: 'ref-1', refund_amount: '1000.00' } })
+      expect(await control('/refunds/ref-2/fail')).toEqual({ status: 200, json: { refund_key: 'ref-2', failed: true } })
+      expect(await control('/refunds/ref-2/fail')).toMatchObject({ status: 404 })
+      expect(await first).toMatchObject({ status_code: '200' })
+      expect(await second).toMatchObject({ status_code: '202' })
+      // The hold is spent: the next refund is made at once.
+      expect(await core.transaction.refundDirect('ord_1', { refund_key: 'ref-3', amount: 3_000 })).toMatchObject({ status_code: '200', refund_amount: '3000.00' })
+      expect(await control('/transactions/ord_card/chargeback', { amount: 4_000 })).toMatchObject({ status: 200, json: { transaction_status: 'partial_chargeback' } })
+      expect(await control('/transactions/ord_1/chargeback')).toMatchObject({ status: 409 })
+    })
+
     it('sends each change as a signed notification the app verifies', async () => {
       const receiver = await webhookReceiver()
       const notifying = await startMidtransApi({ serverKey, webhookUrl: receiver.url })

@@ -390,6 +390,8 @@ interface MidtransFields {
   transaction_status: string
   fraud_status?: string
   currency?: string
+  /** Refunded so far, on refund and partial_refund notifications. */
+  refund_amount?: string
 }
 
 function midtransNotification(fields: Partial<MidtransFields> = {}, serverKey = SERVER_KEY): Record<string, string> {
@@ -629,10 +631,36 @@ describe('parse: midtrans', () => {
     expect(parsedWith('99.49')).toEqual([99, 'ord_midtrans_1:200:99.49:settlement'])
   })
 
+  it('keys a refund or partial_refund also by its refund_amount so far: each partial refund of an order is an event of its own, a redelivery the same one', () => {
+    const idOf = (fields: Partial<MidtransFields>) => {
+      const parsed = parseMidtrans({ transaction_status: 'partial_refund', ...fields })
+      return parsed.ok ? parsed.event.eventId : parsed.reason
+    }
+    expect(idOf({ refund_amount: '30000.00' })).toBe('ord_midtrans_1:200:150000.00:partial_refund:30000')
+    expect(idOf({ refund_amount: '70000.00' })).toBe('ord_midtrans_1:200:150000.00:partial_refund:70000')
+    expect(idOf({ refund_amount: '70000', transaction_id: 'redelivered' })).toBe('ord_midtrans_1:200:150000.00:partial_refund:70000')
+    expect(idOf({ transaction_status: 'refund', refund_amount: '150000.00' })).toBe('ord_midtrans_1:200:150000.00:refund:150000')
+    // Elsewhere refund_amount tells nothing new: the id stays the triple and the status.
+    expect(idOf({ transaction_status: 'chargeback', refund_amount: '30000.00' })).toBe('ord_midtrans_1:200:150000.00:chargeback')
+    const parsed = parseMidtrans({ transaction_status: 'partial_refund', refund_amount: '30000.00' })
+    expect(parsed.ok && parsed.event).toEqual({ eventId: 'ord_midtrans_1:200:150000.00:partial_refund:30000', type: 'payment.updated', orderId: 'ord_midtrans_1', amount: 150000, currency: 'IDR' })
+  })
+
+  it('refuses a refund_amount that is not a whole amount of at most gross_amount: what the unsigned id part may vary is bounded', () => {
+    for (const refundAmount of ['150001.00', '30000.50', 'all', '-5']) {
+      expect(parseMidtrans({ transaction_status: 'partial_refund', refund_amount: refundAmount }), refundAmount).toEqual({
+        ok: false,
+        reason: `refund_amount "${refundAmount}" is not a whole amount of at most gross_amount 150000.00`,
+      })
+    }
+  })
+
   it('keeps the longest event id within 255 visible ASCII characters', () => {
     const parsed = parseMidtrans({ order_id: 'o'.repeat(64), gross_amount: '999999999999999.99', transaction_status: 'partial_chargeback' })
     expect(parsed.ok).toBe(true)
     expect(parsed.ok && parsed.event.eventId).toMatch(/^[\x21-\x7E]{1,255}$/)
+    const refund = parseMidtrans({ order_id: 'o'.repeat(64), gross_amount: '999999999999999.99', transaction_status: 'partial_refund', refund_amount: '999999999999999.00' })
+    expect(refund.ok && refund.event.eventId).toMatch(/^[\x21-\x7E]{1,255}$/)
   })
 
   it('refuses an unknown status, naming it', () => {

@@ -1,4 +1,4 @@
-import { verifyMidtransSignature } from 'nuxt-idempotency/webhooks'
+import { midtransNotificationId, midtransNotificationIdentity, verifyMidtransSignature } from 'nuxt-idempotency/webhooks'
 import { z } from 'zod'
 import type { PaymentEvent, PaymentEventType, WebhookProvider } from '../types'
 import { explainIssues } from './common'
@@ -12,8 +12,12 @@ import { explainIssues } from './common'
  * - transaction_status is believed only together with the status_code it is documented with (below);
  *   any other pairing is refused. Within one status_code every status asks for the same state or
  *   for none, so relabelling a signed notification cannot move an order.
- * - The dedupe key is the signed triple plus that bound status: a handful of ids per genuine
- *   notification at most, however the unsigned fields are varied.
+ * - The dedupe key is the signed triple plus that bound status and, for refund and partial_refund,
+ *   the refund_amount so far (a whole amount no more than gross_amount): every refund of an order
+ *   raises it, so each dashboard refund's notification is an event of its own, where the triple and
+ *   status alone would deduplicate the second partial refund away. Varying it mints at most one id
+ *   per rupiah of the order, and none of them can move an order: a refund-type status is
+ *   informational, and webhook.apply applies what Midtrans' status API says, with its own total.
  * - Midtrans charges in IDR: the body's currency is not trusted, only checked.
  * - There is no timestamp; replays are harmless because state only moves up.
  */
@@ -53,6 +57,11 @@ interface Reading {
  * Under 200 a refund and a settlement share one signature, so refund-type statuses (and authorize,
  * and a 200 cancel) are informational: confirming them with Midtrans' status API is the payment
  * adapter's job, not a notification's.
+ * A chargeback or partial_chargeback stays informational even when the API confirms it: Midtrans
+ * documents it for card payments only (which this checkout does not take through Midtrans), and
+ * the money goes back through the card issuer, not as a refund of the shop's, so no refund is
+ * recorded and no notice sent; the event, the API's word and the history row (informational) keep
+ * it visible to an operator.
  */
 const readings = new Map<string, Reading[]>([
   ['settlement', [{ statusCode: '200', type: 'payment.succeeded' }]],
@@ -95,7 +104,9 @@ export const midtransProvider: WebhookProvider = {
     if (n.currency !== undefined && n.currency !== MIDTRANS_CURRENCY) {
       return { ok: false, reason: `currency "${n.currency}": Midtrans charges in ${MIDTRANS_CURRENCY}, and currency is not covered by signature_key` }
     }
-    const eventId = `${n.order_id}:${n.status_code}:${n.gross_amount}:${n.transaction_status}`
+    const identity = midtransNotificationIdentity(json)
+    if (!identity.ok) return identity
+    const eventId = midtransNotificationId(identity.identity)
     // No paymentId: transaction_id is unsigned, and as part of the stored event it would decide the
     // idempotency fingerprint, so a rewritten one (or a second attempt under a reused order_id) would
     // be answered 422 instead of replayed. It stays readable in the stored raw body.

@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto'
+import { createHash, randomBytes, randomUUID } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import { setup, url } from '@nuxt/test-utils/e2e'
 import { Webhook } from 'standardwebhooks'
@@ -47,6 +47,25 @@ export function signedDelivery(secret: string, webhookId: string, payload: strin
   }
 }
 
+/**
+ * A Midtrans notification of `orderId` (IDR 150,000) in `status`, signed with `serverKey` as
+ * Midtrans signs it (SHA-512 of order_id, status_code, gross_amount and the key: computed here, not
+ * by the module), with `extra` fields (refund_amount, refunds, …).
+ */
+export function midtransNotification(serverKey: string, orderId: string, status: string, extra: Record<string, unknown> = {}): SendOptions {
+  const statusCode = status === 'pending' ? '201' : '200'
+  const grossAmount = '150000.00'
+  const signature = createHash('sha512').update(`${orderId}${statusCode}${grossAmount}${serverKey}`).digest('hex')
+  return {
+    body: JSON.stringify({
+      transaction_time: '2026-12-05 10:00:00', transaction_status: status, transaction_id: randomUUID(), status_message: 'midtrans payment notification',
+      status_code: statusCode, signature_key: signature, payment_type: 'gopay', order_id: orderId, merchant_id: 'G000000000', gross_amount: grossAmount,
+      fraud_status: 'accept', currency: 'IDR', ...extra,
+    }),
+    headers: { 'content-type': 'application/json' },
+  }
+}
+
 export function expectProblem(answer: Answer, status: number, slug: string): void {
   expect({ status: answer.status, body: answer.body }).toMatchObject({ status, body: { type: `/problems/${slug}`, status, title: expect.any(String) } })
   expect(answer.headers.get('content-type')).toMatch(/^application\/problem\+json\b/)
@@ -85,6 +104,7 @@ export function expectOneExecution(answers: Answer[]): Answer {
 export function describeKeyContract(name: string, backend: Backend): void {
   describe.skipIf(backend.skipBecause !== undefined)(name, async () => {
     const secret = webhookSecret()
+    const midtransServerKey = `SB-Mid-server-${randomBytes(12).toString('base64url')}`
     if (backend.before) beforeAll(backend.before, 60_000)
     await setup({
       rootDir: subscriptionsFixture,
@@ -95,6 +115,7 @@ export function describeKeyContract(name: string, backend: Backend): void {
       env: {
         NODE_ENV: 'production',
         NUXT_WEBHOOK_SECRET: secret,
+        NUXT_MIDTRANS_SERVER_KEY: midtransServerKey,
         // Shared Redis: this run's locks and cached replays apart from any other's.
         NUXT_IDEMPOTENCY_KEY_PREFIX: `test:${randomUUID()}:`,
         ...backend.env,
@@ -317,6 +338,51 @@ export function describeKeyContract(name: string, backend: Backend): void {
         expect(genuine.status).toBe(200)
         expect(genuine.headers.get('idempotent-replayed')).toBeNull()
         expect(await executions('webhooks', webhookId)).toBe(1)
+      })
+    })
+
+    describe('webhooks (Midtrans)', () => {
+      const refunds = (...amounts: number[]) => ({
+        refund_amount: `${amounts.reduce((total, amount) => total + amount, 0)}.00`,
+        refunds: amounts.map((amount, index) => ({ refund_chargeback_id: index + 1, refund_amount: `${amount}.00`, refund_key: `ref-${index + 1}` })),
+      })
+
+      it('executes a settlement and each later refund of the order once (one signed triple, distinct notifications), and replays a redelivery whose unsigned details changed', async () => {
+        const orderId = `ord_${randomUUID()}`
+        const settled = await post('/api/webhooks/midtrans', midtransNotification(midtransServerKey, orderId, 'settlement'))
+        expect(settled.status).toBe(200)
+        expect(settled.headers.get('idempotent-replayed')).toBeNull()
+        expect(settled.body).toEqual({ received: 'settlement', execution: 1 })
+        const firstRefund = await post('/api/webhooks/midtrans', midtransNotification(midtransServerKey, orderId, 'partial_refund', refunds(30_000)))
+        expect(firstRefund.status).toBe(200)
+        expect(firstRefund.headers.get('idempotent-replayed')).toBeNull()
+        expect(firstRefund.body).toEqual({ received: 'partial_refund', execution: 1 })
+        const secondRefund = await post('/api/webhooks/midtrans', midtransNotification(midtransServerKey, orderId, 'partial_refund', refunds(30_000, 40_000)))
+        expect(secondRefund.status).toBe(200)
+        expect(secondRefund.headers.get('idempotent-replayed')).toBeNull()
+        expect(await executions('midtrans', `${orderId}:200:150000.00:settlement`)).toBe(1)
+        expect(await executions('midtrans', `${orderId}:200:150000.00:partial_refund:30000`)).toBe(1)
+        expect(await executions('midtrans', `${orderId}:200:150000.00:partial_refund:70000`)).toBe(1)
+
+        // Midtrans redelivers: a new transaction_id and transaction_time, the same notification.
+        const redelivered = await post('/api/webhooks/midtrans', midtransNotification(midtransServerKey, orderId, 'partial_refund', { ...refunds(30_000, 40_000), transaction_time: '2026-12-05 10:05:00' }))
+        expectReplayOf(redelivered, secondRefund)
+        expectReplayOf(await post('/api/webhooks/midtrans', midtransNotification(midtransServerKey, orderId, 'settlement')), settled)
+        expect(await executions('midtrans', `${orderId}:200:150000.00:partial_refund:70000`)).toBe(1)
+      })
+
+      it('refuses a notification signed with another key, an undocumented status, or a refund_amount above gross_amount (401), and runs nothing', async () => {
+        const orderId = `ord_${randomUUID()}`
+        const before = await executions('midtrans')
+        for (const delivery of [
+          midtransNotification('SB-Mid-server-another', orderId, 'settlement'),
+          midtransNotification(midtransServerKey, orderId, 'paid'),
+          midtransNotification(midtransServerKey, orderId, 'partial_refund', { refund_amount: '150001.00' }),
+          midtransNotification(midtransServerKey, orderId, 'partial_refund', { refund_amount: '100.50' }),
+        ]) {
+          expectProblem(await post('/api/webhooks/midtrans', delivery), 401, 'webhook-signature-invalid')
+        }
+        expect(await executions('midtrans')).toBe(before)
       })
     })
   })

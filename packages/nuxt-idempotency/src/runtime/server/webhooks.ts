@@ -1,6 +1,6 @@
 import { defineEventHandler, type EventHandler, type EventHandlerRequest, getHeader, type H3Event, readRawBody } from 'h3'
 import { checkIdempotencyKey } from '../core/key'
-import { midtransSignedFields, parseJsonBody, standardWebhookHeader, type Verification, verifyMidtransSignature, verifyStandardWebhook, verifyStripeSignature, type WebhookDelivery } from '../webhooks'
+import { midtransNotificationId, midtransNotificationIdentity, parseJsonBody, standardWebhookHeader, type Verification, verifyMidtransSignature, verifyStandardWebhook, verifyStripeSignature, type WebhookDelivery } from '../webhooks'
 import { reportOutcome, runIdempotent } from './handler'
 import { idempotencyProblem, problemOf, sendProblem } from '../core/problems'
 
@@ -16,6 +16,13 @@ export interface WebhookProviderDefinition {
   verify: (delivery: WebhookDelivery) => Verification
   /** The provider's id for the event, stable across redeliveries; only called once verified. */
   eventId: (delivery: WebhookDelivery) => string | undefined
+  /**
+   * What a delivery under an event id must repeat to be the same event (the idempotency
+   * fingerprint): another value under the same id is answered 422. Default: the body as signed.
+   * A provider whose id is derived from the body gives what it is derived from, so that fields the
+   * id ignores cannot turn a redelivery into a 422.
+   */
+  fingerprinted?: (delivery: WebhookDelivery) => unknown
 }
 
 export const defineWebhookProvider = (provider: WebhookProviderDefinition): WebhookProviderDefinition => provider
@@ -38,17 +45,27 @@ export const stripeWebhookProvider = (secret: string, name = 'stripe') => define
 })
 
 /**
- * Midtrans' `signature_key` in the body. The key is the signed triple (order, status code, amount):
- * only signed fields may tell one notification from another.
+ * Midtrans' `signature_key` in the body. The key is `order_id:status_code:gross_amount:transaction_status`,
+ * and for a refund or partial_refund its `refund_amount` too (`midtransNotificationIdentity`): a
+ * settlement and a later refund of one order (one signed triple) are two events, as are two partial
+ * refunds; a redelivery is the same one. Those fields are also all the fingerprint covers. Only the
+ * triple is signed: confirm any state with Midtrans' status API before acting on it.
  */
-export const midtransWebhookProvider = (serverKey: string, name = 'midtrans') => defineWebhookProvider({
-  name,
-  verify: delivery => verifyMidtransSignature(delivery, serverKey),
-  eventId: (delivery) => {
-    const signed = midtransSignedFields(parseJsonBody(delivery.body))
-    return signed && `${signed.order_id}:${signed.status_code}:${signed.gross_amount}`
-  },
-})
+export const midtransWebhookProvider = (serverKey: string, name = 'midtrans') => {
+  const identityOf = (delivery: WebhookDelivery) => {
+    const read = midtransNotificationIdentity(parseJsonBody(delivery.body))
+    return read.ok ? read.identity : undefined
+  }
+  return defineWebhookProvider({
+    name,
+    verify: delivery => verifyMidtransSignature(delivery, serverKey),
+    eventId: (delivery) => {
+      const identity = identityOf(delivery)
+      return identity && midtransNotificationId(identity)
+    },
+    fingerprinted: identityOf,
+  })
+}
 
 export interface WebhookHandlerContext {
   eventId: string
@@ -87,8 +104,8 @@ export function defineIdempotentWebhookHandler<Result>(
         scope: `provider:${provider.name}`,
         route,
         key: eventId,
-        // The body as signed: a redelivery (same id, new timestamp and signature) is the same request.
-        payload: json ?? rawBody,
+        // The body as signed (or what the provider derives the id from): a redelivery (same id, new timestamp and signature) is the same request.
+        payload: provider.fingerprinted?.(delivery) ?? json ?? rawBody,
         ttlSeconds: options.ttl,
         defaultWaitMs: DUPLICATE_WAIT_MS,
         execute: async () => ({ status: 200, body: (await handler(event, { eventId, rawBody, body: json }) ?? { received: true }) as Record<string, unknown> }),
