@@ -40,7 +40,9 @@ export const OrderPaymentSchema = z.object({
   nextAction: PaymentNextActionSchema.nullable(),
   error: z.object({ code: z.string(), message: z.string() }).nullable().meta({ description: 'After a definitive refusal: the provider\'s code and the shopper\'s words.' }),
   status: z.enum(['ready', 'refused', 'retrying']).meta({ description: 'ready: the next step is known. refused: see `error`. retrying: the provider has not answered yet (an outage); the payment is asked for again automatically.' }),
-  lastError: z.string().optional().meta({ description: 'While retrying: what went wrong, in the shop\'s words.' }),
+  lastErrorCode: z.enum(['provider_unavailable']).optional().meta({ description: 'While retrying: what went wrong, as a stable code. provider_unavailable: the provider did not answer, or answered with an error that another attempt may cure.' }),
+  lastError: z.string().optional().meta({ description: 'While retrying: what went wrong, as a plain sentence for the shopper. The provider\'s own words are never shown here.' }),
+  providerMessage: z.string().optional().meta({ description: 'While retrying, in the operators\' view (GET /api/ops/orders/{id}) only: the last failure as the job recorded it, in the provider\'s words.' }),
   retryAt: isoTime.optional().meta({ description: 'While retrying: when the provider is asked next.' }),
 }).meta({ id: 'OrderPayment', description: 'The order\'s payment at its provider: null until the payment.create_intent job ran.' })
 

@@ -69,3 +69,11 @@ export async function checkoutSessionOf(event: H3Event): Promise<{ tenant: Tenan
     return undefined
   }
 }
+
+/**
+ * The checkout session a request was authenticated by (requireTenant sets it), else undefined: a
+ * session reads and cancels only the orders it placed; a tenant's key, all of the tenant's.
+ */
+export function checkoutSessionIdOf(event: H3Event): string | undefined {
+  return event.context.authenticatedBy === 'checkout_session' ? event.context.checkoutSessionId : undefined
+}

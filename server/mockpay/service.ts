@@ -12,9 +12,9 @@ import { problem } from '../problems'
 /**
  * The simulated provider's payment page: confirm or fail an intent, refund it. Each transition is
  * one event, delivered to /api/webhooks/mockpay (Standard Webhooks, signed with mockpay's own
- * secret) by `mockpay.deliver` jobs with the
- * chaos a real provider shows: extra copies, random delays, and the intent's earlier events sent
- * again so they arrive out of order. Pressing the same button twice changes nothing.
+ * secret) by `mockpay.deliver` jobs with the chaos a real provider shows: extra copies, random
+ * delays, and some of the intent's earlier events sent again (MOCKPAY_REORDER_MAX_EARLIER) so they
+ * arrive out of order. Pressing the same button twice changes nothing.
  */
 
 const Chaos = z.object({
@@ -112,14 +112,26 @@ export async function actOnIntent(db: Database, intentId: string, action: Mockpa
   })
 }
 
-/** The event's copies, with the chaos a real provider shows: extra copies, random delays, and the earlier events again. */
+/**
+ * How many earlier events a new one brings again (reorder): the intent's first (its payment's
+ * outcome) and the latest before the new one. Every earlier event each time would grow an intent's
+ * deliveries with the square of its events: 40 refunds of one intent scheduled 861 deliveries, 158
+ * with this bound.
+ */
+export const MOCKPAY_REORDER_MAX_EARLIER = 3
+
+function earlierToResend(events: IntentEvent[]): IntentEvent[] {
+  return events.length <= MOCKPAY_REORDER_MAX_EARLIER ? events : [events[0]!, ...events.slice(-(MOCKPAY_REORDER_MAX_EARLIER - 1))]
+}
+
+/** The event's copies, with the chaos a real provider shows: extra copies, random delays, and some earlier events again. */
 async function scheduleDeliveries(tx: Database, intent: { id: string, orderId: string, amount: number, currency: string, events: IntentEvent[] }, event: IntentEvent, chaos: ChaosOptions): Promise<number> {
   const config = useConfig()
   const duplicates = chaos.duplicates ?? config.MOCKPAY_DUPLICATES
   const maxDelayMs = chaos.maxDelayMs ?? config.MOCKPAY_MAX_DELAY_MS
   const reorder = chaos.reorder ?? config.MOCKPAY_REORDER
   const deliveries: Array<[IntentEvent, string]> = Array.from({ length: duplicates + 1 }, (_, copy) => [event, String(copy)])
-  if (reorder) for (const earlier of intent.events) deliveries.push([earlier, `again-${intent.events.length + 1}`])
+  if (reorder) for (const earlier of earlierToResend(intent.events)) deliveries.push([earlier, `again-${intent.events.length + 1}`])
   await Promise.all(deliveries.map(([delivered, copy]) => {
     const payload: MockpayDelivery = {
       webhookId: delivered.id,

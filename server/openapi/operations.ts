@@ -125,7 +125,7 @@ export const apiOperations: ApiOperation[] = [
     path: '/api/orders/{id}',
     operationId: 'getOrder',
     summary: 'Read an order with its payment and refunds',
-    description: 'The payment appears once the worker asked the provider for it; `refunds` are oldest first. Another tenant\'s order is 404.',
+    description: 'The payment appears once the worker asked the provider for it; `refunds` are oldest first. Another tenant\'s order is 404, and so is, for a checkout session, an order another session placed.',
     tag: 'Orders',
     security: tenantOrSession,
     pathParams: orderPath,
@@ -152,7 +152,9 @@ export const apiOperations: ApiOperation[] = [
     operationId: 'createRefund',
     summary: 'Refund (part of) a paid order, exactly once per Idempotency-Key',
     description: 'The shop\'s act: the secret key only (the checkout session is 401). Admitted under the order\'s row lock, so the refunds that have not failed never exceed what was paid, across instances. '
-      + 'Refusals (`order-not-refundable`, `refund-exceeds-remaining`) are stored and replayed under the key. The provider is asked once, under a key derived from the refund.',
+      + 'Refusals (`order-not-refundable` for an unpaid, failed or canceled order; `refund-exceeds-remaining` with `remaining`, 0 for a refunded order) are stored and replayed under the key. '
+      + 'An amount the provider cannot refund exactly (Stripe: whole units of a zero-decimal currency such as MGA, a last digit of 0 in a three-decimal one such as KWD) is 400 `validation-failed` naming the step and what to ask instead; nothing is stored and the key stays free. '
+      + 'The provider is asked once, under a key derived from the refund.',
     tag: 'Refunds',
     security: [['secretKey']],
     pathParams: orderPath,
@@ -177,6 +179,7 @@ export const apiOperations: ApiOperation[] = [
     path: '/api/orders/{id}/refunds/{refundId}',
     operationId: 'getRefund',
     summary: 'Read one refund of an order',
+    description: 'Another tenant\'s refund is 404, and so is, for a checkout session, a refund of an order another session placed.',
     tag: 'Refunds',
     security: tenantOrSession,
     pathParams: z.object({ ...id, refundId: RefundIdSchema.meta({ description: 'A refund id, `re_…`; any other value is 404.', example: 're_51b0c3e2a9f4' }) }),

@@ -110,8 +110,12 @@ export function planOrder(
     onUniqueViolation: async (constraint, db) => {
       if (constraint !== CART_CONSTRAINT) return undefined
       metrics.uniqueViolations.inc({ constraint })
-      const [existing] = await db.select({ id: orders.id }).from(orders)
+      const [existing] = await db.select({ id: orders.id, checkoutSessionId: orders.checkoutSessionId }).from(orders)
         .where(and(eq(orders.tenantId, context.tenantId), eq(orders.cartId, input.cartId)))
+      // A checkout session is told only of its own orders: another shopper's order id stays theirs.
+      if (context.checkoutSessionId !== undefined && existing?.checkoutSessionId !== context.checkoutSessionId) {
+        throw problem('cart-already-ordered', `Cart "${input.cartId}" was already ordered in another checkout session. Start a new cart to order again.`)
+      }
       throw problem('cart-already-ordered', `Cart "${input.cartId}" already has order ${existing?.id}. Fetch it with GET /api/orders/${existing?.id} instead of ordering again.`, { extensions: { orderId: existing?.id } })
     },
   }

@@ -19,26 +19,44 @@ const refundViews = sql<Array<Omit<RefundView, 'createdAt'> & { createdAt: strin
   from ${refunds} r where r.order_id = ${sql.raw(`"${getTableName(orders)}"."id"`)}), '[]'::json)`
 
 /**
+ * Who reads the order: a tenant its own orders; a checkout session only the orders it placed (the
+ * customer's e-mail and the payment's next step, Stripe's client secret, are that shopper's);
+ * operators any, with the provider's own words about a failing call.
+ */
+export interface OrderViewOptions {
+  tenantId?: string
+  checkoutSessionId?: string
+  forOperators?: boolean
+}
+
+/**
  * GET /api/orders/:id: the order, its payment, and its refunds (oldest first) with the Σ that
  * succeeded. The order and its refunds are one statement, one snapshot: a refund settled between two
  * reads would otherwise show as succeeded beside the order's status from before it.
  */
-export async function findOrderView(db: Database, orderId: string, tenantId?: string): Promise<(OrderView & { tenantId: string }) | undefined> {
+export async function findOrderView(db: Database, orderId: string, options: OrderViewOptions = {}): Promise<(OrderView & { tenantId: string }) | undefined> {
+  const { tenantId, checkoutSessionId } = options
   const [found] = await db.select({ order: orders, refunds: refundViews }).from(orders)
-    .where(tenantId === undefined ? eq(orders.id, orderId) : and(eq(orders.id, orderId), eq(orders.tenantId, tenantId)))
+    .where(and(
+      eq(orders.id, orderId),
+      tenantId === undefined ? undefined : eq(orders.tenantId, tenantId),
+      checkoutSessionId === undefined ? undefined : eq(orders.checkoutSessionId, checkoutSessionId),
+    ))
   if (!found) return undefined
   const { order } = found
   const views = found.refunds.map(refund => ({ ...refund, createdAt: new Date(refund.createdAt).toISOString() }))
   const amountRefunded = views.reduce((sum, refund) => refund.status === 'succeeded' ? sum + refund.amount : sum, 0)
-  const payment = await paymentOf(db, order)
+  const payment = await paymentOf(db, order, options.forOperators === true)
   return { ...serializeOrder(order), paymentIntentId: order.paymentIntentId, payment, amountRefunded, refunds: views, tenantId: order.tenantId }
 }
 
 /**
  * The payment as stored; before it exists, whether asking the provider for it has failed so far
- * (an outage): the shop and the page say so instead of showing nothing.
+ * (an outage): the shop and the page say so instead of showing nothing. They get a stable code and a
+ * plain sentence, never the provider's words (an API key's last digits, an internal host): those
+ * are for operators (`providerMessage`), the jobs console and the logs.
  */
-async function paymentOf(db: Database, order: OrderRow): Promise<OrderPaymentView | null> {
+async function paymentOf(db: Database, order: OrderRow, forOperators: boolean): Promise<OrderPaymentView | null> {
   const stored = serializePayment(order)
   if (stored || order.status !== 'pending_payment') return stored
   const [job] = await db.select({ status: jobs.status, lastError: jobs.lastError, runAt: jobs.runAt }).from(jobs)
@@ -50,7 +68,9 @@ async function paymentOf(db: Database, order: OrderRow): Promise<OrderPaymentVie
     nextAction: null,
     error: null,
     status: 'retrying',
-    lastError: `The payment provider has not answered yet (${job.lastError}). The payment is asked for again automatically; nothing was charged.`,
+    lastErrorCode: 'provider_unavailable',
+    lastError: 'The payment provider has not answered yet. The payment is asked for again automatically; nothing was charged.',
+    ...(forOperators && { providerMessage: job.lastError }),
     // A dead letter is asked again by reconciliation, on its next run.
     ...(job.status !== 'dead_letter' && { retryAt: job.runAt.toISOString() }),
   }

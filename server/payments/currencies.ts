@@ -125,25 +125,67 @@ function major(amount: number, decimals: number): string {
 }
 
 /**
+ * The step the provider charges and refunds `code` in, in app units (an MGA amount at Stripe moves in
+ * 100s, a KWD amount in 10s), with its words for it; undefined when the provider does not take the
+ * currency. mockpay takes every amount.
+ */
+function stepAt(provider: ConvertingProvider, code: string): { step: number, places: string, decimals: number } | undefined {
+  const known = currencies.get(code)
+  const units = unitsAt(provider, known)
+  if (!known || !units) return undefined
+  return {
+    step: 10 ** Math.max(0, known.appDecimals - units.charged),
+    places: units.charged === 0 ? 'whole units' : `${units.charged} decimal places`,
+    decimals: known.appDecimals,
+  }
+}
+
+/** The multiples of `step` either side of `amount` (only the one above when none is above 0). */
+function nearestMultiples(amount: number, step: number): string {
+  const below = amount - (amount % step)
+  return below > 0 ? `${below} or ${below + step}` : `${step}`
+}
+
+/**
  * Why the configured provider cannot take this order as given, as a problem detail that says what to
  * do next; undefined when it can. mockpay takes everything.
  */
 export function currencyProblem(provider: PaymentProviderName, amount: number, currency: string): string | undefined {
   if (provider === 'mockpay') return undefined
   const code = currency.toUpperCase()
-  const known = currencies.get(code)
-  const units = unitsAt(provider, known)
-  if (!known || !units) {
+  const units = stepAt(provider, code)
+  if (!units) {
     return provider === 'midtrans'
       ? `Midtrans, the configured payment provider, charges in IDR only, not ${code}. Order in IDR, in whole rupiah.`
       : `Stripe, the configured payment provider, does not charge in ${code}. Order in a currency listed at https://docs.stripe.com/currencies, in its ISO 4217 minor unit (IDR in whole rupiah).`
   }
-  // The app amount must be a multiple of this for the provider to charge it without rounding.
-  const step = 10 ** Math.max(0, known.appDecimals - units.charged)
-  if (amount % step === 0) return undefined
-  const below = amount - (amount % step)
-  const places = units.charged === 0 ? 'whole units' : `${units.charged} decimal places`
-  const nearest = below > 0 ? `${below} or ${below + step}` : `${step}`
-  return `${providerLabel[provider]} charges ${code} to ${places}, so ${amount} (${major(amount, known.appDecimals)} ${code}) would be rounded. `
-    + `Order an amount that is a multiple of ${step}, such as ${nearest}.`
+  // The app amount must be a multiple of the step for the provider to charge it without rounding.
+  if (amount % units.step === 0) return undefined
+  return `${providerLabel[provider]} charges ${code} to ${units.places}, so ${amount} (${major(amount, units.decimals)} ${code}) would be rounded. `
+    + `Order an amount that is a multiple of ${units.step}, such as ${nearestMultiples(amount, units.step)}.`
+}
+
+/**
+ * Why the order's provider cannot pay back this refund exactly, as a problem detail that says what to
+ * ask instead; undefined when it can. The same steps as charging: Stripe refunds a zero-decimal
+ * currency in whole units and a three-decimal one with a last digit of 0
+ * (https://docs.stripe.com/currencies). `rest`: the amount is what remains, asked for without an
+ * amount; the detail then names the largest amount that can be refunded. A currency the provider does
+ * not take at all was refused when the order was placed, so nothing is said of it here.
+ */
+export function refundAmountProblem(provider: PaymentProviderName, amount: number, currency: string, { rest }: { rest: boolean }): string | undefined {
+  if (provider === 'mockpay') return undefined
+  const code = currency.toUpperCase()
+  const units = stepAt(provider, code)
+  if (!units || amount % units.step === 0) return undefined
+  const granularity = `${providerLabel[provider]} refunds ${code} to ${units.places}`
+  const written = `${amount} (${major(amount, units.decimals)} ${code})`
+  if (!rest) {
+    return `${granularity}, so ${written} cannot be refunded exactly. Ask for a multiple of ${units.step}, such as ${nearestMultiples(amount, units.step)}, under the same Idempotency-Key.`
+  }
+  const largest = amount - (amount % units.step)
+  return `What remains to refund, ${written}, cannot be refunded exactly: ${granularity}. `
+    + (largest > 0
+      ? `Ask for "amount": ${largest}, under the same Idempotency-Key.`
+      : `Nothing more can be refunded through ${providerLabel[provider]}; settle the rest with the shopper directly.`)
 }

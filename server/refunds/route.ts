@@ -1,5 +1,6 @@
 import { getRouterParam, type H3Event } from 'h3'
 import { useConfig } from '../config'
+import { useDatabaseHandle } from '../db'
 import { readOptionalValidatedJson } from '../http/body'
 import { requireIdempotencyKey } from 'nuxt-idempotency/server'
 import { runCheckoutIdempotent } from '../http/idempotent'
@@ -9,7 +10,7 @@ import { recordOperatorAction } from '../ops/operator-actions'
 import { problem } from '../problems'
 import { tenantScope } from '../../shared/resources'
 import { CreateRefundSchema } from './schema'
-import { cancelOrder, requestRefund, serializeRefund } from './service'
+import { cancelOrder, checkRefundAmount, requestRefund, serializeRefund } from './service'
 
 /**
  * What the refund and cancel routes share: the order id from the path, the key, the body, and the
@@ -38,6 +39,7 @@ export async function refundOrder(event: H3Event, caller: RefundCaller) {
   const orderId = orderIdOf(event)
   const key = requireIdempotencyKey(event)
   const input = await readOptionalValidatedJson(event, CreateRefundSchema)
+  await checkRefundAmount(useDatabaseHandle().db, { tenantId, orderId }, input)
   const reply = await runCheckoutIdempotent(event, {
     mode: 'atomic',
     scope: caller.scope,
@@ -78,7 +80,7 @@ export async function cancelOrderRoute(event: H3Event, tenantId: string, checkou
     ttlSeconds: useConfig().IDEMPOTENCY_TTL_SECONDS,
     execute: async (tx) => {
       await cancelOrder(tx, { tenantId, orderId, checkoutSessionId, idempotencyKey: key, requestId: event.context.requestId })
-      const { tenantId: _, ...order } = (await findOrderView(tx, orderId, tenantId))!
+      const { tenantId: _, ...order } = (await findOrderView(tx, orderId, { tenantId }))!
       return { status: 200, body: order, resourceType: 'order', resourceId: orderId }
     },
   })

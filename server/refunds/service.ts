@@ -5,6 +5,8 @@ import { enqueueJob } from '../jobs/enqueue'
 import { paymentCancelJob } from '../jobs/types'
 import { insertRefund, lockOrder, recordHistory, refundTotals } from '../orders/payment-state'
 import { problem } from '../problems'
+import { refundAmountProblem } from '../payments/currencies'
+import { useConfig } from '../config'
 import type { RefundSource, RefundStatus, RefundView } from '../../shared/orders'
 import type { CreateRefundInput } from './schema'
 
@@ -24,10 +26,14 @@ export function serializeRefund(refund: RefundRow): RefundView {
   }
 }
 
-export async function findRefund(db: Database, tenantId: string, orderId: string, refundId: string): Promise<RefundRow | undefined> {
-  const [refund] = await db.select().from(refunds)
-    .where(and(eq(refunds.id, refundId), eq(refunds.orderId, orderId), eq(refunds.tenantId, tenantId)))
-  return refund
+/** One refund of the tenant's order; for a checkout session, only of an order the session placed. */
+export async function findRefund(db: Database, reader: { tenantId: string, checkoutSessionId?: string }, orderId: string, refundId: string): Promise<RefundRow | undefined> {
+  const [found] = await db.select({ refund: refunds }).from(refunds).innerJoin(orders, eq(orders.id, refunds.orderId))
+    .where(and(
+      eq(refunds.id, refundId), eq(refunds.orderId, orderId), eq(refunds.tenantId, reader.tenantId),
+      reader.checkoutSessionId === undefined ? undefined : eq(orders.checkoutSessionId, reader.checkoutSessionId),
+    ))
+  return found?.refund
 }
 
 const notFound = (orderId: string) => problem('not-found', `No order "${orderId}" exists for your tenant. Check the id returned by POST /api/orders.`)
@@ -41,23 +47,51 @@ export interface RefundRequestContext {
 }
 
 /**
+ * 400 validation-failed when the provider cannot pay back `amount` of the order exactly (see
+ * refundAmountProblem): asked of it, the refund would fail on every attempt and hold its amount.
+ * The provider is the configured one, the one the payment.refund job asks.
+ */
+function refuseInexactAmount(order: { currency: string }, amount: number, rest: boolean): void {
+  const inexact = refundAmountProblem(useConfig().PAYMENT_PROVIDER, amount, order.currency, { rest })
+  if (inexact) throw problem('validation-failed', inexact, { extensions: { errors: [{ path: 'amount', message: inexact }] } })
+}
+
+/** An order that was paid; any other (unpaid, failed, canceled) is 409 order-not-refundable. A refunded one has 0 remaining. */
+const refundable = (status: string) => status === 'paid' || status === 'partially_refunded' || status === 'refunded'
+
+/**
+ * The refund's amount checked before the idempotency layer, so that a refusal stores nothing and the
+ * same key may carry a corrected amount: read without the order's lock (its currency never changes;
+ * what remains is read again under the lock by requestRefund). Anything else is left to admission.
+ */
+export async function checkRefundAmount(db: Database, context: { tenantId: string, orderId: string }, input: CreateRefundInput): Promise<void> {
+  const [order] = await db.select({ status: orders.status, amount: orders.amount, currency: orders.currency }).from(orders)
+    .where(and(eq(orders.id, context.orderId), eq(orders.tenantId, context.tenantId)))
+  if (!order || !refundable(order.status)) return
+  if (input.amount !== undefined) return refuseInexactAmount(order, input.amount, false)
+  const remaining = order.amount - (await refundTotals(db, context.orderId)).held
+  if (remaining > 0) refuseInexactAmount(order, remaining, true)
+}
+
+/**
  * Admits a refund in the caller's transaction (the idempotency record's): under the order's row
  * lock, so refunds of one order decide one after another across every instance, and the Σ read
  * after the lock sees every refund committed before it. The refund, its hold on the balance, its
- * payment.refund job and the order's history commit together, or not at all.
+ * payment.refund job and the order's history commit together, or not at all. A refunded order has
+ * nothing left: asking more of it is more than remains (0).
  */
 export async function requestRefund(tx: Database, context: RefundRequestContext, input: CreateRefundInput): Promise<RefundRow> {
   const order = await lockOrder(tx, context.orderId, context.tenantId)
   if (!order) throw notFound(context.orderId)
-  if (order.status !== 'paid' && order.status !== 'partially_refunded') {
-    const next = order.status === 'refunded' ? 'Nothing remains to refund.' : 'An unpaid order is canceled instead: POST /api/orders/{id}/cancel.'
-    throw problem('order-not-refundable', `Order ${order.id} is ${order.status}; only a paid or partially refunded order can be refunded. ${next}`, { extensions: { orderStatus: order.status } })
+  if (!refundable(order.status)) {
+    throw problem('order-not-refundable', `Order ${order.id} is ${order.status}; only a paid or partially refunded order can be refunded. An unpaid order is canceled instead: POST /api/orders/{id}/cancel.`, { extensions: { orderStatus: order.status } })
   }
-  const remaining = order.amount - (await refundTotals(tx, order.id)).held
+  const remaining = Math.max(0, order.amount - (await refundTotals(tx, order.id)).held)
   const amount = input.amount ?? remaining
   if (amount > remaining || remaining <= 0) {
     throw problem('refund-exceeds-remaining', `Order ${order.id} has ${remaining} ${order.currency} left to refund (its other refunds that have not failed hold the rest); ask for at most that, under a new Idempotency-Key.`, { extensions: { remaining } })
   }
+  refuseInexactAmount(order, amount, input.amount === undefined)
   const id = await insertRefund(tx, order, {
     amount, status: 'pending', source: context.source, reason: input.reason ?? null, providerRefundId: null,
     idempotencyKey: context.idempotencyKey, requestId: context.requestId,

@@ -92,7 +92,9 @@ function refundsContract(driver: DatabaseDriver) {
     await transaction(db, tx => applyRefundOutcome(tx, orderId, again.id, { status: 'succeeded' }, {}))
     const [refunded] = await db.select({ status: orders.status }).from(orders).where(eq(orders.id, orderId))
     expect(refunded!.status).toBe('refunded')
-    await expect(refund(tenantId, orderId).catch(refusal)).resolves.toEqual({ type: '/problems/order-not-refundable', remaining: undefined, orderStatus: 'refunded' })
+    // Nothing remains: refused as more than remains (0), not as an order that cannot be refunded.
+    await expect(refund(tenantId, orderId).catch(refusal)).resolves.toEqual({ type: '/problems/refund-exceeds-remaining', remaining: 0, orderStatus: undefined })
+    await expect(refund(tenantId, orderId, 1).catch(refusal)).resolves.toEqual({ type: '/problems/refund-exceeds-remaining', remaining: 0, orderStatus: undefined })
   })
 
   it('a provider total that a pending refund of ours covered is recorded when that refund fails, never lost', async () => {

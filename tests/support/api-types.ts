@@ -34,7 +34,7 @@ export interface paths {
         };
         /**
          * Read an order with its payment and refunds
-         * @description The payment appears once the worker asked the provider for it; `refunds` are oldest first. Another tenant's order is 404.
+         * @description The payment appears once the worker asked the provider for it; `refunds` are oldest first. Another tenant's order is 404, and so is, for a checkout session, an order another session placed.
          */
         get: operations["getOrder"];
         put?: never;
@@ -76,7 +76,7 @@ export interface paths {
         put?: never;
         /**
          * Refund (part of) a paid order, exactly once per Idempotency-Key
-         * @description The shop's act: the secret key only (the checkout session is 401). Admitted under the order's row lock, so the refunds that have not failed never exceed what was paid, across instances. Refusals (`order-not-refundable`, `refund-exceeds-remaining`) are stored and replayed under the key. The provider is asked once, under a key derived from the refund.
+         * @description The shop's act: the secret key only (the checkout session is 401). Admitted under the order's row lock, so the refunds that have not failed never exceed what was paid, across instances. Refusals (`order-not-refundable` for an unpaid, failed or canceled order; `refund-exceeds-remaining` with `remaining`, 0 for a refunded order) are stored and replayed under the key. An amount the provider cannot refund exactly (Stripe: whole units of a zero-decimal currency such as MGA, a last digit of 0 in a three-decimal one such as KWD) is 400 `validation-failed` naming the step and what to ask instead; nothing is stored and the key stays free. The provider is asked once, under a key derived from the refund.
          */
         post: operations["createRefund"];
         delete?: never;
@@ -92,7 +92,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Read one refund of an order */
+        /**
+         * Read one refund of an order
+         * @description Another tenant's refund is 404, and so is, for a checkout session, a refund of an order another session placed.
+         */
         get: operations["getRefund"];
         put?: never;
         post?: never;
@@ -977,7 +980,7 @@ export interface components {
         };
         /**
          * Validation failed
-         * @description The request body does not match the schema. `errors` lists each field with what is wrong. Nothing was stored and the idempotency key stays free: fix the body and send it again.
+         * @description The request body does not match the schema, or asks for an amount the payment provider cannot refund exactly. `errors` lists each field with what is wrong. Nothing was stored and the idempotency key stays free: fix the body and send it again.
          */
         ValidationFailedProblem: {
             /**
@@ -1039,7 +1042,7 @@ export interface components {
         };
         /**
          * Cart already ordered
-         * @description An order already exists for this cart (under another idempotency key). `orderId` names it: fetch it with GET /api/orders/{orderId} instead of ordering again.
+         * @description An order already exists for this cart (under another idempotency key). `orderId` names it: fetch it with GET /api/orders/{orderId} instead of ordering again. A checkout session is not told of another session's order: it starts a new cart.
          */
         CartAlreadyOrderedProblem: {
             /**
@@ -1128,8 +1131,15 @@ export interface components {
              * @enum {string}
              */
             status: "ready" | "refused" | "retrying";
-            /** @description While retrying: what went wrong, in the shop's words. */
+            /**
+             * @description While retrying: what went wrong, as a stable code. provider_unavailable: the provider did not answer, or answered with an error that another attempt may cure.
+             * @enum {string}
+             */
+            lastErrorCode?: "provider_unavailable";
+            /** @description While retrying: what went wrong, as a plain sentence for the shopper. The provider's own words are never shown here. */
             lastError?: string;
+            /** @description While retrying, in the operators' view (GET /api/ops/orders/{id}) only: the last failure as the job recorded it, in the provider's words. */
+            providerMessage?: string;
             /**
              * Format: date-time
              * @description While retrying: when the provider is asked next.
@@ -1284,7 +1294,7 @@ export interface components {
         };
         /**
          * Order not refundable
-         * @description Only a paid or partially refunded order can be refunded. `orderStatus` names the order's state: an unpaid order is canceled instead (POST /api/orders/{id}/cancel), a refunded one has nothing left.
+         * @description Only a paid or partially refunded order can be refunded. `orderStatus` names the order's state (unpaid, failed or canceled): an unpaid order is canceled instead (POST /api/orders/{id}/cancel).
          */
         OrderNotRefundableProblem: {
             /**
@@ -1305,7 +1315,7 @@ export interface components {
         };
         /**
          * Refund exceeds what remains
-         * @description The refunds of this order that have not failed, with this one, would exceed the amount paid. `remaining` is what can still be refunded, in the order's units: ask for at most that, under a new key.
+         * @description The refunds of this order that have not failed, with this one, would exceed the amount paid. `remaining` is what can still be refunded, in the order's units (0 for a refunded order): ask for at most that, under a new key.
          */
         RefundExceedsRemainingProblem: {
             /**

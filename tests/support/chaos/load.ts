@@ -69,7 +69,7 @@ export interface LoadFigures {
   webhooks: Record<Provider, { events: number, deliveries: number, concurrentCopies: number, laterRedeliveries: number, replayedAnswers: number }>
   /** refund: the dashboard's; refused: a 409 of the provider (an intent canceled first, less left than asked). */
   mockpay: Record<'succeed' | 'fail' | 'refund', { actions: number, deliveriesScheduled: number, refused: number }>
-  refunds: { 'keys': number, 'requests': number, 'laterReplays': number, 'drop-after-commit': number, 'created': number, 'replayedAnswers': number, 'refund-exceeds-remaining': number, 'order-not-refundable': number }
+  refunds: { 'keys': number, 'requests': number, 'laterReplays': number, 'drop-after-commit': number, 'created': number, 'replayedAnswers': number, 'refund-exceeds-remaining': number }
   cancels: { 'keys': number, 'requests': number, 'racingThePayment': number, 'canceled': number, 'order-not-cancelable': number, 'paidAfterCancel': number }
   /** Final answers nobody should have got (a 4xx to a valid request, say), with what they were. */
   unexpectedFinals: string[]
@@ -105,7 +105,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
       stripe: { events: 0, deliveries: 0, concurrentCopies: 0, laterRedeliveries: 0, replayedAnswers: 0 },
     },
     mockpay: { succeed: { actions: 0, deliveriesScheduled: 0, refused: 0 }, fail: { actions: 0, deliveriesScheduled: 0, refused: 0 }, refund: { actions: 0, deliveriesScheduled: 0, refused: 0 } },
-    refunds: { 'keys': 0, 'requests': 0, 'laterReplays': 0, 'drop-after-commit': 0, 'created': 0, 'replayedAnswers': 0, 'refund-exceeds-remaining': 0, 'order-not-refundable': 0 },
+    refunds: { 'keys': 0, 'requests': 0, 'laterReplays': 0, 'drop-after-commit': 0, 'created': 0, 'replayedAnswers': 0, 'refund-exceeds-remaining': 0 },
     cancels: { 'keys': 0, 'requests': 0, 'racingThePayment': 0, 'canceled': 0, 'order-not-cancelable': 0, 'paidAfterCancel': 0 },
     unexpectedFinals: [],
     abandoned: [],
@@ -250,8 +250,8 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   /**
    * One refund through the API under one key: fired as `copies` concurrent copies at different
    * instances (the first attempt of one maybe dropped after its commit), and sometimes asked again
-   * once the answer came, which must replay it. `mayBeRefused`: a 409 refund-exceeds-remaining, or
-   * order-not-refundable for an order refunded meanwhile, is a final answer for it, not a finding.
+   * once the answer came, which must replay it. `mayBeRefused`: a 409 refund-exceeds-remaining (with
+   * remaining 0 for an order refunded meanwhile) is a final answer for it, not a finding.
    */
   async function refund(orderId: string, label: string, { amount, mayBeRefused = false }: { amount?: number, mayBeRefused?: boolean } = {}): Promise<RefundIntent> {
     const key = `refund-${runId}-${label}`
@@ -276,7 +276,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     const finals = answers.map((answer) => {
       if (!answer) return undefined
       const problem = problemSlug(answer)
-      const refusal = problem === 'refund-exceeds-remaining' || (problem === 'order-not-refundable' && answer.json.orderStatus === 'refunded') ? problem : undefined
+      const refusal = problem === 'refund-exceeds-remaining' ? problem : undefined
       if (answer.status === 201) {
         if (answer.json.idempotency?.replayed) counts.replayedAnswers++
       }

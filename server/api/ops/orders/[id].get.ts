@@ -6,7 +6,7 @@ import { problem } from '../../../problems'
 /** The order as its shop reads it, with its tenant: what the ops console's order view shows. */
 export default defineEventHandler(async (event) => {
   const id = OrderIdSchema.safeParse(getRouterParam(event, 'id'))
-  const found = id.success ? await findOrderView(useDatabaseHandle().db, id.data) : undefined
+  const found = id.success ? await findOrderView(useDatabaseHandle().db, id.data, { forOperators: true }) : undefined
   if (!found) throw problem('not-found', `No order "${getRouterParam(event, 'id')}". Look the order up in the evidence locker by its id.`)
   return found
 })

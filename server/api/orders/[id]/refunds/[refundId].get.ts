@@ -3,12 +3,13 @@ import { OrderIdSchema } from '../../../../orders/schema'
 import { problem } from '../../../../problems'
 import { RefundIdSchema } from '../../../../refunds/schema'
 import { findRefund, serializeRefund } from '../../../../refunds/service'
+import { checkoutSessionIdOf } from '../../../../checkout/session'
 
 export default defineEventHandler(async (event) => {
   const tenant = await requireTenant(event)
   const orderId = OrderIdSchema.safeParse(getRouterParam(event, 'id'))
   const refundId = RefundIdSchema.safeParse(getRouterParam(event, 'refundId'))
-  const refund = orderId.success && refundId.success ? await findRefund(useDatabaseHandle().db, tenant.id, orderId.data, refundId.data) : undefined
+  const refund = orderId.success && refundId.success ? await findRefund(useDatabaseHandle().db, { tenantId: tenant.id, checkoutSessionId: checkoutSessionIdOf(event) }, orderId.data, refundId.data) : undefined
   if (!refund) throw problem('not-found', `No refund "${getRouterParam(event, 'refundId')}" of order "${getRouterParam(event, 'id')}" exists for your tenant. List the order's refunds with GET /api/orders/{id}.`)
   return serializeRefund(refund)
 })
