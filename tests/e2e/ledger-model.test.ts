@@ -16,7 +16,8 @@ import { startWorker } from '../support/worker'
 // through the API and the ops console on two instances at once, under reused keys, in the
 // provider's dashboard, canceled; refunds the provider keeps pending and then finishes or fails;
 // faults of a proxy in front of the provider (an answer lost or held past the app's timeout after
-// the provider acted, a request reaching it only after the timeout, 500/429/406/409); webhooks held
+// the provider acted, a request reaching it only after the timeout, 500/429/406/409, a 500 Stripe
+// keeps under the refund's key); webhooks held
 // back, duplicated and released out of order; reconciliation runs; the standalone worker killed —
 // against each provider's stand-in, and after every command and once each sequence settled, our
 // ledger checked against the provider's. `npm run test:ledger -- --runs N --seed S` runs more.
@@ -84,6 +85,7 @@ async function startWorld(name: 'stripe' | 'midtrans'): Promise<StartedWorld> {
       workerEnv: env,
       worker,
       workerStarting: undefined,
+      standInFaults: [],
       apiProxy,
       hookProxy,
       providerTimeoutMs: PROVIDER_TIMEOUT_MS,

@@ -18,9 +18,11 @@ export type FaultTarget = 'create' | 'refund' | 'cancel' | 'read'
  * app asks again). drop-answer: the provider acts, the connection closes. 500/429/406/409: answered
  * by the proxy without forwarding (406 Midtrans' "duplicate refund", 409 Stripe's key in use).
  * late-commit-then-406: both, for the next two requests — Midtrans' answer to a refund_key asked
- * again while its first request is still being processed.
+ * again while its first request is still being processed. kept-500 / kept-500-after-refund: the
+ * Stripe stand-in answers the next refund 500 and keeps that answer under its Idempotency-Key,
+ * having made nothing, or having made the refund.
  */
-export type FaultKind = 'timeout-after-commit' | 'late-commit' | 'drop-answer' | '500' | '429' | '406' | '409' | 'late-commit-then-406'
+export type FaultKind = 'timeout-after-commit' | 'late-commit' | 'drop-answer' | '500' | '429' | '406' | '409' | 'late-commit-then-406' | 'kept-500' | 'kept-500-after-refund'
 
 export type Command
   = | { kind: 'place', slot: Slot, variant: number }
@@ -36,9 +38,9 @@ export type Command
   /** A refund made in the provider's dashboard: `percent` of what was paid, or all that is left. */
     | { kind: 'dashboard-refund', slot: Slot, percent: number | 'rest' }
     | { kind: 'cancel', slot: Slot, on: Slot }
-  /** The provider keeps the next `count` refunds the API asks for pending (Stripe). */
+  /** The provider keeps the next `count` refunds the API asks for pending (Stripe) or in flight (Midtrans). */
     | { kind: 'pend-refunds', count: number }
-  /** The provider finishes the order's oldest pending refund (Stripe). */
+  /** The provider finishes the order's oldest pending (or in flight) refund. */
     | { kind: 'finish-pending', slot: Slot, outcome: 'succeeded' | 'failed' }
   /** The next request of `target` about the order meets `fault`. */
     | { kind: 'fault', slot: Slot, target: FaultTarget, fault: FaultKind }
@@ -63,7 +65,7 @@ export interface Sequence {
 export interface CommandOptions {
   /** The faults the provider can meet (406 only at Midtrans, 409 only at Stripe). */
   faults: FaultKind[]
-  /** Stripe keeps refunds pending; the Midtrans stand-in has no pending refunds. */
+  /** The stand-in can keep refunds pending (Stripe) or in flight (Midtrans). */
   keepsRefundsPending: boolean
   /** How many order shapes (currency, amount, payment method) `place` picks from. */
   variants: number

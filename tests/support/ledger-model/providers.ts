@@ -27,8 +27,17 @@ export function stripeSide(api: StripeApi): ProviderSide {
     // whole ariary at Stripe), a three-decimal (Stripe takes a last digit of 0) and a zero-decimal
     // currency; amounts whose shares are seldom round.
     orderBodies: [orderOf('IDR', 150_000, 'card'), orderOf('USD', 4_321, 'card'), orderOf('MGA', 123_400, 'card'), orderOf('KWD', 5_130, 'card'), orderOf('JPY', 3_007, 'card')],
-    faults: ['timeout-after-commit', 'late-commit', 'drop-answer', '500', '429', '409'],
+    faults: ['timeout-after-commit', 'late-commit', 'drop-answer', '500', '429', '409', 'kept-500', 'kept-500-after-refund'],
     keepsRefundsPending: true,
+    // Stripe keeps an answer under its key once the endpoint ran, 500s included (https://docs.stripe.com/api/idempotent_requests).
+    armStandInFault(fault) {
+      const scripted = { match: 'refund' as const, idempotencyKey: /^refund:/, fault: { kind: 'stored-error' as const, status: 500, performed: fault === 'kept-500-after-refund' } }
+      api.script.push(scripted)
+      return () => {
+        const index = api.script.indexOf(scripted)
+        if (index >= 0) api.script.splice(index, 1)
+      }
+    },
     paymentExists: orderId => intentOf(orderId) !== undefined,
     pay(orderId) {
       api.succeed(intentOf(orderId)!.id)
@@ -87,7 +96,7 @@ export function midtransSide(api: MidtransApi): ProviderSide {
     // GoPay (refunded through the direct refund API) and a BCA virtual account (refunded only in the dashboard).
     orderBodies: [orderOf('IDR', 150_000, 'ewallet'), orderOf('IDR', 98_765, 'ewallet'), orderOf('IDR', 150_000, 'bank_transfer')],
     faults: ['timeout-after-commit', 'late-commit', 'drop-answer', '500', '429', '406', 'late-commit-then-406'],
-    keepsRefundsPending: false,
+    keepsRefundsPending: true,
     paymentExists: orderId => api.transactions.has(orderId),
     pay(orderId) {
       api.settle(orderId)
@@ -99,9 +108,13 @@ export function midtransSide(api: MidtransApi): ProviderSide {
       const refund = transaction.refunds.at(-1)!
       return `${refund.refund_chargeback_id} ${refund.refund_amount}`
     },
-    pend: () => {},
-    pendingRefunds: () => [],
-    finish: () => {},
+    pend: count => api.holdRefunds(count),
+    // Refunds Midtrans is still carrying out (the bank or e-wallet has not answered), by refund_key.
+    pendingRefunds: orderId => api.refundsInFlight().filter(refund => refund.orderId === orderId).map(refund => refund.refundKey),
+    finish(refundKey, outcome) {
+      if (outcome === 'succeeded') api.finishRefund(refundKey)
+      else api.failRefund(refundKey)
+    },
     ledger(orderId) {
       const transaction = api.transactions.get(orderId)
       return {

@@ -59,6 +59,8 @@ export interface ProviderSide {
   tokens(orderId: string): string[]
   /** Which kind of provider request this is, for fault targets. */
   requestKind(request: ProxiedRequest): FaultTarget | undefined
+  /** A fault the stand-in itself plays (kept-500): armed for the next refund; the returned function disarms it if unused. */
+  armStandInFault?(fault: FaultKind): () => void
   /** The proxy's answer for a status fault, in the provider's error shape. */
   statusFault(status: number): ProxyAction
   /** Webhooks (their bodies) the stand-in is still trying to deliver. */
@@ -77,6 +79,8 @@ export interface World {
   workerEnv: Record<string, string>
   worker: WorkerProcess | undefined
   workerStarting: Promise<void> | undefined
+  /** Disarms the stand-in faults the running sequence armed and did not use. */
+  standInFaults: Array<() => void>
   apiProxy: FaultProxy
   hookProxy: FaultProxy
   /** The app's PAYMENT_PROVIDER_TIMEOUT_MS. */
@@ -180,6 +184,10 @@ export async function runSequence(world: World, sequence: Sequence): Promise<Seq
       }
       case 'fault': {
         const target = command.target
+        if (provider.armStandInFault && command.fault.startsWith('kept-500')) {
+          world.standInFaults.push(provider.armStandInFault(command.fault))
+          return 'armed at the stand-in'
+        }
         const faults: FaultKind[] = command.fault === 'late-commit-then-406' ? ['late-commit', '406'] : [command.fault]
         for (const fault of faults) {
           world.apiProxy.script.push({
@@ -339,6 +347,7 @@ async function settle(world: World, orderIds: string[], mentions: (orderId: stri
     await sleep(quiet > 0 ? 60 : 30)
   }
   removeRules(world.apiProxy, label => orderIds.some(orderId => label?.endsWith(`:${orderId}`)))
+  for (const disarm of world.standInFaults.splice(0)) disarm()
   return []
 }
 
