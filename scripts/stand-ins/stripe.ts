@@ -8,7 +8,7 @@ import {
 
 /**
  * A local stand-in for the part of Stripe's HTTP API the app uses (PaymentIntents: create,
- * retrieve, search, cancel; Refunds: create, retrieve, list), answering what the official client
+ * retrieve, search, list, cancel; Refunds: create, retrieve, list), answering what the official client
  * sends with the shapes Stripe documents, including its idempotency rules. Tests script faults per
  * request (a status, a lost response, a dropped connection, a slow answer, a 500 kept under the
  * Idempotency-Key) and move intents and refunds as a shopper's payment and the banks would; a
@@ -145,7 +145,11 @@ export interface StripeScriptedFault extends ScriptedFault<StripeFault> {
   idempotencyKey?: string | RegExp
 }
 
-/** How held events are sent when released: as they were made, newest first, or each twice. */
+/**
+ * How held events are sent when released: as they were made, newest first, or each twice. Stripe
+ * does not guarantee the order of events and may send one more than once
+ * (https://docs.stripe.com/webhooks#event-ordering, #handle-duplicate-events).
+ */
 export interface ReleaseOptions {
   order?: 'as-made' | 'reversed'
   /** Each event is sent twice (the second a redelivery, same event id), as Stripe may. */
@@ -177,7 +181,8 @@ export interface StripeApi {
   charge(intentId: string): StandInCharge | undefined
   /**
    * A refund made in Stripe's dashboard (no API call, no metadata): `amount` defaults to what remains;
-   * `pending` leaves it pending until settleRefund (succeeded at once by default).
+   * `pending` leaves it pending until settleRefund (succeeded at once by default; a refund can stay
+   * pending, https://docs.stripe.com/refunds#pending-refunds).
    * Refused (StandInRefusal) as the API would refuse it.
    */
   dashboardRefund(intentId: string, amount?: number, options?: { pending?: boolean }): StandInRefund
@@ -209,7 +214,7 @@ export interface StripeApi {
   webhooks: WebhookDelivery[]
   /** Resolves once every webhook sent so far is delivered or has run out of attempts. */
   webhooksIdle(): Promise<void>
-  /** Events made from now on are kept back (listed in `events`), not sent, until releaseWebhooks. */
+  /** Events made from now on are kept back (listed in `events`), not sent, until releaseWebhooks (see ReleaseOptions). */
   holdWebhooks(): void
   /** Sends the held events (as made by default, or reversed; each twice with `duplicate`) and stops holding; how many were sent. */
   releaseWebhooks(options?: ReleaseOptions): number
@@ -274,7 +279,7 @@ interface ChargeRecord { id: string, payment_intent: string, payment_method: str
 type EventRequest = StripeEvent['request']
 
 type Route
-  = | { kind: 'create' } | { kind: 'retrieve', id: string } | { kind: 'search' } | { kind: 'cancel', id: string }
+  = | { kind: 'create' } | { kind: 'retrieve', id: string } | { kind: 'search' } | { kind: 'list' } | { kind: 'cancel', id: string }
     | { kind: 'refund' } | { kind: 'refund-retrieve', id: string } | { kind: 'refund-list' }
 
 export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApiOptions): Promise<StripeApi> {
@@ -344,6 +349,7 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
         case 'create': return create(call.body, request)
         case 'retrieve': return retrieve(route.id, query)
         case 'search': return search(call.query)
+        case 'list': return listIntents(query)
         case 'cancel': return cancelRequest(route.id, call.body)
         case 'refund': return refundRequest(call.body, request, idempotencyKey)
         case 'refund-retrieve': return retrieveRefund(route.id)
@@ -588,30 +594,44 @@ export async function startStripeApi({ secretKey, port = 0, webhook }: StripeApi
     return stripeJson(200, refund)
   }
 
-  /**
-   * Newest first, filtered by payment_intent or charge, a page of `limit` (1–100, default 10) with
-   * has_more; `starting_after` pages on, `ending_before` back, never both
-   * (https://docs.stripe.com/api/pagination).
-   */
+  /** Refunds newest first, filtered by payment_intent or charge, a page at a time (listPage). */
   function listRefunds(query: Record<string, unknown>): Answer {
+    const matching = [...refunds.values()].reverse()
+      .filter(refund => query.payment_intent === undefined || refund.payment_intent === query.payment_intent)
+      .filter(refund => query.charge === undefined || refund.charge === query.charge)
+    return listPage(matching, query, '/v1/refunds')
+  }
+
+  /** PaymentIntents newest first, `created[gte|gt|lte|lt]` (seconds) filtering them, a page at a time (listPage). */
+  function listIntents(query: Record<string, unknown>): Answer {
+    const created = typeof query.created === 'object' && query.created !== null ? query.created as Record<string, unknown> : {}
+    const bound = (name: string) => created[name] === undefined ? undefined : Number(created[name])
+    const [gte, gt, lte, lt] = ['gte', 'gt', 'lte', 'lt'].map(bound)
+    const matching = [...intents.values()].reverse().filter(intent => (gte === undefined || intent.created >= gte) && (gt === undefined || intent.created > gt)
+      && (lte === undefined || intent.created <= lte) && (lt === undefined || intent.created < lt))
+    return listPage(matching, query, '/v1/payment_intents')
+  }
+
+  /**
+   * One page of a list, newest first: `limit` (1–100, default 10) objects with has_more;
+   * `starting_after` pages on, `ending_before` back, never both (https://docs.stripe.com/api/pagination).
+   */
+  function listPage<Listed extends { id: string }>(newestFirst: Listed[], query: Record<string, unknown>, url: string): Answer {
     const limit = query.limit === undefined ? 10 : Number(query.limit)
     if (!Number.isInteger(limit) || limit < 1 || limit > 100) return invalidRequest('limit', 'This value must be between 1 and 100.', 'parameter_invalid_integer')
     if (query.starting_after !== undefined && query.ending_before !== undefined) {
       return invalidRequest('starting_after', 'You may only specify one of these parameters: ending_before, starting_after.')
     }
-    let data = [...refunds.values()].reverse()
-      .filter(refund => query.payment_intent === undefined || refund.payment_intent === query.payment_intent)
-      .filter(refund => query.charge === undefined || refund.charge === query.charge)
     const cursor = query.starting_after ?? query.ending_before
-    const index = cursor === undefined ? -1 : data.findIndex(refund => refund.id === cursor)
-    if (cursor !== undefined && index < 0) return invalidRequest(query.starting_after === undefined ? 'ending_before' : 'starting_after', `No such refund: '${String(cursor)}'`, 'resource_missing')
-    if (query.starting_after !== undefined) data = data.slice(index + 1)
+    const index = cursor === undefined ? -1 : newestFirst.findIndex(listed => listed.id === cursor)
+    if (cursor !== undefined && index < 0) return invalidRequest(query.starting_after === undefined ? 'ending_before' : 'starting_after', `No such object: '${String(cursor)}'`, 'resource_missing')
     if (query.ending_before !== undefined) {
-      const before = data.slice(0, index)
-      // The page just before the cursor: the `limit` refunds nearest to it.
-      return stripeJson(200, { object: 'list', data: before.slice(-limit), has_more: before.length > limit, url: '/v1/refunds' })
+      const before = newestFirst.slice(0, index)
+      // The page just before the cursor: the `limit` objects nearest to it.
+      return stripeJson(200, { object: 'list', data: before.slice(-limit), has_more: before.length > limit, url })
     }
-    return stripeJson(200, { object: 'list', data: data.slice(0, limit), has_more: data.length > limit, url: '/v1/refunds' })
+    const after = query.starting_after === undefined ? newestFirst : newestFirst.slice(index + 1)
+    return stripeJson(200, { object: 'list', data: after.slice(0, limit), has_more: after.length > limit, url })
   }
 
   /** amount_refunded: a failed or canceled refund gave its amount back; pending ones count. */
@@ -916,6 +936,7 @@ function routeOf(method: string, path: string): Route | undefined {
   if (method === 'POST' && path === '/v1/refunds') return { kind: 'refund' }
   if (method === 'GET' && path === '/v1/refunds') return { kind: 'refund-list' }
   if (method === 'GET' && path === '/v1/payment_intents/search') return { kind: 'search' }
+  if (method === 'GET' && path === '/v1/payment_intents') return { kind: 'list' }
   const canceled = method === 'POST' ? /^\/v1\/payment_intents\/([^/]+)\/cancel$/.exec(path)?.[1] : undefined
   if (canceled) return { kind: 'cancel', id: decodeURIComponent(canceled) }
   const retrieved = method === 'GET' ? /^\/v1\/payment_intents\/([^/]+)$/.exec(path)?.[1] : undefined

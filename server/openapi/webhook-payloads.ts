@@ -16,8 +16,8 @@ export const StandardWebhookEvent = StandardEvent.meta({
 
 export const StripeWebhookEvent = StripeEvent.meta({
   id: 'StripeWebhookEvent',
-  description: 'A Stripe event; `id` is the dedupe key. Understood types: payment_intent.succeeded, payment_intent.payment_failed, charge.refunded (`amount_refunded`: the total refunded so far), refund.created, refund.updated, refund.failed; any other is 400 `payload-invalid`. '
-    + 'The order is `data.object.metadata.order_id` (what this app\'s PaymentIntents and refunds carry) or `orderId`; a refund made in Stripe\'s dashboard has neither, and its order is found by `payment_intent`.',
+  description: 'A Stripe event; `id` is the dedupe key. Understood types: payment_intent.succeeded, payment_intent.payment_failed, charge.refunded (`amount_refunded`: the total refunded so far), refund.created, refund.updated, refund.failed, charge.refund.updated; any other is 400 `payload-invalid`. '
+    + 'The order is `data.object.metadata.order_id` (what this app\'s PaymentIntents and refunds carry) or `orderId`; a refund made in Stripe\'s dashboard, or a charge without its intent\'s metadata, has neither, and its order is found by `payment_intent`.',
   example: { id: 'evt_1QabcXYZ', type: 'payment_intent.succeeded', data: { object: { id: 'pi_3QabcXYZ', object: 'payment_intent', amount: 15000000, amount_received: 15000000, currency: 'idr', metadata: { order_id: 'ord_8cf2b5a4d0e1' } } } },
 })
 

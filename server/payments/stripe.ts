@@ -2,7 +2,9 @@ import Stripe from 'stripe'
 import type { AppConfig } from '../config'
 import type { PaymentEventType } from '../webhooks/types'
 import { fromStripeAmount, toStripeAmount } from './currencies'
-import { PaymentRefused, type PaymentProvider, type PaymentState, ProviderUnavailable, type RefundRequest, REFUSED_DETAILS_MESSAGE, retryAfterMs } from './types'
+import {
+  PaymentRefused, type PaymentProvider, type PaymentRequest, type PaymentState, ProviderUnavailable, type RefundRequest, REFUSED_DETAILS_MESSAGE, retryAfterMs,
+} from './types'
 
 /**
  * Stripe through its official client. One PaymentIntent per order: the create call carries an
@@ -17,7 +19,7 @@ import { PaymentRefused, type PaymentProvider, type PaymentState, ProviderUnavai
  * for a day, or redriven from the dead letters) first searches for a PaymentIntent with the order's
  * metadata, or lists the payment's refunds (every page) for the refund's, so an expired key cannot
  * make a second one. Search lags writes by about a minute, which is harmless this long after the
- * first call.
+ * first call. A key that answers a kept 500 is walked past the same way (askUnderKeys).
  */
 const KEY_MEMORY_MS = 23 * 60 * 60 * 1000
 
@@ -42,13 +44,13 @@ export function createStripeProvider(config: StripeConfig): PaymentProvider {
       const earlier = Date.now() - request.firstAskedAt.getTime() > KEY_MEMORY_MS
         ? (await callStripe(() => stripe.paymentIntents.search({ query: `metadata['order_id']:'${request.orderId}'`, limit: 1 }))).data[0]
         : undefined
-      const intent = earlier ?? await callStripe(() => stripe.paymentIntents.create({
+      const intent = earlier ?? await askUnderKeys(request.idempotencyKey, signal, idempotencyKey => callStripe(() => stripe.paymentIntents.create({
         amount: toStripeAmount(request.amount, request.currency),
         currency: request.currency.toLowerCase(),
         metadata: { order_id: request.orderId },
         receipt_email: request.customerEmail,
         automatic_payment_methods: { enabled: true },
-      }, { idempotencyKey: request.idempotencyKey }))
+      }, { idempotencyKey })), () => findIntentSince(stripe, request))
       if (!intent.client_secret) throw new ProviderUnavailable(`Stripe answered PaymentIntent ${intent.id} without a client_secret`)
       return { id: intent.id, nextAction: { type: 'stripe_client_secret', clientSecret: intent.client_secret } }
     },
@@ -68,7 +70,13 @@ export function createStripeProvider(config: StripeConfig): PaymentProvider {
     async refundPayment(request, signal) {
       signal.throwIfAborted()
       const earlier = Date.now() - request.firstAskedAt.getTime() > KEY_MEMORY_MS ? await findRefund(stripe, request) : undefined
-      const refund = earlier ?? await createRefund(stripe, request, signal)
+      const refund = earlier ?? await askUnderKeys(request.idempotencyKey, signal, idempotencyKey => callStripe(() => stripe.refunds.create({
+        payment_intent: request.paymentId,
+        amount: toStripeAmount(request.amount, request.currency),
+        // Stripe takes only its three reasons; ours (order_canceled) travels in the metadata.
+        ...(isStripeReason(request.reason) && { reason: request.reason }),
+        metadata: { order_id: request.orderId, refund_id: request.refundId, ...(request.reason && { reason: request.reason }) },
+      }, { idempotencyKey })), () => findRefund(stripe, request))
       return { id: refund.id, status: refundStatusOf(refund.status), answer: refund as unknown as Record<string, unknown> }
     },
     async readRefund({ providerRefundId }, signal) {
@@ -100,34 +108,30 @@ export function createStripeProvider(config: StripeConfig): PaymentProvider {
   }
 }
 
-/** Keys a refund is asked under before the job waits for Stripe to mend what it kept: refund:<id>, then refund:<id>:2 … */
-const REFUND_KEYS = 5
+/** Keys one creation is asked under before the job waits for Stripe to mend what it kept: the request's key, then `<key>:2` … */
+const KEYS_PER_CREATION = 5
+
+/** Clock skew allowed between this host and Stripe when listing the intents made since the first ask. */
+const CLOCK_SKEW_SECONDS = 300
 
 /**
- * Asks Stripe for the refund under its key. Stripe keeps a 500 under a key once its endpoint began
- * and answers it to every retry (https://docs.stripe.com/api/idempotent_requests), so a refund whose
- * key answers a kept 500 would wait forever: the refund is looked up by its metadata (the 500 may
- * have come after the refund was made) and, when Stripe made none, asked again under the next key
- * derived from the refund, `refund:<id>:2`, `:3` …. Every run walks the same keys from the first,
- * each answering what it answered before, so a run that crashed after asking under one key finds
- * the refund that key made (its stored answer, or the look-up) and never makes a second.
+ * Asks Stripe to create under the request's key. Stripe keeps a 500 under a key once its endpoint
+ * began and answers it to every retry (https://docs.stripe.com/api/idempotent_requests), so a key
+ * that answers a kept 500 would fail forever: what it may have made (the 500 can come after the
+ * work) is looked up (`find`: by metadata) and, when Stripe made nothing, it is asked again under
+ * the next key derived from the first, `refund:<id>:2`, `:3` …. Every run walks the same keys from
+ * the first, each answering what it answered before, so a run that crashed after asking under one
+ * key finds what that key made (its stored answer, or the look-up) and never makes a second.
  */
-async function createRefund(stripe: Stripe, request: RefundRequest, signal: AbortSignal): Promise<Stripe.Refund> {
+async function askUnderKeys<Made>(firstKey: string, signal: AbortSignal, ask: (idempotencyKey: string) => Promise<Made>, find: () => Promise<Made | undefined>): Promise<Made> {
   for (let attempt = 1; ; attempt++) {
     signal.throwIfAborted()
-    const idempotencyKey = attempt === 1 ? request.idempotencyKey : `${request.idempotencyKey}:${attempt}`
     try {
-      return await callStripe(() => stripe.refunds.create({
-        payment_intent: request.paymentId,
-        amount: toStripeAmount(request.amount, request.currency),
-        // Stripe takes only its three reasons; ours (order_canceled) travels in the metadata.
-        ...(isStripeReason(request.reason) && { reason: request.reason }),
-        metadata: { order_id: request.orderId, refund_id: request.refundId, ...(request.reason && { reason: request.reason }) },
-      }, { idempotencyKey }))
+      return await ask(attempt === 1 ? firstKey : `${firstKey}:${attempt}`)
     }
     catch (error) {
-      if (!isKeptServerError(error) || attempt >= REFUND_KEYS) throw error
-      const made = await findRefund(stripe, request)
+      if (!isKeptServerError(error) || attempt >= KEYS_PER_CREATION) throw error
+      const made = await find()
       if (made) return made
     }
   }
@@ -137,6 +141,24 @@ async function createRefund(stripe: Stripe, request: RefundRequest, signal: Abor
 function isKeptServerError(error: unknown): boolean {
   const cause = error instanceof ProviderUnavailable ? error.cause : undefined
   return cause instanceof Stripe.errors.StripeError && (cause.statusCode ?? 0) >= 500 && cause.headers?.['idempotent-replayed'] === 'true'
+}
+
+/**
+ * The order's PaymentIntent among those created since its payment was first asked for, every page:
+ * the list endpoint, not search, as search lags writes by up to an hour during an outage
+ * (https://docs.stripe.com/search#data-freshness) and a kept 500 is one.
+ */
+async function findIntentSince(stripe: Stripe, request: PaymentRequest): Promise<Stripe.PaymentIntent | undefined> {
+  try {
+    const since = Math.floor(request.firstAskedAt.getTime() / 1000) - CLOCK_SKEW_SECONDS
+    for await (const intent of stripe.paymentIntents.list({ created: { gte: since }, limit: 100 })) {
+      if (intent.metadata?.order_id === request.orderId) return intent
+    }
+    return undefined
+  }
+  catch (error) {
+    throw classifyStripeError(error)
+  }
 }
 
 /**

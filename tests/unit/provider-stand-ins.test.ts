@@ -460,7 +460,7 @@ describe('Stripe stand-in: what Stripe documents about refunds, keys, lists and 
     expect(stripeProvider.parse(api.event(made[2]!.id, 'refund.updated'), deliveryOf(''))).toMatchObject({ ok: true, event: { refund: { status: 'failed' } } })
   })
 
-  it('lists pages honestly: limit, has_more, starting_after and ending_before (never both), the client\'s auto-pagination sees every refund; the charge shows its newest 10; search pages by next_page', async () => {
+  it('lists pages honestly: limit, has_more, starting_after and ending_before (never both), the client\'s auto-pagination sees every refund and intent; the charge shows its newest 10; search pages by next_page', async () => {
     const intentId = await paidIntent(1_000_00)
     for (let index = 0; index < 120; index++) api.dashboardRefund(intentId, 100)
     const newestFirst = [...api.refunds.keys()].reverse()
@@ -484,6 +484,12 @@ describe('Stripe stand-in: what Stripe documents about refunds, keys, lists and 
     for await (const intent of stripe.paymentIntents.search({ query: 'metadata[\'order_id\']:\'ord_1\'', limit: 2 })) found.push(intent.id)
     expect(found.slice(0, 3)).toEqual([...intents].reverse())
     expect(found).toHaveLength(4)
+
+    // The intents list: newest first, filtered by when they were created.
+    const listed: string[] = []
+    for await (const intent of stripe.paymentIntents.list({ created: { gte: api.intents.get(intentId)!.created }, limit: 1 })) listed.push(intent.id)
+    expect(listed).toEqual([...intents].reverse().concat(intentId))
+    expect((await stripe.paymentIntents.list({ created: { gt: Math.floor(Date.now() / 1000) + 60 } })).data).toEqual([])
   })
 
   it('holds events back, then releases them reversed and twice; redelivers one; the same over the control surface, listed among the controls', async () => {

@@ -2,7 +2,7 @@ import Stripe from 'stripe'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { toStripeAmount } from '../../server/payments/currencies'
 import { createStripeProvider } from '../../server/payments/stripe'
-import { ProviderUnavailable, type PaymentProvider, type RefundRequest } from '../../server/payments/types'
+import { type PaymentProvider, type PaymentRequest, ProviderUnavailable, type RefundRequest } from '../../server/payments/types'
 import { type StripeApi, startStripeApi } from '../support/stripe-api'
 
 /**
@@ -105,5 +105,36 @@ describe('the Stripe adapter\'s refunds, against the stand-in', () => {
     expect(await provider.readRefund(read, signal)).toMatchObject({ id: canceled.id, status: 'failed', answer: { status: 'canceled' } })
     expect(await provider.readPayment({ orderId: 'ord_idr', paymentId: intent.id }, signal)).toMatchObject({ refundedAmount: 25_000 })
     expect(await provider.readRefund({ ...read, providerRefundId: 're_missing' }, signal)).toBeUndefined()
+  })
+
+  const paymentRequest = (orderId: string): PaymentRequest => ({
+    orderId, amount: 150_000, currency: 'IDR', paymentMethod: 'card', customerEmail: 'shopper@example.com', idempotencyKey: `order:${orderId}:payment`, firstAskedAt: new Date(),
+  })
+  const intentsOf = (orderId: string) => [...api.intents.values()].filter(intent => intent.metadata.order_id === orderId)
+
+  it.each([
+    ['nothing made: asked again under order:<id>:payment:2', false],
+    ['the intent made: found among the intents created since the first ask, every page', true],
+  ])('a 500 Stripe keeps under the payment\'s key, %s; one PaymentIntent', async (_, performed) => {
+    // Others' intents made meanwhile fill more than a page.
+    for (let index = 0; index < 3; index++) await stripe.paymentIntents.create({ amount: 100, currency: 'usd', metadata: { order_id: `ord_other_${index}` } })
+    api.script.push({ match: 'create', fault: { kind: 'stored-error', status: 500, performed } })
+    await expect(provider.createPayment(paymentRequest('ord_kept'), signal)).rejects.toBeInstanceOf(ProviderUnavailable)
+    for (let index = 3; index < 150; index++) await stripe.paymentIntents.create({ amount: 100, currency: 'usd', metadata: { order_id: `ord_other_${index}` } })
+    api.calls.length = 0
+
+    const created = await provider.createPayment(paymentRequest('ord_kept'), signal)
+    const [intent, ...more] = intentsOf('ord_kept')
+    expect(more).toEqual([])
+    expect(created).toEqual({ id: intent!.id, nextAction: { type: 'stripe_client_secret', clientSecret: intent!.client_secret } })
+    const asked = api.calls.map(call => [call.method, call.path, call.idempotencyKey ?? call.query.starting_after?.slice(0, 3) ?? null, call.answered])
+    expect(asked).toEqual([
+      ['POST', '/v1/payment_intents', 'order:ord_kept:payment', 500],
+      ['GET', '/v1/payment_intents', null, 200],
+      ['GET', '/v1/payment_intents', 'pi_', 200],
+      ...performed ? [] : [['POST', '/v1/payment_intents', 'order:ord_kept:payment:2', 200]],
+    ])
+    expect(await provider.createPayment(paymentRequest('ord_kept'), signal)).toEqual(created)
+    expect(intentsOf('ord_kept')).toHaveLength(1)
   })
 })

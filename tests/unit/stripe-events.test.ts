@@ -83,7 +83,7 @@ describe('Stripe events: the order id', () => {
 })
 
 describe('Stripe events: refunds', () => {
-  it.each(['refund.created', 'refund.updated', 'refund.failed'])('maps %s to refund.updated, carrying the one refund', (type) => {
+  it.each(['refund.created', 'refund.updated', 'refund.failed', 'charge.refund.updated'])('maps %s to refund.updated, carrying the one refund', (type) => {
     expect(parse(event(`evt_${type}`, type, refund()))).toEqual({
       ok: true,
       event: {

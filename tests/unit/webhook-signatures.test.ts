@@ -559,7 +559,7 @@ describe('parse: stripe', () => {
     const parsed = parseStripe(event('evt_other', 'payment_intent.created', intent()))
     expect(parsed).toEqual({
       ok: false,
-      reason: 'event type "payment_intent.created" is not handled; subscribe this endpoint to payment_intent.succeeded, payment_intent.payment_failed, charge.refunded, refund.created, refund.updated, refund.failed only',
+      reason: 'event type "payment_intent.created" is not handled; subscribe this endpoint to payment_intent.succeeded, payment_intent.payment_failed, charge.refunded, refund.created, refund.updated, refund.failed, charge.refund.updated only',
     })
   })
 

@@ -12,10 +12,12 @@ const typeOf = new Map<string, PaymentEventType>([
   ['payment_intent.succeeded', 'payment.succeeded'],
   ['payment_intent.payment_failed', 'payment.failed'],
   ['charge.refunded', 'payment.refunded'],
-  // A Refund object: one refund, each time it is created or changes state.
+  // A Refund object: one refund, each time it is created or changes state (charge.refund.updated:
+  // the older name Stripe still sends for a refund's update).
   ['refund.created', 'refund.updated'],
   ['refund.updated', 'refund.updated'],
   ['refund.failed', 'refund.updated'],
+  ['charge.refund.updated', 'refund.updated'],
 ])
 
 /**
