@@ -170,7 +170,7 @@ export interface MidtransApi {
   webhooks: WebhookDelivery[]
   /** Resolves once every notification sent so far is delivered or has run out of attempts. */
   webhooksIdle(): Promise<void>
-  /** Forgets transactions, refund keys, refunds in flight (their callers are dropped), calls, notifications and the script; refunds are no longer held. */
+  /** Forgets transactions, refund keys, refunds in flight (their held requests are never answered), calls, notifications and the script; refunds are no longer held. */
   reset(): void
   close(): Promise<void>
 }
@@ -539,6 +539,8 @@ export async function startMidtransApi({ serverKey, port = 0, webhookUrl }: Midt
     if (transaction.payment_type !== 'credit_card') throw new StandInRefusal(`Midtrans charges back card payments only; ${orderId} is ${transaction.payment_type}`)
     const from = transaction.transaction_status
     if (from !== 'settlement' && from !== 'partial_chargeback') throw new StandInRefusal(`Midtrans charges back only a settled transaction; ${orderId} is ${from}`)
+    // Settled money only: a refund still in flight would settle it as refunded after all.
+    if (inFlightOf(transaction) > 0) throw new StandInRefusal(`A refund of ${orderId} is still in flight: finish or fail it first`)
     const left = transaction.gross_amount - transaction.chargebacks.reduce((total, taken) => total + taken.amount, 0)
     const taken = amount ?? left
     if (!Number.isInteger(taken) || taken < 1 || taken > left) throw new StandInRefusal(`Cannot charge back ${taken} of ${orderId}: ${left} is left`)

@@ -828,6 +828,12 @@ describe('Midtrans stand-in, through the official midtrans-client', () => {
       api.transactions.get('ord_card')!.payment_type = 'credit_card'
       expect(() => api.chargeback('ord_card')).toThrow('Midtrans charges back only a settled transaction; ord_card is pending')
       api.settle('ord_card')
+      api.holdRefunds(1)
+      const held = core.transaction.refund('ord_card', { refund_key: 'ref-0', amount: 1_000 })
+      await pollUntil('the refund is in flight', async () => api.refundsInFlight().length === 1)
+      expect(() => api.chargeback('ord_card')).toThrow('A refund of ord_card is still in flight: finish or fail it first')
+      api.failRefund('ref-0')
+      expect(await held).toMatchObject({ status_code: '202' })
       expect(api.chargeback('ord_card', 5_000).transaction_status).toBe('partial_chargeback')
       expect(api.notification('ord_card')).toMatchObject({ status_code: '200', transaction_status: 'partial_chargeback', gross_amount: '20000.00' })
       expect(() => api.chargeback('ord_card', 1_000)).toThrow('A partial_chargeback moves only to chargeback: charge back all 15000 that is left of ord_card')
