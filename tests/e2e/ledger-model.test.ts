@@ -111,7 +111,7 @@ async function checkModel(world: World): Promise<void> {
   const { provider } = world
   const arbitrary = SEQUENCE
     ? fc.constant(JSON.parse(SEQUENCE) as Sequence)
-    : sequenceArbitrary({ faults: provider.faults, keepsRefundsPending: provider.keepsRefundsPending, variants: provider.orderBodies.length, crashes: true })
+    : sequenceArbitrary({ faults: provider.faults, keepsRefundsPending: provider.keepsRefundsPending, keepsDashboardRefundsPending: provider.keepsDashboardRefundsPending, variants: provider.orderBodies.length, crashes: true })
   const executed: Record<string, number> = {}
   let sequences = 0
   let failing = 0

@@ -35,8 +35,8 @@ export type Command
    * or another key's on the other one.
    */
     | { kind: 'refund', slot: Slot, percent: number | 'rest', key: number, via: 'api' | 'ops', on: Slot, twice: 'no' | 'same-key' | 'other-key' }
-  /** A refund made in the provider's dashboard: `percent` of what was paid, or all that is left. */
-    | { kind: 'dashboard-refund', slot: Slot, percent: number | 'rest' }
+  /** A refund made in the provider's dashboard: `percent` of what was paid, or all that is left; `pending` where the provider keeps it pending (Stripe). */
+    | { kind: 'dashboard-refund', slot: Slot, percent: number | 'rest', pending: boolean }
     | { kind: 'cancel', slot: Slot, on: Slot }
   /** The provider keeps the next `count` refunds the API asks for pending (Stripe) or in flight (Midtrans). */
     | { kind: 'pend-refunds', count: number }
@@ -67,6 +67,8 @@ export interface CommandOptions {
   faults: FaultKind[]
   /** The stand-in can keep refunds pending (Stripe) or in flight (Midtrans). */
   keepsRefundsPending: boolean
+  /** The stand-in can keep a dashboard refund pending (Stripe). */
+  keepsDashboardRefundsPending: boolean
   /** How many order shapes (currency, amount, payment method) `place` picks from. */
   variants: number
   /** Whether worker crashes are drawn (they cost a worker start, a few seconds). */
@@ -97,7 +99,15 @@ export function sequenceArbitrary(options: CommandOptions): fc.Arbitrary<Sequenc
         twice: fc.constantFrom('no' as const, 'no' as const, 'same-key' as const, 'other-key' as const),
       }),
     },
-    { weight: 4, arbitrary: fc.record({ kind: fc.constant('dashboard-refund' as const), slot, percent: fc.oneof(fc.integer({ min: 1, max: 100 }), fc.constant('rest' as const)) }) },
+    {
+      weight: 4,
+      arbitrary: fc.record({
+        kind: fc.constant('dashboard-refund' as const),
+        slot,
+        percent: fc.oneof(fc.integer({ min: 1, max: 100 }), fc.constant('rest' as const)),
+        pending: options.keepsDashboardRefundsPending ? fc.boolean() : fc.constant(false),
+      }),
+    },
     { weight: 2, arbitrary: fc.record({ kind: fc.constant('cancel' as const), slot, on: slot }) },
     { weight: 4, arbitrary: fc.record({ kind: fc.constant('fault' as const), slot, target: fc.constantFrom<FaultTarget>('refund', 'refund', 'read', 'create', 'cancel'), fault: fc.constantFrom(...options.faults) }) },
     { weight: 3, arbitrary: fc.record({ kind: fc.constant('webhooks' as const), slot, how: fc.constantFrom('hold' as const, 'release-reversed' as const, 'release-shuffled' as const, 'duplicate' as const) }) },

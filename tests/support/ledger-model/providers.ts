@@ -29,6 +29,7 @@ export function stripeSide(api: StripeApi): ProviderSide {
     orderBodies: [orderOf('IDR', 150_000, 'card'), orderOf('USD', 4_321, 'card'), orderOf('MGA', 123_400, 'card'), orderOf('KWD', 5_130, 'card'), orderOf('JPY', 3_007, 'card')],
     faults: ['timeout-after-commit', 'late-commit', 'drop-answer', '500', '429', '409', 'kept-500', 'kept-500-after-refund'],
     keepsRefundsPending: true,
+    keepsDashboardRefundsPending: true,
     // Stripe keeps an answer under its key once the endpoint ran, 500s included (https://docs.stripe.com/api/idempotent_requests).
     armStandInFault(fault) {
       const scripted = { match: 'refund' as const, idempotencyKey: /^refund:/, fault: { kind: 'stored-error' as const, status: 500, performed: fault === 'kept-500-after-refund' } }
@@ -42,11 +43,11 @@ export function stripeSide(api: StripeApi): ProviderSide {
     pay(orderId) {
       api.succeed(intentOf(orderId)!.id)
     },
-    dashboardRefund(orderId, percent) {
+    dashboardRefund(orderId, percent, pending) {
       const intent = intentOf(orderId)
       if (!intent) throw new StandInRefusal(`no PaymentIntent for ${orderId}`)
-      const refund = api.dashboardRefund(intent.id, share(intent.amount_received, percent))
-      return `${refund.id} ${refund.amount}`
+      const refund = api.dashboardRefund(intent.id, share(intent.amount_received, percent), { pending })
+      return `${refund.id} ${refund.amount} ${refund.status}`
     },
     pend: count => api.pendRefunds(count),
     pendingRefunds(orderId) {
@@ -97,6 +98,7 @@ export function midtransSide(api: MidtransApi): ProviderSide {
     orderBodies: [orderOf('IDR', 150_000, 'ewallet'), orderOf('IDR', 98_765, 'ewallet'), orderOf('IDR', 150_000, 'bank_transfer')],
     faults: ['timeout-after-commit', 'late-commit', 'drop-answer', '500', '429', '406', 'late-commit-then-406'],
     keepsRefundsPending: true,
+    keepsDashboardRefundsPending: false,
     paymentExists: orderId => api.transactions.has(orderId),
     pay(orderId) {
       api.settle(orderId)

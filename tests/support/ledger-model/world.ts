@@ -43,12 +43,13 @@ export interface ProviderSide {
   orderBodies: Array<() => OrderBody>
   faults: FaultKind[]
   keepsRefundsPending: boolean
+  keepsDashboardRefundsPending: boolean
   /** The order's payment exists at the provider. */
   paymentExists(orderId: string): boolean
   /** The shopper pays; throws StandInRefusal when the provider would not take it. */
   pay(orderId: string): void
-  /** A dashboard refund of `percent` of what was paid (or all that is left); throws StandInRefusal when refused. */
-  dashboardRefund(orderId: string, percent: number | 'rest'): string
+  /** A dashboard refund of `percent` of what was paid (or all that is left), pending if asked and the provider can; throws StandInRefusal when refused. */
+  dashboardRefund(orderId: string, percent: number | 'rest', pending: boolean): string
   /** From now on the next `count` API refunds stay pending (0: none). */
   pend(count: number): void
   /** The order's refunds the provider holds pending, oldest first. */
@@ -165,7 +166,7 @@ export async function runSequence(world: World, sequence: Sequence): Promise<Seq
         return answers.map(answer => answer.status === 201 ? `201 ${answer.json.id} ${answer.json.amount}` : `${answer.status} ${problemSlug(answer) ?? ''}`).join(', ')
       }
       case 'dashboard-refund':
-        return refusable(() => provider.dashboardRefund(order.id, command.percent))
+        return refusable(() => provider.dashboardRefund(order.id, command.percent, command.pending))
       case 'cancel': {
         const canceled = await request(instance(command.on).url, `/api/orders/${order.id}/cancel`, {
           method: 'POST', headers: { 'authorization': `Bearer ${world.tenant.secretKey}`, 'idempotency-key': `ledger-cancel-${randomUUID()}` },
