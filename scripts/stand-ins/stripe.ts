@@ -18,7 +18,9 @@ import {
  *
  * Refunds as Stripe documents them (https://docs.stripe.com/refunds, "Failed refunds" and the
  * Refund object's `status`, https://docs.stripe.com/api/refunds/object): `pending` →
- * `succeeded` | `failed` | `canceled`; a charge's `amount_refunded` counts every refund that has not
+ * `succeeded` | `failed` | `canceled` (Stripe cancels one awaiting action, called off:
+ * https://docs.stripe.com/api/refunds/cancel; the stand-in does not model requires_action and lets
+ * a pending one be canceled instead); a charge's `amount_refunded` counts every refund that has not
  * failed or been canceled, pending ones included; a failed or canceled refund gives its amount back.
  */
 
@@ -181,8 +183,9 @@ export interface StripeApi {
   charge(intentId: string): StandInCharge | undefined
   /**
    * A refund made in Stripe's dashboard (no API call, no metadata): `amount` defaults to what remains;
-   * `pending` leaves it pending until settleRefund (succeeded at once by default; a refund can stay
-   * pending, https://docs.stripe.com/refunds#pending-refunds).
+   * `pending` leaves it pending until settleRefund (succeeded at once by default; a refund stays
+   * pending while the balance cannot cover it or the charge has not settled: the Refund object's
+   * `pending_reason`, https://docs.stripe.com/api/refunds/object).
    * Refused (StandInRefusal) as the API would refuse it.
    */
   dashboardRefund(intentId: string, amount?: number, options?: { pending?: boolean }): StandInRefund
@@ -199,7 +202,7 @@ export interface StripeApi {
   idempotencyKeyUses(target: 'create' | 'refund' | 'cancel'): Map<string, number>
   /** Σ of the intent's refunds that have not failed (the charge's amount_refunded): never more than its amount_received. */
   refundedTotal(intentId: string): number
-  /** Stripe keeps a key at least 24 hours: forgetting them all is what a request a day later meets. */
+  /** Stripe may prune a key once it is 24 hours old (https://docs.stripe.com/api/idempotent_requests): forgetting them all is what a request a day later meets. */
   forgetIdempotencyKeys(): void
   /** A Stripe Event about an intent (pi_…), charge (ch_…) or refund (re_…) as it is now (a copy), for a test to sign and post as a webhook. */
   event(objectId: string, type: string): StripeEvent

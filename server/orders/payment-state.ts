@@ -190,35 +190,65 @@ async function settleNamedRefund(tx: Database, order: LockedOrder, totals: { hel
     if (changed && event.status === 'failed') await recordWhatTheHoldCovered(tx, order, context)
     return changed && event.status !== 'pending' ? { refundId: known.id, note: event.status === 'succeeded' ? 'refund_succeeded' : 'refund_failed' } : { reason: 'no_refund' }
   }
-  if (event.status === 'failed') return { reason: 'no_refund' }
-  const counted = await countedByTotal(tx, order, event)
+  // A provider refund new to us: as the provider's events about it last left it (one applied later may be older).
+  const latest = { ...event, status: (await providerWords(tx, order, event.providerRefundId)).get(event.providerRefundId)?.status ?? event.status }
+  const counted = await countedByTotal(tx, order, latest)
   if (counted) return counted
-  if (totals.held + event.amount > order.amount) return { reason: 'amount_mismatch' }
-  const refundId = await insertRefund(tx, order, { amount: event.amount, status: event.status, source: 'provider', reason: null, providerRefundId: event.providerRefundId, requestId: context.requestId })
+  if (latest.status === 'failed') {
+    // Kept, failed, so a total written while it was pending is never taken for another refund (RefundTotals.reportable).
+    const refundId = await insertRefund(tx, order, { amount: latest.amount, status: 'failed', source: 'provider', reason: null, providerRefundId: latest.providerRefundId, requestId: context.requestId })
+    return { refundId, note: 'refund_failed' }
+  }
+  if (totals.held + latest.amount > order.amount) return { reason: 'amount_mismatch' }
+  const refundId = await insertRefund(tx, order, { amount: latest.amount, status: latest.status, source: 'provider', reason: null, providerRefundId: latest.providerRefundId, requestId: context.requestId })
   return { refundId, note: 'refund_at_provider' }
+}
+
+/**
+ * What the provider's stored refund events last said of each refund of the order that is not ours
+ * (or of one, `providerRefundId`): failed is final (Stripe's refund can fail after it succeeded),
+ * succeeded outranks pending, whatever order they were applied in.
+ */
+async function providerWords(tx: Database, order: LockedOrder, providerRefundId?: string): Promise<Map<string, RefundEventDetail>> {
+  const named = await tx.select({ refund: webhookEvents.refund }).from(webhookEvents)
+    .where(and(
+      eq(webhookEvents.orderId, order.id), eq(webhookEvents.type, 'refund.updated'), eq(webhookEvents.currency, order.currency),
+      providerRefundId === undefined ? undefined : sql`${webhookEvents.refund}->>'providerRefundId' = ${providerRefundId}`,
+    ))
+    .orderBy(asc(webhookEvents.receivedAt), asc(webhookEvents.id))
+  const words = new Map<string, RefundEventDetail>()
+  for (const { refund } of named) {
+    if (!refund || refund.refundId) continue
+    const earlier = words.get(refund.providerRefundId)
+    words.set(refund.providerRefundId, earlier?.status === 'failed' || (earlier?.status === 'succeeded' && refund.status === 'pending') ? earlier : refund)
+  }
+  return words
 }
 
 /**
  * A provider refund that a total (charge.refunded) recorded before its own event came: the unnamed
  * refund that holds it takes the event's name (split off when that refund counted several), so the
- * sum never counts it twice. Undefined when no unnamed refund can hold it: the event is a new refund.
+ * sum never counts it twice; when the event says it failed, the named part fails with it (the total
+ * counted it while it was pending). Undefined when no unnamed refund can hold it: the event is a new refund.
  */
 async function countedByTotal(tx: Database, order: LockedOrder, event: RefundEventDetail): Promise<Settled | undefined> {
   const [unnamed] = await tx.select({ id: refunds.id, amount: refunds.amount }).from(refunds)
-    .where(and(eq(refunds.orderId, order.id), eq(refunds.source, 'provider'), isNull(refunds.providerRefundId), gte(refunds.amount, event.amount)))
+    .where(and(eq(refunds.orderId, order.id), eq(refunds.source, 'provider'), eq(refunds.status, 'succeeded'), isNull(refunds.providerRefundId), gte(refunds.amount, event.amount)))
     .orderBy(asc(refunds.createdAt), asc(refunds.id)).limit(1)
   if (!unnamed) return undefined
+  const failed = event.status === 'failed'
   if (unnamed.amount === event.amount) {
-    await tx.update(refunds).set({ providerRefundId: event.providerRefundId, updatedAt: sql`now()` }).where(eq(refunds.id, unnamed.id))
-    return { reason: 'no_refund' }
+    await tx.update(refunds).set({ providerRefundId: event.providerRefundId, ...(failed && { status: 'failed' as const }), updatedAt: sql`now()` }).where(eq(refunds.id, unnamed.id))
+    return failed ? { refundId: unnamed.id, note: 'refund_failed' } : { reason: 'no_refund' }
   }
   await tx.update(refunds).set({ amount: unnamed.amount - event.amount, updatedAt: sql`now()` }).where(eq(refunds.id, unnamed.id))
   // The shopper was told of the whole total already: the part split off is named, not noticed again.
+  const id = newId('re')
   await tx.insert(refunds).values({
-    id: newId('re'), orderId: order.id, tenantId: order.tenantId, currency: order.currency,
-    amount: event.amount, status: 'succeeded', source: 'provider', reason: null, providerRefundId: event.providerRefundId, settledAt: sql`now()`,
+    id, orderId: order.id, tenantId: order.tenantId, currency: order.currency,
+    amount: event.amount, status: failed ? 'failed' : 'succeeded', source: 'provider', reason: null, providerRefundId: event.providerRefundId, settledAt: sql`now()`,
   })
-  return { reason: 'no_refund' }
+  return failed ? { refundId: id, note: 'refund_failed' } : { reason: 'no_refund' }
 }
 
 async function recordProviderTotal(tx: Database, order: LockedOrder, totals: { reportable: number }, total: number, context: PaymentStatusContext): Promise<Settled> {
@@ -238,30 +268,18 @@ async function recordProviderTotal(tx: Database, order: LockedOrder, totals: { r
  * subtracted, so a total that counted it while it was pending never comes back as the provider's.
  */
 async function recordWhatTheHoldCovered(tx: Database, order: LockedOrder, context: PaymentStatusContext): Promise<void> {
-  const [named, [reported]] = await Promise.all([
-    tx.select({ refund: webhookEvents.refund }).from(webhookEvents)
-      .where(and(eq(webhookEvents.orderId, order.id), eq(webhookEvents.type, 'refund.updated'), eq(webhookEvents.currency, order.currency)))
-      .orderBy(asc(webhookEvents.receivedAt), asc(webhookEvents.id)),
+  const [words, [reported]] = await Promise.all([
+    providerWords(tx, order),
     tx.select({ total: sql<string | null>`max(${webhookEvents.amount})` }).from(webhookEvents)
       .where(and(eq(webhookEvents.orderId, order.id), eq(webhookEvents.type, 'payment.refunded'), eq(webhookEvents.currency, order.currency), lte(webhookEvents.amount, order.amount))),
   ])
-  const lastWord = new Map<string, RefundEventDetail>()
-  for (const { refund } of named) {
-    if (!refund || refund.refundId) continue
-    const earlier = lastWord.get(refund.providerRefundId)
-    lastWord.set(refund.providerRefundId, earlier?.status === 'failed' || (earlier?.status === 'succeeded' && refund.status === 'pending') ? earlier : refund)
-  }
-  const recorded: string[] = []
-  for (const refund of lastWord.values()) {
-    const settled = await settleNamedRefund(tx, order, await refundTotals(tx, order.id), refund, context)
-    if ('refundId' in settled) recorded.push(settled.refundId)
-  }
-  if (reported?.total) {
-    const settled = await recordProviderTotal(tx, order, await refundTotals(tx, order.id), Number(reported.total), context)
-    if ('refundId' in settled) recorded.push(settled.refundId)
-  }
-  for (const refundId of recorded) {
-    await recordHistory(tx, { orderId: order.id, fromStatus: order.status, requestedStatus: null, toStatus: order.status, outcome: 'applied', reason: 'refund_at_provider', refundId }, context)
+  // An event not applied yet may settle a refund it names here, before its own job does.
+  const settled: Settled[] = []
+  for (const refund of words.values()) settled.push(await settleNamedRefund(tx, order, await refundTotals(tx, order.id), refund, context))
+  if (reported?.total) settled.push(await recordProviderTotal(tx, order, await refundTotals(tx, order.id), Number(reported.total), context))
+  for (const change of settled) {
+    if (!('refundId' in change)) continue
+    await recordHistory(tx, { orderId: order.id, fromStatus: order.status, requestedStatus: null, toStatus: order.status, outcome: 'applied', reason: change.note, refundId: change.refundId }, context)
   }
 }
 

@@ -109,6 +109,31 @@ describeWithServices('a Stripe refund\'s ledger agrees with Stripe\'s, whatever 
     expect(stripeLedger(intentId)).toEqual([[atStripe!.refund.id, toStripeAmount(REFUND_AMOUNT, 'IDR'), 'failed']])
   })
 
+  // Indexes as above, about a refund made in the dashboard (no metadata: found by its payment).
+  it.each([
+    ['as made', [0, 1, 2, 3], true],
+    ['reversed', [3, 2, 1, 0], true],
+    ['the failure first, the total after the refund.created', [2, 0, 1, 3], true],
+    // The total alone says 40,000 refunded: recorded (and noticed) until the failure names it.
+    ['the total first', [1, 3, 0, 2], false],
+  ])('a dashboard refund left pending that Stripe then fails, its events %s: recorded failed by its name, the order paid', async (_, order, noNotice) => {
+    const { orderId, intentId } = await paidOrder()
+    const dashboard = api.dashboardRefund(intentId, toStripeAmount(REFUND_AMOUNT, 'IDR'), { pending: true })
+    api.settleRefund(dashboard.id, 'failed')
+    const events = refundEventsOf(intentId)
+    expect(events.map(event => event.type)).toEqual(['refund.created', 'charge.refunded', 'refund.updated', 'refund.failed'])
+    for (const index of order) {
+      const delivered = await postStripeEvent(stack.app.url, events[index])
+      expect(delivered.status, delivered.text).toBe(200)
+      await processedEvents(stack.sql, orderId)
+    }
+    const settled = (await getOrder(stack, orderId)).json
+    expect(settled).toMatchObject({ status: 'paid', amountRefunded: 0 })
+    expect(settled.refunds.map((refund: any) => [refund.amount, refund.status, refund.source])).toEqual([[REFUND_AMOUNT, 'failed', 'provider']])
+    expect(await ourLedger(orderId)).toEqual(stripeLedger(intentId))
+    if (noNotice) expect((await effectsOf(stack.sql, orderId)).emails).toEqual([`Order ${orderId} confirmed`])
+  })
+
   it('Stripe fails our pending refund of all of it, then the dashboard refunds all of it; the dashboard\'s events come while ours still looks pending: recorded by name once ours fails, once', async () => {
     const { orderId, intentId } = await paidOrder()
     api.pendRefunds(1)
