@@ -160,3 +160,28 @@ describe('Stripe events: charge.refunded is the cumulative amount refunded', () 
     expect(refundedSoFar(5000, 'jpy', 5000)).toBe(5000)
   })
 })
+
+describe('Stripe events: charge.refunded leaves out a pending refund made elsewhere', () => {
+  const listed = (amount: number, status: string, refundId?: string) => ({ id: `re_${status}_${amount}`, object: 'refund', amount, status, metadata: refundId ? { refund_id: refundId } : {} })
+  const charge = (amountRefunded: number, refunds: unknown[]) => ({
+    id: 'ch_3Qcharge', object: 'charge', amount: 15_000_000, amount_refunded: amountRefunded, currency: 'idr', payment_intent: 'pi_3Qintent',
+    metadata: { order_id: 'ord_stripe_1' }, refunds: { object: 'list', data: refunds, has_more: false },
+  })
+  const total = (amountRefunded: number, refunds: unknown[]) => parsedEvent(event('evt_refunded', 'charge.refunded', charge(amountRefunded, refunds))).amount
+
+  it('a dashboard refund still pending (it may yet fail) is not in the total; one that succeeded is', () => {
+    expect(total(3_000_000, [listed(3_000_000, 'pending')])).toBe(0)
+    expect(total(3_000_000, [listed(3_000_000, 'requires_action')])).toBe(0)
+    expect(total(3_000_000, [listed(3_000_000, 'succeeded')])).toBe(30_000)
+  })
+
+  it('a refund of ours still pending stays in the total: the order holds it already', () => {
+    expect(total(7_000_000, [listed(3_000_000, 'pending'), listed(4_000_000, 'pending', 're_ours')])).toBe(40_000)
+    expect(total(7_000_000, [listed(3_000_000, 'succeeded'), listed(4_000_000, 'pending', 're_ours')])).toBe(70_000)
+  })
+
+  it('without an embedded list (newer API versions) the total is taken as it is', () => {
+    const bare = { id: 'ch_3Qcharge', object: 'charge', amount: 15_000_000, amount_refunded: 3_000_000, currency: 'idr', payment_intent: 'pi_3Qintent', metadata: { order_id: 'ord_stripe_1' } }
+    expect(parsedEvent(event('evt_bare', 'charge.refunded', bare)).amount).toBe(30_000)
+  })
+})

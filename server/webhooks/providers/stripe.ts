@@ -54,6 +54,14 @@ export const StripeEvent = z.object({
       // there. A refund made in Stripe's dashboard has none, nor has a charge whose metadata was not
       // copied from its intent: the order of a refund or charge is found by its payment_intent.
       metadata: z.object({ order_id: metadataValue.optional(), orderId: metadataValue.optional(), refund_id: metadataValue.optional() }).optional(),
+      // A charge's newest refunds, when the API version still embeds them (charge.refunded).
+      refunds: z.object({
+        data: z.array(z.object({
+          amount: z.number().int().nonnegative(),
+          status: z.string().nullish(),
+          metadata: z.object({ refund_id: metadataValue.optional() }).nullish(),
+        })).max(100),
+      }).nullish(),
     }).refine(object => object.metadata?.order_id !== undefined || object.metadata?.orderId !== undefined
       || ((object.object === 'refund' || object.object === 'charge') && !!object.payment_intent),
     { message: 'needs order_id (or orderId), the order the object belongs to', path: ['metadata'] }),
@@ -105,10 +113,25 @@ export const stripeProvider: WebhookProvider = {
     const stripeAmount = normalised === 'payment.succeeded'
       ? object.amount_received ?? object.amount
       : normalised === 'payment.refunded'
-        ? object.amount_refunded
+        ? refundedOutsidePending(object)
         : object.amount
     const amount = stripeAmount === undefined || object.currency === undefined ? stripeAmount : amountOf(stripeAmount)
     const event: PaymentEvent = { eventId: id, type: normalised, orderId, paymentId, amount, currency }
     return { ok: true, event }
   },
+}
+
+/**
+ * A charge's amount_refunded counts pending refunds (https://docs.stripe.com/api/charges/object#charge_object-amount_refunded).
+ * A pending refund made elsewhere (the dashboard: no refund_id of ours) may still fail, so it is
+ * left out of the total until its own refund event settles it; ours pending are held by the order
+ * already. Only the refunds the charge lists can be left out: an API version that embeds none
+ * gives the total as it is, and the refund events (refund.created, refund.updated) name each one.
+ */
+function refundedOutsidePending(charge: z.infer<typeof StripeEvent>['data']['object']): number | undefined {
+  if (charge.amount_refunded === undefined) return undefined
+  const pendingElsewhere = (charge.refunds?.data ?? [])
+    .filter(refund => refundStatusOf[refund.status as keyof typeof refundStatusOf] === 'pending' && !refund.metadata?.refund_id)
+    .reduce((sum, refund) => sum + refund.amount, 0)
+  return Math.max(0, charge.amount_refunded - pendingElsewhere)
 }
