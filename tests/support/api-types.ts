@@ -718,6 +718,15 @@ export interface components {
                         orderId?: string;
                         refund_id?: string;
                     };
+                    refunds?: {
+                        data: {
+                            amount: number;
+                            status?: string | null;
+                            metadata?: {
+                                refund_id?: string;
+                            } | null;
+                        }[];
+                    } | null;
                 };
             };
         };
