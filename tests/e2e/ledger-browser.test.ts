@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url'
 import type { Browser } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { fastJobsEnv, stopAll, testSecrets } from '../support/app'
-import { launchChromium } from '../support/browser'
+import { launchChromium, openOpsConsole } from '../support/browser'
 import { type MidtransApi, startMidtransApi } from '../support/midtrans-api'
 import { opsRequest } from '../support/ops'
 import { validOrderBody } from '../support/orders'
@@ -20,7 +20,6 @@ import { describeWithServices } from '../support/services'
 
 /** Git-ignored: screenshots of the console's key states, for people (docs/screenshots holds the ones the docs show). */
 const screenshotDir = fileURLToPath(new URL('../../test-results/ops/', import.meta.url))
-const wideViewport = { width: 1400, height: 900 }
 
 describeWithServices('the ledger panel in Chromium', ['postgres', 'redis'], () => {
   let api: MidtransApi
@@ -57,16 +56,8 @@ describeWithServices('the ledger panel in Chromium', ['postgres', 'redis'], () =
       const [row] = await stack.sql<Array<{ id: string }>>`select id from ledger_discrepancies where order_id = ${orderId} and status = 'open'`
       expect(row).toBeDefined()
 
-      const context = await browser.newContext({ baseURL: stack.app.url, viewport: wideViewport })
+      const { context, page, pageErrors } = await openOpsConsole(browser, stack.app.url, testSecrets.opsToken)
       try {
-        const page = await context.newPage()
-        const pageErrors: string[] = []
-        page.on('pageerror', error => pageErrors.push(error.message))
-        await page.goto('/ops')
-        await page.getByLabel('Operator token').fill(testSecrets.opsToken)
-        await page.getByTestId('token-submit').click()
-        await page.getByTestId('console').waitFor()
-
         const panel = page.getByTestId('ledger-panel')
         const item = panel.locator(`[data-discrepancy-id="${row!.id}"]`)
         await item.waitFor()

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url'
 import type { Browser } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { fastJobsEnv, stopAll, testSecrets } from '../support/app'
-import { launchChromium } from '../support/browser'
+import { launchChromium, openOpsConsole } from '../support/browser'
 import { opsRequest } from '../support/ops'
 import { pollUntil } from '../support/poll'
 import { paidStripeOrder, postRefund, type ProviderStack, settledRefundJob, startProviderStack, stripeEnv, stripeSecretKey } from '../support/providers'
@@ -18,7 +18,6 @@ import { type StripeApi, startStripeApi } from '../support/stripe-api'
 // real Chromium shows each as healed, with our ledger as it was beside Stripe's.
 
 const screenshotDir = fileURLToPath(new URL('../../test-results/ops/', import.meta.url))
-const wideViewport = { width: 1400, height: 900 }
 
 describeWithServices('the ledger panel in Chromium: what the check healed', ['postgres', 'redis'], () => {
   let api: StripeApi
@@ -62,16 +61,8 @@ describeWithServices('the ledger panel in Chromium: what the check healed', ['po
       expect(await stack.sql`select status from refunds where id = ${refundId}`).toEqual([{ status: 'failed' }])
       expect(await stack.sql`select count(*)::int as open from ledger_discrepancies where status = 'open'`).toEqual([{ open: 0 }])
 
-      const context = await browser.newContext({ baseURL: stack.app.url, viewport: wideViewport })
+      const { context, page, pageErrors } = await openOpsConsole(browser, stack.app.url, testSecrets.opsToken)
       try {
-        const page = await context.newPage()
-        const pageErrors: string[] = []
-        page.on('pageerror', error => pageErrors.push(error.message))
-        await page.goto('/ops')
-        await page.getByLabel('Operator token').fill(testSecrets.opsToken)
-        await page.getByTestId('token-submit').click()
-        await page.getByTestId('console').waitFor()
-
         const panel = page.getByTestId('ledger-panel')
         await panel.getByTestId('ledger-status').selectOption('healed')
         const items = panel.getByTestId('discrepancy')

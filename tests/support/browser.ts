@@ -127,3 +127,16 @@ export async function screenshot(page: Page, name: string, options: { fullPage?:
   await mkdir(screenshotDir, { recursive: true })
   await page.screenshot({ path: join(screenshotDir, `${name}.png`), fullPage: options.fullPage ?? false, animations: 'disabled' })
 }
+
+/** The console (`/ops`) in a new context on `baseURL`, signed in with the operator token; the page's errors collected. */
+export async function openOpsConsole(browser: Browser, baseURL: string, opsToken: string): Promise<{ context: BrowserContext, page: Page, pageErrors: string[] }> {
+  const context = await browser.newContext({ baseURL, viewport: { width: 1400, height: 900 } })
+  const page = await context.newPage()
+  const pageErrors: string[] = []
+  page.on('pageerror', error => pageErrors.push(error.message))
+  await page.goto('/ops')
+  await page.getByLabel('Operator token').fill(opsToken)
+  await page.getByTestId('token-submit').click()
+  await page.getByTestId('console').waitFor()
+  return { context, page, pageErrors }
+}
