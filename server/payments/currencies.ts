@@ -76,6 +76,13 @@ export const currencies: ReadonlyMap<string, Currency> = new Map(Object.entries(
     midtrans: code === 'IDR' ? { decimals: 0, charged: 0 } : undefined,
   }])))
 
+/**
+ * An amount every provider pays back exactly in every currency: a multiple of the largest step any
+ * currency can have (10 ** its app decimals, a provider charging it in whole units).
+ */
+const LARGEST_STEP = 10 ** Math.max(...[...currencies.values()].map(currency => currency.appDecimals))
+export const exactEverywhere = (amount: number): boolean => amount % LARGEST_STEP === 0
+
 /** Providers that convert; mockpay takes every amount as the order states it. */
 type ConvertingProvider = Exclude<PaymentProviderName, 'mockpay'>
 const providerLabel: Record<ConvertingProvider, string> = { stripe: 'Stripe', midtrans: 'Midtrans' }
