@@ -352,6 +352,11 @@ export const webhookEvents = pgTable('webhook_events', {
   currency: text('currency'),
   /** refund.updated: the one refund the event is about (its provider id, ours when the provider echoes it, amount, state). */
   refund: jsonb('refund').$type<{ providerRefundId: string, refundId?: string, amount: number, status: RefundStatus }>(),
+  /**
+   * payment.refunded: every refund the total counts, when the provider lists them all (a Stripe
+   * charge on an API version that embeds its refunds, none left unlisted), each as `refund` is.
+   */
+  listedRefunds: jsonb('listed_refunds').$type<Array<{ providerRefundId: string, refundId?: string, amount: number, status: RefundStatus }>>(),
   rawBody: text('raw_body').notNull(),
   signatureHeaders: jsonb('signature_headers').$type<Record<string, string>>().notNull(),
   status: text('status').$type<WebhookEventStatus>().notNull().default('received'),

@@ -56,6 +56,8 @@ export interface PaymentStatusContext {
   currency?: string
   /** An event about one refund (requested status null): settles that refund. */
   refund?: RefundEventDetail
+  /** A total that lists every refund it counts: each is settled by its name before the total is read. */
+  listedRefunds?: RefundEventDetail[]
   /** A notification asked for a state the provider's status API does not confirm: history only. */
   unconfirmed?: boolean
 }
@@ -151,13 +153,15 @@ export const statusAfterRefunds = (order: Pick<LockedOrder, 'amount'>, succeeded
  * never by a total (which cannot say which refund it counts).
  */
 async function applyRefundEvent(tx: Database, order: LockedOrder, requested: PaymentStatus | null, context: PaymentStatusContext, totals: RefundTotals): Promise<PaymentStatusChange> {
-  const settled = context.currency !== undefined && context.currency !== order.currency
-    ? { reason: 'amount_mismatch' as const }
+  const settled: Settled[] = context.currency !== undefined && context.currency !== order.currency
+    ? [{ reason: 'amount_mismatch' }]
     : context.refund
-      ? await settleNamedRefund(tx, order, totals, context.refund, context)
-      : await recordProviderTotal(tx, order, totals, context.amount ?? order.amount, context)
+      ? [await settleNamedRefund(tx, order, totals, context.refund, context)]
+      : await settleTotal(tx, order, totals, context)
+  const applied = settled.filter(change => 'refundId' in change)
+  const last = settled.at(-1)
   let to = order.status
-  let reason: IgnoredBecause | undefined = 'reason' in settled ? settled.reason : undefined
+  let reason: IgnoredBecause | undefined = applied.length === 0 && last && 'reason' in last ? last.reason : undefined
   if (!reason) {
     if (isPaid(order.status)) {
       to = statusAfterRefunds(order, (await refundTotals(tx, order.id)).succeeded)
@@ -168,16 +172,29 @@ async function applyRefundEvent(tx: Database, order: LockedOrder, requested: Pay
       reason = 'awaiting_payment'
     }
   }
-  const refundId = 'refundId' in settled ? settled.refundId : undefined
-  const note = 'note' in settled ? settled.note : undefined
-  await recordHistory(tx, {
-    orderId: order.id, fromStatus: order.status, requestedStatus: requested, toStatus: to,
-    outcome: reason ? 'ignored' : 'applied', reason: reason ?? note, refundId,
-  }, context)
+  // One row per refund the event settled (a listing can settle several), or one saying why it did nothing.
+  for (const change of applied.length > 0 ? applied : [undefined]) {
+    await recordHistory(tx, {
+      orderId: order.id, fromStatus: order.status, requestedStatus: requested, toStatus: to,
+      outcome: reason ? 'ignored' : 'applied', reason: reason ?? change?.note, refundId: change?.refundId,
+    }, context)
+  }
   return { from: order.status, to, changed: !reason, ...(reason && { reason }) }
 }
 
 type Settled = { reason: IgnoredBecause } | { refundId: string, note: RefundNote }
+
+/**
+ * A total refunded so far: each refund it lists, by its name (as if its own event came), then what
+ * the total says beyond every refund it may count. Without a listing, a refund it counted is named
+ * later, when its own event comes (countedByTotal).
+ */
+async function settleTotal(tx: Database, order: LockedOrder, totals: RefundTotals, context: PaymentStatusContext): Promise<Settled[]> {
+  const settled: Settled[] = []
+  for (const refund of context.listedRefunds ?? []) settled.push(await settleNamedRefund(tx, order, await refundTotals(tx, order.id), refund, context))
+  settled.push(await recordProviderTotal(tx, order, settled.length > 0 ? await refundTotals(tx, order.id) : totals, context.amount ?? order.amount, context))
+  return settled
+}
 
 async function settleNamedRefund(tx: Database, order: LockedOrder, totals: { held: number }, event: RefundEventDetail, context: PaymentStatusContext): Promise<Settled> {
   const [known] = await tx.select({ id: refunds.id, status: refunds.status, providerRefundId: refunds.providerRefundId }).from(refunds)

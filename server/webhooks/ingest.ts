@@ -20,6 +20,7 @@ const insertEvent = defineStatement(db => db.insert(webhookEvents).values({
   amount: sql.placeholder('amount'),
   currency: sql.placeholder('currency'),
   refund: sql.placeholder('refund'),
+  listedRefunds: sql.placeholder('listedRefunds'),
   rawBody: sql.placeholder('rawBody'),
   signatureHeaders: sql.placeholder('signatureHeaders'),
   source: sql.placeholder('source'),
@@ -40,7 +41,7 @@ export function planWebhookIngest(provider: string, delivery: VerifiedDelivery, 
     return {
       statements: [
         insertEvent(db, {
-          id, provider, ...event, paymentId: event.paymentId ?? null, amount: event.amount ?? null, currency: event.currency ?? null, refund: event.refund ?? null,
+          id, provider, ...event, paymentId: event.paymentId ?? null, amount: event.amount ?? null, currency: event.currency ?? null, refund: event.refund ?? null, listedRefunds: event.listedRefunds ?? null,
           rawBody: delivery.rawBody, signatureHeaders: delivery.signatureHeaders, source: delivery.source ?? 'webhook', requestId, receivedAt: now,
         }),
         jobInsert(db, webhookApplyJob, { webhookEventId: id, orderId: event.orderId }, { dedupeKey: id, idempotencyKey: event.eventId, requestId }),

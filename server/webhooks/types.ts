@@ -40,6 +40,12 @@ export interface PaymentEvent {
    * own amount in the app's units; `status` is the provider's state mapped onto the app's.
    */
   refund?: { providerRefundId: string, refundId?: string, amount: number, status: RefundStatus }
+  /**
+   * payment.refunded only, when the provider lists every refund its total counts (Stripe's
+   * charge.refunds on API versions that embed them, with nothing left unlisted): each as `refund`
+   * states one. Named, they are never mistaken for one another.
+   */
+  listedRefunds?: Array<{ providerRefundId: string, refundId?: string, amount: number, status: RefundStatus }>
 }
 
 export type Parsed = { ok: true, event: PaymentEvent } | { ok: false, reason: string }

@@ -130,7 +130,37 @@ describeWithServices('a Stripe refund\'s ledger agrees with Stripe\'s, whatever 
     expect((await effectsOf(stack.sql, orderId)).emails).toEqual([`Order ${orderId} confirmed`])
   })
 
-  it('Stripe fails our pending refund of all of it, then the dashboard refunds all of it; the dashboard\'s events come while ours still looks pending: recorded by name once ours fails, once', async () => {
+  // Two dashboard refunds, the second left pending and then succeeded. Indexes into the events as
+  // made: 0 refund.created (the first, succeeded), 1 charge.refunded (listing it), 2 refund.created
+  // (the second, pending), 3 charge.refunded (listing both), 4 refund.updated (the second succeeded).
+  it.each([
+    ['as made', [0, 1, 2, 3, 4]],
+    // The first total came before either refund's own event: the pending second fits inside it, but the listing named it.
+    ['the first total first, then the pending second', [1, 2, 0, 3, 4]],
+    ['reversed', [4, 3, 2, 1, 0]],
+  ])('two dashboard refunds, the second pending then succeeded, their events %s: each recorded once by its name, one notice each, the order refunded', async (_, order) => {
+    const { orderId, intentId } = await paidOrder()
+    const first = api.dashboardRefund(intentId, toStripeAmount(111_000, 'IDR'))
+    const second = api.dashboardRefund(intentId, toStripeAmount(ORDER_AMOUNT - 111_000, 'IDR'), { pending: true })
+    api.settleRefund(second.id, 'succeeded')
+    const events = refundEventsOf(intentId)
+    expect(events.map(event => [event.type, event.data.object.id === first.id ? 'first' : event.data.object.id === second.id ? 'second' : 'charge'])).toEqual([
+      ['refund.created', 'first'], ['charge.refunded', 'charge'], ['refund.created', 'second'], ['charge.refunded', 'charge'], ['refund.updated', 'second'],
+    ])
+    await deliverInOrder(orderId, events, order)
+    const settled = (await getOrder(stack, orderId)).json
+    expect(settled).toMatchObject({ status: 'refunded', amountRefunded: ORDER_AMOUNT })
+    expect(await ourLedger(orderId)).toEqual(stripeLedger(intentId))
+    expect(stripeLedger(intentId)).toEqual([[first.id, toStripeAmount(111_000, 'IDR'), 'succeeded'], [second.id, toStripeAmount(39_000, 'IDR'), 'succeeded']].sort())
+    const named = await stack.sql<Array<{ id: string }>>`select id from refunds where order_id = ${orderId} and source = 'provider' order by id`
+    expect(named).toHaveLength(2)
+    await pollUntil('both refund notices are sent', async () => (await effectsOf(stack.sql, orderId)).emails.filter(subject => subject.endsWith('refunded')).length >= 2)
+    const effects = await effectsOf(stack.sql, orderId)
+    expect(effects.markers.filter(marker => marker.startsWith('refund_notice:'))).toEqual(named.map(({ id }) => `refund_notice:${id}`))
+    expect(effects.emails.filter(subject => subject.endsWith('refunded'))).toHaveLength(2)
+  })
+
+  it('Stripe fails our pending refund of all of it, then the dashboard refunds all of it; the dashboard\'s events come before any of ours: the total\'s listing names ours failed, the dashboard\'s refund is recorded by name, once', async () => {
     const { orderId, intentId } = await paidOrder()
     api.pendRefunds(1)
     const created = await postRefund(stack, orderId, `refund-${randomUUID()}`)
@@ -145,14 +175,19 @@ describeWithServices('a Stripe refund\'s ledger agrees with Stripe\'s, whatever 
       ['refund.created', 'ours'], ['charge.refunded', 'charge'], ['refund.updated', 'ours'], ['refund.failed', 'ours'], ['refund.created', 'dashboard'], ['charge.refunded', 'charge'],
     ])
 
-    // The dashboard's refund does not fit beside ours, which still holds all of it here.
-    await deliverInOrder(orderId, events, [4, 5, 1, 0])
+    // The dashboard's refund.created does not fit beside ours, which still holds all of it here; the
+    // total after it lists ours failed and the dashboard's succeeded: ours fails, the dashboard's is recorded.
+    await deliverInOrder(orderId, events, [4])
     expect((await getOrder(stack, orderId)).json).toMatchObject({ status: 'paid', amountRefunded: 0 })
+    await deliverInOrder(orderId, events, [5])
+    const refunded = (await getOrder(stack, orderId)).json
+    expect(refunded).toMatchObject({ status: 'refunded', amountRefunded: ORDER_AMOUNT })
+    expect(refunded.refunds.map((refund: any) => [refund.amount, refund.status, refund.source])).toEqual([[ORDER_AMOUNT, 'failed', 'api'], [ORDER_AMOUNT, 'succeeded', 'provider']])
 
-    await deliverInOrder(orderId, events, [3, 2, 5])
+    // Ours' own events, and the older total that listed it pending, change nothing.
+    await deliverInOrder(orderId, events, [1, 0, 3, 2, 5])
     const settled = (await getOrder(stack, orderId)).json
-    expect(settled).toMatchObject({ status: 'refunded', amountRefunded: ORDER_AMOUNT })
-    expect(settled.refunds.map((refund: any) => [refund.amount, refund.status, refund.source])).toEqual([[ORDER_AMOUNT, 'failed', 'api'], [ORDER_AMOUNT, 'succeeded', 'provider']])
+    expect(settled).toEqual(refunded)
     expect(await ourLedger(orderId)).toEqual(stripeLedger(intentId))
     const [notice] = await stack.sql<Array<{ id: string }>>`select id from refunds where order_id = ${orderId} and source = 'provider'`
     expect(await effectsOf(stack.sql, orderId)).toEqual({

@@ -720,12 +720,14 @@ export interface components {
                     };
                     refunds?: {
                         data: {
+                            id?: string;
                             amount: number;
                             status?: string | null;
                             metadata?: {
                                 refund_id?: string;
                             } | null;
                         }[];
+                        has_more?: boolean;
                     } | null;
                 };
             };

@@ -262,7 +262,7 @@ describe('refundEntry', () => {
 })
 
 const webhookRow: WebhookEventRow = {
-  id: 'whe_1', provider: 'midtrans', eventId: 'msg_1', type: 'payment.succeeded', orderId: 'ord_1', paymentId: 'pi_1', amount: 150_000, currency: 'IDR', refund: null,
+  id: 'whe_1', provider: 'midtrans', eventId: 'msg_1', type: 'payment.succeeded', orderId: 'ord_1', paymentId: 'pi_1', amount: 150_000, currency: 'IDR', refund: null, listedRefunds: null,
   rawBody: '{"ok":"é"}', signatureHeaders: { 'x-signature': 'sig' }, status: 'applied', source: 'webhook',
   confirmation: { found: true, providerStatus: 'settlement', type: 'payment.succeeded' }, requestId: 'req_3', receivedAt: t1, processedAt: t2,
 }

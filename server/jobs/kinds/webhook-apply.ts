@@ -68,7 +68,7 @@ export function webhookApply(confirmer?: PaymentProvider) {
         if (order && !isPaid(order.status)) {
           await applyPaymentStatus(tx, orderId, 'paid', { ...context, amount: paidBefore })
         }
-        const change = await applyPaymentStatus(tx, orderId, requested, { ...context, amount, refund: stored.refund ?? undefined, unconfirmed })
+        const change = await applyPaymentStatus(tx, orderId, requested, { ...context, amount, refund: stored.refund ?? undefined, listedRefunds: stored.listedRefunds ?? undefined, unconfirmed })
         if (!change) throw new RetryableJobError(`order ${orderId} not found (yet) for ${stored.provider} event ${stored.eventId}`)
         await tx.update(webhookEvents).set({ status: change.changed ? 'applied' : 'ignored', processedAt: sql`now()`, confirmation })
           .where(eq(webhookEvents.id, webhookEventId))

@@ -54,13 +54,16 @@ export const StripeEvent = z.object({
       // there. A refund made in Stripe's dashboard has none, nor has a charge whose metadata was not
       // copied from its intent: the order of a refund or charge is found by its payment_intent.
       metadata: z.object({ order_id: metadataValue.optional(), orderId: metadataValue.optional(), refund_id: metadataValue.optional() }).optional(),
-      // A charge's newest refunds, when the API version still embeds them (charge.refunded).
+      // A charge's newest refunds, when the API version still embeds them (charge.refunded);
+      // has_more: some are not listed (https://docs.stripe.com/api/pagination).
       refunds: z.object({
         data: z.array(z.object({
+          id: z.string().min(1).max(255).optional(),
           amount: z.number().int().nonnegative(),
           status: z.string().nullish(),
           metadata: z.object({ refund_id: metadataValue.optional() }).nullish(),
         })).max(100),
+        has_more: z.boolean().optional(),
       }).nullish(),
     }).refine(object => object.metadata?.order_id !== undefined || object.metadata?.orderId !== undefined
       || ((object.object === 'refund' || object.object === 'charge') && !!object.payment_intent),
@@ -116,7 +119,8 @@ export const stripeProvider: WebhookProvider = {
         ? refundedOutsidePending(object)
         : object.amount
     const amount = stripeAmount === undefined || object.currency === undefined ? stripeAmount : amountOf(stripeAmount)
-    const event: PaymentEvent = { eventId: id, type: normalised, orderId, paymentId, amount, currency }
+    const listedRefunds = normalised === 'payment.refunded' && object.currency !== undefined ? everyRefundListed(object, amountOf) : undefined
+    const event: PaymentEvent = { eventId: id, type: normalised, orderId, paymentId, amount, currency, ...(listedRefunds && { listedRefunds }) }
     return { ok: true, event }
   },
 }
@@ -134,4 +138,21 @@ function refundedOutsidePending(charge: z.infer<typeof StripeEvent>['data']['obj
     .filter(refund => refundStatusOf[refund.status as keyof typeof refundStatusOf] === 'pending' && !refund.metadata?.refund_id)
     .reduce((sum, refund) => sum + refund.amount, 0)
   return Math.max(0, charge.amount_refunded - pendingElsewhere)
+}
+
+/**
+ * The refunds a charge lists, when it lists every one (has_more false) and each with its id and a
+ * known state: then the total is named part by part, and a refund the total counted is never taken
+ * for another one that happens to fit (a total and the refund events arrive in any order).
+ */
+function everyRefundListed(charge: z.infer<typeof StripeEvent>['data']['object'], amountOf: (amount: number) => number): PaymentEvent['listedRefunds'] {
+  const listed = charge.refunds
+  if (!listed || listed.has_more !== false) return undefined
+  const named: NonNullable<PaymentEvent['listedRefunds']> = []
+  for (const refund of listed.data) {
+    const status = refund.status && Object.hasOwn(refundStatusOf, refund.status) ? refundStatusOf[refund.status as keyof typeof refundStatusOf] : undefined
+    if (!refund.id || !status) return undefined
+    named.push({ providerRefundId: refund.id, ...(refund.metadata?.refund_id && { refundId: refund.metadata.refund_id }), amount: amountOf(refund.amount), status })
+  }
+  return named
 }
