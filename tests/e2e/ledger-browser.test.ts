@@ -6,11 +6,11 @@ import type { Browser } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { fastJobsEnv, stopAll, testSecrets } from '../support/app'
 import { launchChromium, openOpsConsole } from '../support/browser'
-import { type MidtransApi, startMidtransApi } from '../support/midtrans-api'
+import type { MidtransApi } from '../support/midtrans-api'
 import { opsRequest } from '../support/ops'
 import { validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
-import { midtransEnv, placeOrder, postCancel, type ProviderStack, settledJob, startProviderStack } from '../support/providers'
+import { placeOrder, postCancel, type ProviderStack, settledJob, withMidtransStack } from '../support/providers'
 import { describeWithServices } from '../support/services'
 
 // The console's ledger panel in real Chromium against the built server and the Midtrans stand-in:
@@ -25,17 +25,17 @@ describeWithServices('the ledger panel in Chromium', ['postgres', 'redis'], () =
   let api: MidtransApi
   let stack: ProviderStack
   let browser: Browser
+  withMidtransStack('ledger_browser', { ...fastJobsEnv, LEDGER_CHECK_SETTLE_SECONDS: '0' }, (started, startedStack) => {
+    api = started
+    stack = startedStack
+  })
 
   beforeAll(async () => {
-    api = await startMidtransApi({ serverKey: testSecrets.midtransServerKey })
-    stack = await startProviderStack('ledger_browser', { ...midtransEnv(api), ...fastJobsEnv, LEDGER_CHECK_SETTLE_SECONDS: '0' })
     browser = await launchChromium()
   })
 
   afterAll(async () => {
     await browser?.close()
-    await stack?.close()
-    await api?.close()
     await stopAll()
   })
 

@@ -8,9 +8,9 @@ import { fastJobsEnv, stopAll, testSecrets } from '../support/app'
 import { launchChromium, openOpsConsole } from '../support/browser'
 import { opsRequest } from '../support/ops'
 import { pollUntil } from '../support/poll'
-import { paidStripeOrder, postRefund, type ProviderStack, settledRefundJob, startProviderStack, stripeEnv, stripeSecretKey } from '../support/providers'
+import { paidStripeOrder, postRefund, type ProviderStack, settledRefundJob, withStripeStack } from '../support/providers'
 import { describeWithServices } from '../support/services'
-import { type StripeApi, startStripeApi } from '../support/stripe-api'
+import type { StripeApi } from '../support/stripe-api'
 
 // Differences planted at the Stripe stand-in behind the app's back (no webhook is configured, so
 // the app hears of neither): a refund made only in Stripe's dashboard, and a refund of ours that
@@ -23,17 +23,17 @@ describeWithServices('the ledger panel in Chromium: what the check healed', ['po
   let api: StripeApi
   let stack: ProviderStack
   let browser: Browser
+  withStripeStack('ledger_healed_browser', { ...fastJobsEnv, LEDGER_CHECK_SETTLE_SECONDS: '0' }, (started, startedStack) => {
+    api = started
+    stack = startedStack
+  })
 
   beforeAll(async () => {
-    api = await startStripeApi({ secretKey: stripeSecretKey })
-    stack = await startProviderStack('ledger_healed_browser', { ...stripeEnv(api), ...fastJobsEnv, LEDGER_CHECK_SETTLE_SECONDS: '0' })
     browser = await launchChromium()
   })
 
   afterAll(async () => {
     await browser?.close()
-    await stack?.close()
-    await api?.close()
     await stopAll()
   })
 
