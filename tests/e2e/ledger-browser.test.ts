@@ -3,9 +3,9 @@ import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { Browser } from 'playwright-core'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it } from 'vitest'
 import { fastJobsEnv, stopAll, testSecrets } from '../support/app'
-import { launchChromium, openOpsConsole } from '../support/browser'
+import { openOpsConsole, withChromium } from '../support/browser'
 import type { MidtransApi } from '../support/midtrans-api'
 import { opsRequest } from '../support/ops'
 import { validOrderBody } from '../support/orders'
@@ -29,15 +29,10 @@ describeWithServices('the ledger panel in Chromium', ['postgres', 'redis'], () =
     api = started
     stack = startedStack
   })
-
-  beforeAll(async () => {
-    browser = await launchChromium()
+  withChromium((launched) => {
+    browser = launched
   })
-
-  afterAll(async () => {
-    await browser?.close()
-    await stopAll()
-  })
+  afterAll(stopAll)
 
   describe('a discrepancy found by the check', () => {
     it('shows our ledger beside Midtrans\', and the Resolve form resolves it (operator action written, shown in the order\'s evidence)', async () => {

@@ -3,9 +3,9 @@ import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { Browser } from 'playwright-core'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it } from 'vitest'
 import { fastJobsEnv, stopAll, testSecrets } from '../support/app'
-import { launchChromium, openOpsConsole } from '../support/browser'
+import { openOpsConsole, withChromium } from '../support/browser'
 import { opsRequest } from '../support/ops'
 import { pollUntil } from '../support/poll'
 import { paidStripeOrder, postRefund, type ProviderStack, settledRefundJob, withStripeStack } from '../support/providers'
@@ -27,15 +27,10 @@ describeWithServices('the ledger panel in Chromium: what the check healed', ['po
     api = started
     stack = startedStack
   })
-
-  beforeAll(async () => {
-    browser = await launchChromium()
+  withChromium((launched) => {
+    browser = launched
   })
-
-  afterAll(async () => {
-    await browser?.close()
-    await stopAll()
-  })
+  afterAll(stopAll)
 
   describe('a refund made only at Stripe, and one failed only at Stripe', () => {
     it('are healed by the check and shown as healed, both ledgers side by side', async () => {

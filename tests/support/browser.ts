@@ -2,6 +2,7 @@ import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
+import { afterAll, beforeAll } from 'vitest'
 
 /**
  * The checkout page in a real browser: Debian's Chromium driven by playwright-core (no browser
@@ -18,6 +19,18 @@ export const screenshotDir = fileURLToPath(new URL('../../test-results/checkout/
 
 export function launchChromium(): Promise<Browser> {
   return chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] })
+}
+
+/** One Chromium for the suite: launched before its tests, handed to `use`, closed after them. */
+export function withChromium(use: (browser: Browser) => void): void {
+  let browser: Browser | undefined
+  beforeAll(async () => {
+    browser = await launchChromium()
+    use(browser)
+  })
+  afterAll(async () => {
+    await browser?.close()
+  })
 }
 
 /** One POST /api/orders as the browser reported it (Playwright's request event). */
