@@ -1,8 +1,9 @@
 import { registry } from '../observability/metrics'
 
 /**
- * Prometheus text exposition of this process's metrics (SPEC §7), for operators only:
- * `Authorization: Bearer <OPS_TOKEN>`, else 401. Never cached: each scrape is a fresh reading.
+ * Prometheus text exposition of this process's metrics (docs/operations.md#metrics), for operators
+ * only: `Authorization: Bearer <OPS_TOKEN>`, else 401. Never cached: each scrape is a fresh
+ * reading.
  */
 export default defineEventHandler(async (event) => {
   requireOps(event)

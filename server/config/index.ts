@@ -5,11 +5,11 @@ import { z } from 'zod'
 import { keptSecrets } from './dev-secrets'
 
 /**
- * The one module that reads the environment (SPEC §10). Validated with zod at start-up: a bad or
- * missing value stops the process with one message that names every setting to fix. Secrets are
- * generated (and printed) only when the app runs embedded or in `nuxt dev`, once, and kept in
- * DEV_SECRETS_FILE; a deployment with DATABASE_URL sets the ones what it turns on needs (see
- * parseConfig). `.env.example` lists every variable; `npm run secrets` prints fresh secrets.
+ * The one module that reads the environment (docs/configuration.md). Validated with zod at
+ * start-up: a bad or missing value stops the process with one message that names every setting to
+ * fix. Secrets are generated (and printed) only when the app runs embedded or in `nuxt dev`, once,
+ * and kept in DEV_SECRETS_FILE; a deployment with DATABASE_URL sets the ones what it turns on needs
+ * (see parseConfig). `.env.example` lists every variable; `npm run secrets` prints fresh secrets.
  */
 
 const flag = (fallback: boolean) =>
@@ -191,7 +191,10 @@ export type ConfigVariable = keyof typeof EnvSchema.shape
 /** Every variable the configuration reads, in the schema's order (`.env.example` lists each of them). */
 export const configVariableNames = Object.keys(EnvSchema.shape) as ConfigVariable[]
 
-/** The webhook endpoints (SPEC §5); each is served only when it has its secret. */
+/**
+ * The webhook endpoints (docs/webhooks.md); each is served only when it has its secret
+ * (docs/configuration.md#what-a-deployment-must-set).
+ */
 export const webhookProviderNames = ['standard', 'stripe', 'midtrans', 'mockpay'] as const
 export type WebhookProviderName = typeof webhookProviderNames[number]
 

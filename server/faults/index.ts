@@ -2,8 +2,9 @@ import { getHeader, type H3Event } from 'h3'
 import { useConfig } from '../config'
 
 /**
- * Test-only fault injection (SPEC §9), active only with FAULTS_ENABLED=true. Reproduces the
- * classic incident: the server committed, the client never heard, the client retried.
+ * Test-only fault injection (docs/testing.md#faults-tests-only), active only with
+ * FAULTS_ENABLED=true. Reproduces the classic incident: the server committed, the client never
+ * heard, the client retried.
  */
 
 export class InjectedFault extends Error {

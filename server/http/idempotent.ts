@@ -6,8 +6,9 @@ type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
 
 /**
  * The checkout's use of the idempotency layer (nuxt-idempotency), shared by its orders, refunds,
- * cancel and webhook routes: every body carries `idempotency: { key, replayed }` (SPEC §3), and the
- * test faults (SPEC §9) run around the commit.
+ * cancel and webhook routes: every body carries `idempotency: { key, replayed }`
+ * (docs/api.md#create-an-order--exactly-once), and the test faults
+ * (docs/testing.md#faults-tests-only) run around the commit.
  */
 export async function runCheckoutIdempotent(event: H3Event, operation: DistributiveOmit<IdempotentRoute, 'annotateBody' | 'beforeCommit'>): Promise<IdempotentReply> {
   const faults = readCommitFaults(event)

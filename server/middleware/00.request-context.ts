@@ -11,9 +11,10 @@ const ALL_ZEROS = /^0+$/
  * Cross-cutting context only. Every request gets the server's own id (`req_<uuid>`): records,
  * orders, jobs and the request log store it, so no client can make its request pass for another's.
  * A valid client X-Request-Id (1–128 visible ASCII) is kept apart as the client's correlation id.
- * Every response carries X-Request-Id (the client's when valid, else the server's, SPEC §3) and
- * X-Server-Request-Id (always the server's). A valid `traceparent` puts the caller's trace id on
- * the request's log line, and no /api request runs before the database is migrated and ready.
+ * Every response carries X-Request-Id (the client's when valid, else the server's:
+ * docs/api.md#errors-and-headers) and X-Server-Request-Id (always the server's). A valid
+ * `traceparent` puts the caller's trace id on the request's log line, and no /api request runs
+ * before the database is migrated and ready.
  *
  * HEAD is GET without the body (RFC 9110 §9.3.2), but the router knows only the methods route files
  * name: a HEAD request is routed as GET, and Node's response to a HEAD drops the body (and its
@@ -40,8 +41,9 @@ export default defineEventHandler(async (event) => {
 })
 
 /**
- * The trace of a valid header, else undefined (the spec says: ignore it and start a new trace).
- * Invalid: version ff, all-zero ids, version 00 with extra fields, anything not lowercase hex.
+ * The trace of a valid header, else undefined (W3C Trace Context says: ignore it and start a new
+ * trace). Invalid: version ff, all-zero ids, version 00 with extra fields, anything not lowercase
+ * hex.
  */
 function parseTraceparent(header: string | undefined): { traceId: string, parentId: string, sampled: boolean } | undefined {
   if (!header || header.length > 512) return undefined

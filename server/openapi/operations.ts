@@ -8,7 +8,7 @@ import {
 } from '../../shared/api-schemas'
 import { webhookProviderNames } from '../config'
 import { ConfirmIntentSchema, RefundIntentSchema } from '../mockpay/service'
-import { CreateOrderSchema, OrderIdSchema, specExampleOrder } from '../orders/schema'
+import { CreateOrderSchema, OrderIdSchema, exampleOrder } from '../orders/schema'
 import type { ProblemSlug } from '../problems'
 import { CreateRefundSchema, RefundIdSchema } from '../refunds/schema'
 import type { ResponseHeaderOptions, parameterComponents } from './headers'
@@ -72,7 +72,7 @@ const tenantOrSession: SecurityName[][] = [['secretKey'], ['checkoutSession']]
 const ops: SecurityName[][] = [['opsToken']]
 
 const idempotencyExample = { key: '5f0c8a52-3f0e-4c7e-9a59-0c1c6f1f6b1e', replayed: false }
-const createdOrderExample = { id: 'ord_8cf2b5a4d0e1', object: 'order', status: 'pending_payment', ...specExampleOrder, createdAt: '2026-12-01T09:14:03.120Z', idempotency: idempotencyExample }
+const createdOrderExample = { id: 'ord_8cf2b5a4d0e1', object: 'order', status: 'pending_payment', ...exampleOrder, createdAt: '2026-12-01T09:14:03.120Z', idempotency: idempotencyExample }
 const refundExample = {
   id: 're_51b0c3e2a9f4', object: 'refund', orderId: 'ord_8cf2b5a4d0e1', amount: 60000, currency: 'IDR', status: 'pending',
   reason: 'requested_by_customer', source: 'api', createdAt: '2026-12-01T10:02:11.480Z',
@@ -109,7 +109,7 @@ export const apiOperations: ApiOperation[] = [
       schema: CreateOrderSchema,
       required: true,
       description: 'Amounts are integers in the currency\'s minor unit (IDR: whole rupiah); `amount` must equal Σ quantity × unitPrice. Unknown fields are ignored.',
-      examples: { bankTransfer: { summary: 'Two items, paid by bank transfer', value: specExampleOrder } },
+      examples: { bankTransfer: { summary: 'Two items, paid by bank transfer', value: exampleOrder } },
     },
     success: [{
       status: 201,

@@ -4,8 +4,9 @@ import { invoices, mailbox, orders, orderStatusHistory, paymentIntentRefunds, pa
 import type { BusinessDuplicate, DuplicatesAudit, ExactlyOnceViolation, ViolationKind } from '../../shared/ops-api'
 
 /**
- * The duplicates audit (SPEC §7): what "exactly once" would look like if it had failed. `healthy`
- * answers one question, each part a bounded query (at most AUDIT_LIMIT rows):
+ * The duplicates audit (docs/operations.md#evidence-and-audit): what "exactly once" would look like
+ * if it had failed. `healthy` answers one question, each part a bounded query (at most AUDIT_LIMIT
+ * rows):
  *
  * - exactly-once violations: more than one marker or invoice per order and effect, more emails to
  *   an order than the markers that sent them, more than one order per cart, order per idempotency

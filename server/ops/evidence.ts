@@ -11,10 +11,11 @@ import {
 } from './evidence-entries'
 
 /**
- * The evidence locker (SPEC §7): everything the database remembers about one key, order, webhook
- * event, request or API key, joined into one chronological timeline — what an operator reads to
- * tell a retried request from a real duplicate. Every lookup goes through an index and is capped, and the
- * timeline is capped too (`truncated` says so), so a hot key cannot make the answer unbounded.
+ * The evidence locker (docs/operations.md#evidence-and-audit): everything the database remembers
+ * about one key, order, webhook event, request or API key, joined into one chronological timeline —
+ * what an operator reads to tell a retried request from a real duplicate. Every lookup goes through
+ * an index and is capped, and the timeline is capped too (`truncated` says so), so a hot key cannot
+ * make the answer unbounded.
  *
  * Lock events: acquisitions, busy put-backs and lost renewals are logged and counted (metrics), not
  * persisted — a table written on every lock operation would cost more than the locks themselves.

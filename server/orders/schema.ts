@@ -14,7 +14,10 @@ export const OrderItemSchema = z.object({
   unitPrice: minorUnits,
 })
 
-/** SPEC §4. Unknown fields are stripped; amounts are integers in minor units. */
+/**
+ * The order body of docs/api.md#create-an-order--exactly-once. Unknown fields are stripped; amounts
+ * are integers in minor units.
+ */
 export const CreateOrderSchema = z.object({
   cartId: z.string().regex(/^[\x21-\x7E]{1,128}$/, 'must be 1–128 visible ASCII characters'),
   currency: z.string().regex(/^[A-Z]{3}$/, 'must be an ISO 4217 code: 3 upper-case letters'),
@@ -35,8 +38,11 @@ export const CreateOrderSchema = z.object({
 
 export type CreateOrderInput = z.output<typeof CreateOrderSchema>
 
-/** SPEC §4's example order: the API description's example, and the tests' known answer. */
-export const specExampleOrder: CreateOrderInput = {
+/**
+ * The example order of docs/api.md#create-an-order--exactly-once: the API description's example,
+ * and the tests' known answer.
+ */
+export const exampleOrder: CreateOrderInput = {
   cartId: 'crt_123',
   currency: 'IDR',
   amount: 150000,

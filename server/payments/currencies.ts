@@ -1,10 +1,11 @@
 import type { PaymentProviderName } from '../config'
 
 /**
- * Money in each currency's real units (SPEC §4). The app counts an amount as an integer in the
- * currency's ISO 4217 minor unit (JPY in yen, USD in cents, KWD in fils), except IDR, counted in
- * whole rupiah as shoppers and Midtrans count it. Each provider counts in its own units; this one
- * table says how, and every conversion, both ways, and the order-time check read it.
+ * Money in each currency's real units (docs/payments-and-refunds.md#currencies). The app counts an
+ * amount as an integer in the currency's ISO 4217 minor unit (JPY in yen, USD in cents, KWD in
+ * fils), except IDR, counted in whole rupiah as shoppers and Midtrans count it. Each provider
+ * counts in its own units; this one table says how, and every conversion, both ways, and the
+ * order-time check read it.
  */
 
 const codes = (list: string) => new Set(list.split(' '))

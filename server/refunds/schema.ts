@@ -1,7 +1,10 @@
 import { z } from 'zod'
 import { refundReasons } from '../../shared/orders'
 
-/** SPEC §4a. `amount` defaults to all that remains, in the order's units. */
+/**
+ * The refund body of docs/payments-and-refunds.md#refunds-and-cancellation. `amount` defaults to
+ * all that remains, in the order's units.
+ */
 export const CreateRefundSchema = z.object({
   amount: z.number().int('must be an integer in the order\'s units').positive('must be more than 0').max(Number.MAX_SAFE_INTEGER, 'must be at most 2^53 − 1').optional(),
   reason: z.enum(refundReasons).optional(),

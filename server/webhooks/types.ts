@@ -26,10 +26,10 @@ export interface PaymentEvent {
   orderId: string
   paymentId?: string
   /**
-   * In the app's units of `currency` (SPEC §4), when the provider says: what was paid, or for
-   * payment.refunded the total refunded so far for the payment (cumulative, every provider alike:
-   * Stripe's `amount_refunded`, not the last refund's amount). A success whose amount or currency
-   * differs from the order's is ignored.
+   * In the app's units of `currency` (docs/payments-and-refunds.md#currencies), when the provider
+   * says: what was paid, or for payment.refunded the total refunded so far for the payment
+   * (cumulative, every provider alike: Stripe's `amount_refunded`, not the last refund's amount). A
+   * success whose amount or currency differs from the order's is ignored.
    */
   amount?: number
   currency?: string

@@ -9,18 +9,18 @@ import { pollUntil } from '../support/poll'
 import { describeWithServices } from '../support/services'
 import type { ExactlyOnceViolation } from '../../shared/ops-api'
 
-// SPEC §7, GET /api/ops/audit/duplicates against the built server on real Postgres: empty while
-// every order is its own intent; the incident's near-duplicate (one customer, one amount, two carts
-// minutes apart) and keys replayed too often listed as suspects, still healthy; and, with a
-// constraint dropped on purpose in the test database, rows that break exactly-once reported as
-// violations, unhealthy: side effects, orders and events, then refunds (one key twice, more than
-// the order's amount held, a provider refund made twice or above the payment). An order refunded
-// in two parts, through mockpay and the worker, stays healthy. The tests run in order and build
-// on each other's rows.
+// docs/operations.md#evidence-and-audit: GET /api/ops/audit/duplicates against the built server on
+// real Postgres: empty while every order is its own intent; the incident's near-duplicate (one
+// customer, one amount, two carts minutes apart) and keys replayed too often listed as suspects,
+// still healthy; and, with a constraint dropped on purpose in the test database, rows that break
+// exactly-once reported as violations, unhealthy: side effects, orders and events, then refunds
+// (one key twice, more than the order's amount held, a provider refund made twice or above the
+// payment). An order refunded in two parts, through mockpay and the worker, stays healthy. The
+// tests run in order and build on each other's rows.
 
 const healthy = { healthy: true, window: { minutes: 10 }, exactlyOnceViolations: [], suspects: { businessDuplicates: [], frequentReplays: [] } }
 
-describeWithServices('GET /api/ops/audit/duplicates (SPEC §7)', ['postgres', 'redis'], () => {
+describeWithServices('GET /api/ops/audit/duplicates', ['postgres', 'redis'], () => {
   let stack: OrdersStack
   /** The violations planted by the first test that breaks exactly-once; they stay for the next. */
   let planted: ExactlyOnceViolation[] = []

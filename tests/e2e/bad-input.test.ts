@@ -21,8 +21,9 @@ import {
 } from '../support/orders'
 import { describeWithServices } from '../support/services'
 
-// SPEC §11: every bad input to POST /api/orders and POST /api/ops/tenants gets its exact problem
-// response and writes nothing; a refused order request leaves its Idempotency-Key free.
+// docs/api.md#errors-and-headers and docs/api.md#problem-types: every bad input to POST
+// /api/orders and POST /api/ops/tenants gets its exact problem response and writes nothing; a
+// refused order request leaves its Idempotency-Key free.
 
 const MAX_BODY_BYTES = 64 * 1024
 
@@ -95,7 +96,7 @@ function paddedJson(value: Record<string, unknown>, size: number): Buffer {
   return bytes
 }
 
-describeWithServices('bad input (SPEC §11)', ['postgres', 'redis'], () => {
+describeWithServices('bad input', ['postgres', 'redis'], () => {
   let stack: OrdersStack
 
   beforeAll(async () => {

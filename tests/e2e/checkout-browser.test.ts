@@ -8,10 +8,11 @@ import { newIdempotencyKey } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
 
-// The checkout page (SPEC §8) in real Chromium against the built server on Postgres and Redis:
-// whatever the shopper or the network does — double clicks, a connection dropped after the commit,
-// a reload while the order is in flight, an invalid email fixed afterwards — one intent keeps one
-// Idempotency-Key and ends in exactly one order, checked in the database, not only on screen.
+// The checkout page (docs/checkout-page.md) in real Chromium against the built server on Postgres
+// and Redis: whatever the shopper or the network does — double clicks, a connection dropped after
+// the commit, a reload while the order is in flight, an invalid email fixed afterwards — one intent
+// keeps one Idempotency-Key and ends in exactly one order, checked in the database, not only on
+// screen.
 
 const DEMO_TENANT = 'ten_demo_store'
 const DEMO_SCOPE = `tenant:${DEMO_TENANT}`

@@ -14,9 +14,9 @@ import {
 } from '../support/orders'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
 
-// SPEC §2: the checkout page orders without a pasted key, through a sealed session cookie bound to
-// the demo tenant; that cookie names no other tenant, cannot be forged, and is worthless where the
-// demo is off. Against the built server on real Postgres and Redis.
+// docs/checkout-page.md: the checkout page orders without a pasted key, through a sealed session
+// cookie bound to the demo tenant; that cookie names no other tenant, cannot be forged, and is
+// worthless where the demo is off. Against the built server on real Postgres and Redis.
 
 const DEMO_TENANT_ID = 'ten_demo_store'
 const SESSION_COOKIE = 'ic_checkout'
@@ -65,7 +65,7 @@ function demoOrderBody(): OrderBody {
   })
 }
 
-describeWithServices('checkout session cookie (SPEC §2)', ['postgres', 'redis'], () => {
+describeWithServices('checkout session cookie', ['postgres', 'redis'], () => {
   // The other apps of this file (demo off, another password, failed starts) share this database.
   let database: Awaited<ReturnType<typeof createTestDatabase>>
   /** The app under test (demo on) and a client on its database for reading rows. */

@@ -10,8 +10,9 @@ import { expectProblem, orderBodyVariant, postOrder, type TenantCredentials, val
 import { pollUntil } from '../support/poll'
 import { deliver, newWebhookId, standardBody, standardDelivery } from '../support/webhooks'
 
-// The embedded default (SPEC §1): no DATABASE_URL and no REDIS_URL, so PGlite under PGLITE_DIR and
-// in-process locks. The same directory must survive a restart with its records intact.
+// The embedded default (docs/configuration.md#the-embedded-default): no DATABASE_URL and no
+// REDIS_URL, so PGlite under PGLITE_DIR and in-process locks. The same directory must survive a
+// restart with its records intact.
 
 describe('embedded mode: PGlite and in-process locks', () => {
   let pgliteDir: string

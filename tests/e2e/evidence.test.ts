@@ -8,10 +8,11 @@ import { pollUntil } from '../support/poll'
 import { describeWithServices } from '../support/services'
 import { deliver, newWebhookId, standardBody, standardDelivery } from '../support/webhooks'
 
-// SPEC §7, the evidence locker: GET /api/ops/evidence against the built server on real Postgres and
-// Redis with its in-app worker. Each story is produced through the API (a fault-injected drop, a
-// retry, signed webhooks, a forged one) and then read back as one timeline; row reads on the app's
-// database tell when the story is complete (request_log rows are written in batches after the answer).
+// The evidence locker (docs/operations.md#evidence-and-audit): GET /api/ops/evidence against the
+// built server on real Postgres and Redis with its in-app worker. Each story is produced through
+// the API (a fault-injected drop, a retry, signed webhooks, a forged one) and then read back as one
+// timeline; row reads on the app's database tell when the story is complete (request_log rows are
+// written in batches after the answer).
 
 /** A Standard Webhooks secret the app does not have: its deliveries are forgeries. */
 const foreignStandardSecret = `whsec_${Buffer.alloc(32, 9).toString('base64')}`
@@ -31,7 +32,7 @@ const clientSupplied = (clientRequestId: string) => ` Found through X-Request-Id
 
 const ofKind = (timeline: Entry[], kind: string) => timeline.filter(entry => entry.kind === kind)
 
-describeWithServices('GET /api/ops/evidence (SPEC §7): one timeline per key, order, event or request', ['postgres', 'redis'], () => {
+describeWithServices('GET /api/ops/evidence: one timeline per key, order, event or request', ['postgres', 'redis'], () => {
   let stack: OrdersStack
 
   beforeAll(async () => {

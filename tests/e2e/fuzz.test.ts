@@ -11,11 +11,12 @@ import { countRows, expectProblem, type OrdersStack, startOrdersStack } from '..
 import { describeWithServices } from '../support/services'
 import { nowSeconds, webhookRowCounts } from '../support/webhooks'
 
-// SPEC §3, §5, §11 under generated input: random and adversarial headers (keys, request ids, content
-// types, authorization, signatures) and bodies (deep nesting, huge numbers, wrong types, invalid
-// UTF-8, 64 KiB ± 1) against the built server. Each generated request knows by construction how it
-// must be refused: never a 5xx, always its exact problem+json, and no write. A share of the requests
-// is valid, so the same run shows that the write checks can see a write.
+// The idempotency contract, webhooks and bad input (docs/api.md, docs/webhooks.md) under generated
+// input: random and adversarial headers (keys, request ids, content types, authorization,
+// signatures) and bodies (deep nesting, huge numbers, wrong types, invalid UTF-8, 64 KiB ± 1)
+// against the built server. Each generated request knows by construction how it must be refused:
+// never a 5xx, always its exact problem+json, and no write. A share of the requests is valid, so
+// the same run shows that the write checks can see a write.
 
 const MAX_BODY_BYTES = 64 * 1024
 /** Runs per property: bounded so the file stays well under a minute on two shared cores. */
@@ -476,7 +477,7 @@ function replaced(bytes: Buffer, placeholder: string, fresh: string): Buffer {
   return out
 }
 
-describeWithServices('HTTP fuzzing (SPEC §3, §5, §11)', ['postgres', 'redis'], () => {
+describeWithServices('HTTP fuzzing', ['postgres', 'redis'], () => {
   let stack: OrdersStack
 
   beforeAll(async () => {

@@ -210,7 +210,8 @@ describeWithServices('hostile input: escaped in the request log and the log line
     }
     expect(await countRows(sql)).toEqual(before)
 
-    // Visible ASCII that spells an escape is a valid key (SPEC §3): stored as sent, its `%` a `%`.
+    // Visible ASCII that spells an escape is a valid key (docs/operations.md#logs): stored as sent,
+    // its `%` a `%`.
     const key = `%00-${newIdempotencyKey()}`
     const created = await postOrder(app.url, { secretKey: tenant.secretKey, key, body: validOrderBody() })
     expect(created.status, created.text).toBe(201)

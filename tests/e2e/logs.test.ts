@@ -12,9 +12,9 @@ import { createTestDatabase, describeWithServices, redisUrl } from '../support/s
 import { deliver, newWebhookId, standardBody, standardDelivery } from '../support/webhooks'
 import { logLines } from '../support/worker'
 
-// SPEC §7: the built server's stdout at LOG_LEVEL=info is one JSON object per line: a "request"
-// line per API request with the idempotency layer's verdict, a "job attempt finished" line per job
-// attempt with its lock, and never a credential, whatever the requests carried.
+// docs/operations.md#logs: the built server's stdout at LOG_LEVEL=info is one JSON object per line:
+// a "request" line per API request with the idempotency layer's verdict, a "job attempt finished"
+// line per job attempt with its lock, and never a credential, whatever the requests carried.
 
 const fastJobs = { ...fastJobsEnv, LOG_LEVEL: 'info' }
 
@@ -26,7 +26,7 @@ const unknownSecretKey = `sk_unknown_${randomUUID()}`
 
 type LogLine = Record<string, unknown>
 
-describeWithServices('structured logs (SPEC §7)', ['postgres', 'redis'], () => {
+describeWithServices('structured logs', ['postgres', 'redis'], () => {
   let app: AppProcess
   let sql: postgres.Sql
   let tenant: TenantCredentials
@@ -168,7 +168,8 @@ describeWithServices('structured logs (SPEC §7)', ['postgres', 'redis'], () => 
       const oversized = await post(newIdempotencyKey(), validOrderBody(), { 'x-request-id': 'r'.repeat(129) })
       const opsCall = await opsRequest(app.url, '/api/ops/jobs?limit=1')
       expect([created.status, refused.status, oversized.status, opsCall.status]).toEqual([201, 401, 201, 200])
-      // X-Request-Id echoes a valid client id (SPEC §3); X-Server-Request-Id is always the server's own.
+      // X-Request-Id echoes a valid client id (docs/api.md#errors-and-headers); X-Server-Request-Id
+      // is always the server's own.
       expect([created, refused].map(response => response.headers.get('x-request-id'))).toEqual([clientId, clientId])
       const [createdId, refusedId, oversizedId, opsId] = [created, refused, oversized, opsCall].map(response => response.headers.get('x-server-request-id')!)
       for (const id of [createdId, refusedId, oversizedId, opsId]) expect(id).toMatch(serverRequestIdPattern)

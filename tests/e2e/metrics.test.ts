@@ -11,9 +11,10 @@ import { pollUntil } from '../support/poll'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
 import { deliver, newWebhookId, standardBody, standardDelivery } from '../support/webhooks'
 
-// SPEC §7: GET /api/metrics as Prometheus scrapes it from the built server (Postgres, Redis, the
-// in-app worker). Each scenario scrapes before and after and asserts the exact change of every
-// series in the families it can touch: what it should count, counted once, and nothing else.
+// docs/operations.md#metrics: GET /api/metrics as Prometheus scrapes it from the built server
+// (Postgres, Redis, the in-app worker). Each scenario scrapes before and after and asserts the
+// exact change of every series in the families it can touch: what it should count, counted once,
+// and nothing else.
 
 /** What the idempotency layer, the webhook receiver and the database fence count. */
 const requestFamilies = [
@@ -97,7 +98,7 @@ function changes(before: Samples, after: Samples, families: string[]): Record<st
   return changed
 }
 
-describeWithServices('GET /api/metrics (SPEC §7)', ['postgres', 'redis'], () => {
+describeWithServices('GET /api/metrics', ['postgres', 'redis'], () => {
   let app: AppProcess
   let fixture: JobsFixture
   let tenant: TenantCredentials

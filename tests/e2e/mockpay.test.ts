@@ -13,10 +13,11 @@ import { type StripeApi, startStripeApi } from '../support/stripe-api'
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy'
 import { deliver, newWebhookId, type SignedDelivery, standardBody, standardDelivery } from '../support/webhooks'
 
-// The simulated provider (SPEC §5) against the built app on Postgres and Redis: the shopper's
-// buttons on /api/mockpay, Standard Webhooks deliveries signed with mockpay's own secret and sent to
-// /api/webhooks/mockpay by mockpay.deliver jobs with duplicates, delays and reordering, and the app
-// taking each event exactly once. The real provider's endpoint never accepts what mockpay signs.
+// The simulated provider (docs/payments-and-refunds.md#mockpay-the-simulated-provider) against the
+// built app on Postgres and Redis: the shopper's buttons on /api/mockpay, Standard Webhooks
+// deliveries signed with mockpay's own secret and sent to /api/webhooks/mockpay by mockpay.deliver
+// jobs with duplicates, delays and reordering, and the app taking each event exactly once. The real
+// provider's endpoint never accepts what mockpay signs.
 
 /** No copies, no delay: one delivery per new event (plus the earlier ones, reorder being on by default). */
 const calm = { duplicates: 0, maxDelayMs: 0 }

@@ -13,13 +13,14 @@ import { pollUntil } from '../support/poll'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
 import { deliver, newWebhookId, standardBody, standardDelivery } from '../support/webhooks'
 
-// The operations console (/ops, SPEC §7) in real Chromium against the built server on Postgres and
-// Redis: the token gate, redriving a real dead letter (checked in the database, not only on screen),
-// the evidence of a dropped-then-retried order read as a timeline and followed by its order id,
-// at 1400 px: tables inside their panels, outcomes on one line, ISO 8601 times, and a dead letter
-// dismissed with a reason; an order's refunds and the Refund form (one key per intended refund);
-// what the console shows before its script runs. And the store this deployment does not open (the
-// demo checkout is off with DATABASE_URL set): a plain page for shoppers.
+// The operations console (/ops, docs/operations.md#the-operations-console) in real Chromium against
+// the built server on Postgres and Redis: the token gate, redriving a real dead letter (checked in
+// the database, not only on screen), the evidence of a dropped-then-retried order read as a
+// timeline and followed by its order id, at 1400 px: tables inside their panels, outcomes on one
+// line, ISO 8601 times, and a dead letter dismissed with a reason; an order's refunds and the
+// Refund form (one key per intended refund); what the console shows before its script runs. And the
+// store this deployment does not open (the demo checkout is off with DATABASE_URL set): a plain
+// page for shoppers.
 
 const opsHeaders = { authorization: `Bearer ${testSecrets.opsToken}` }
 /** Git-ignored: screenshots of the console's key states, for people. */

@@ -20,10 +20,10 @@ import { pollUntil } from '../support/poll'
 import { type PrismProxy, startPrism } from '../support/prism'
 import { describeWithServices } from '../support/services'
 
-// SPEC §2–§4: every row of the idempotency table for POST /api/orders, plus GET, auth and problem pages,
-// against the built server on real Postgres and Redis. Requests go through Prism, which checks each
-// exchange against the OpenAPI document; only those the document itself calls invalid (or that Prism
-// would alter, or routes outside it) go to the server directly, through `direct`.
+// docs/api.md: every row of the idempotency table for POST /api/orders, plus GET, auth and problem
+// pages, against the built server on real Postgres and Redis. Requests go through Prism, which
+// checks each exchange against the OpenAPI document; only those the document itself calls invalid
+// (or that Prism would alter, or routes outside it) go to the server directly, through `direct`.
 
 interface IdempotencyRow {
   status: string
@@ -45,7 +45,7 @@ function reorderedWithUnknownField(body: OrderBody): string {
   return JSON.stringify({ giftWrap: true, ...(reversed(body) as object) }, null, 3)
 }
 
-describeWithServices('POST /api/orders idempotency contract (SPEC §3)', ['postgres', 'redis'], () => {
+describeWithServices('POST /api/orders idempotency contract', ['postgres', 'redis'], () => {
   let stack: OrdersStack
   let tenant: TenantCredentials
   let prism: PrismProxy

@@ -8,10 +8,11 @@ import { createTestDatabase, describeWithServices, redisUrl } from '../support/s
 import { proxyDatabase, type TcpProxy } from '../support/tcp-proxy'
 import { deliver, newWebhookId, nowSeconds, standardBody, standardDelivery, webhookRowCounts } from '../support/webhooks'
 
-// SPEC §3 and §5: with the idempotency store unreachable the API answers 503 + Retry-After and never
-// executes unguarded (a request this instance finished still replays from its memory); once
-// Postgres is back, the client's retry with the same key executes once, and a provider's
-// redelivery (same webhook-id, new timestamp and signature) is processed once.
+// docs/api.md#create-an-order--exactly-once and docs/webhooks.md: with the idempotency store
+// unreachable the API answers 503 + Retry-After and never executes unguarded (a request this
+// instance finished still replays from its memory); once Postgres is back, the client's retry with
+// the same key executes once, and a provider's redelivery (same webhook-id, new timestamp and
+// signature) is processed once.
 
 describeWithServices('Postgres unreachable', ['postgres', 'redis'], () => {
   let database: Awaited<ReturnType<typeof createTestDatabase>>

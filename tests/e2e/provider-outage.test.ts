@@ -12,12 +12,13 @@ import {
 import { describeWithServices } from '../support/services'
 import { type ScriptedFault, type StripeApi, startStripeApi } from '../support/stripe-api'
 
-// A payment provider that stops answering (SPEC §6): the Stripe stand-in answers
-// 503, or drops every connection, while orders are placed. Each order says its payment is retrying
-// (the last error, when it is asked next), /api/ready stays ready and tells an operator which
-// provider is failing, and so does the payment_provider_failing gauge; once the stand-in answers
-// again every order gets its one PaymentIntent with no operator's act — also an order whose calls
-// ran out of attempts meanwhile, which reconciliation asks for again.
+// A payment provider that stops answering
+// (docs/payments-and-refunds.md#while-the-provider-is-down): the Stripe stand-in answers 503, or
+// drops every connection, while orders are placed. Each order says its payment is retrying (the
+// last error, when it is asked next), /api/ready stays ready and tells an operator which provider
+// is failing, and so does the payment_provider_failing gauge; once the stand-in answers again every
+// order gets its one PaymentIntent with no operator's act — also an order whose calls ran out of
+// attempts meanwhile, which reconciliation asks for again.
 
 const CREATE = 'payment.create_intent'
 const AFTER_ZERO = { PAYMENT_RECONCILE_AFTER_SECONDS: '0', WORKER_ENABLED: 'false' }

@@ -13,12 +13,12 @@ import {
 import { describeWithServices } from '../support/services'
 import type { StandInPaymentIntent, StripeApi } from '../support/stripe-api'
 
-// Refunds and cancellation (SPEC §4a) through the real adapters in the built app, against the
-// Stripe and Midtrans stand-ins: each refund asked once under its own key (refund:<id>, Midtrans'
-// refund_key), whatever happens to the call — a lost answer, 5xx, 429, a refusal, the app killed
-// between the provider's refund and its commit — and settled by the answer, a webhook or
-// reconciliation; a payment canceled, or refunded once when the shopper paid first. Asserted on the
-// stand-ins' calls and refunds and on the API's answers.
+// Refunds and cancellation (docs/payments-and-refunds.md#refunds-and-cancellation) through the real
+// adapters in the built app, against the Stripe and Midtrans stand-ins: each refund asked once
+// under its own key (refund:<id>, Midtrans' refund_key), whatever happens to the call — a lost
+// answer, 5xx, 429, a refusal, the app killed between the provider's refund and its commit — and
+// settled by the answer, a webhook or reconciliation; a payment canceled, or refunded once when the
+// shopper paid first. Asserted on the stand-ins' calls and refunds and on the API's answers.
 
 const CREATE = 'payment.create_intent'
 const CANCEL = 'payment.cancel'
@@ -371,7 +371,7 @@ describeWithServices('refunds and cancellation against the Stripe and Midtrans s
       expect(await refundReasonsOf(stack.sql, orderId)).toEqual(['canceled', 'refund_for_canceled_order', 'refund_succeeded', 'lower_precedence'])
     })
 
-    it('a Stripe event naming its order in metadata.orderId (SPEC §5) is applied: the order is paid', async () => {
+    it('a Stripe event naming its order in metadata.orderId is applied: the order is paid', async () => {
       const orderId = await placeOrder(stack, usdOrderBody())
       await settledJob(stack.sql, orderId, CREATE)
       const [intent] = stripeIntentsOf(api, orderId)

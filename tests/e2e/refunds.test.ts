@@ -8,12 +8,13 @@ import { pollUntil } from '../support/poll'
 import { type PrismProxy, startPrism } from '../support/prism'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
 
-// Refunds and cancellation (SPEC §4a) against two built instances on one Postgres and Redis, with
-// the simulated provider (mockpay) as the payment provider: the API's answers, the refundable
-// balance under concurrent requests on both instances, one provider refund per refund, the order's
-// state, and a payment that arrives for a canceled order given back once. Each instance is reached
-// through its own Prism, which checks every exchange against the OpenAPI document; requests the
-// document itself calls invalid go to instance A directly (`directA`).
+// Refunds and cancellation (docs/payments-and-refunds.md#refunds-and-cancellation) against two
+// built instances on one Postgres and Redis, with the simulated provider (mockpay) as the payment
+// provider: the API's answers, the refundable balance under concurrent requests on both instances,
+// one provider refund per refund, the order's state, and a payment that arrives for a canceled
+// order given back once. Each instance is reached through its own Prism, which checks every
+// exchange against the OpenAPI document; requests the document itself calls invalid go to instance
+// A directly (`directA`).
 
 const ORDER_AMOUNT = 150_000
 const calm = { duplicates: 0, maxDelayMs: 0 }

@@ -9,10 +9,10 @@ import { pollUntil } from '../support/poll'
 import { projectRoot, spawnManaged } from '../support/processes'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
 
-// SPEC §2 key rotation: operators issue, list and revoke a tenant's secret keys; several keys are
-// live at once; a revoked key is refused at once by the instance that revoked it and within the key
-// cache's period (10 s) by the others; each change leaves one operator_actions row. Two built
-// instances on one real Postgres database and Redis.
+// Key rotation (docs/api.md#tenants-and-keys): operators issue, list and revoke a tenant's secret
+// keys; several keys are live at once; a revoked key is refused at once by the instance that
+// revoked it and within the key cache's period (10 s) by the others; each change leaves one
+// operator_actions row. Two built instances on one real Postgres database and Redis.
 
 interface OperatorActionRow {
   action: string
@@ -31,7 +31,7 @@ const isoTimestamp = expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{
 /** How long another instance may still accept a revoked key: the key cache's 10 s, plus slack. */
 const REVOCATION_BOUND_MS = 12_000
 
-describeWithServices('tenant secret keys: issue, list, revoke (SPEC §2)', ['postgres', 'redis'], () => {
+describeWithServices('tenant secret keys: issue, list, revoke', ['postgres', 'redis'], () => {
   let database: Awaited<ReturnType<typeof createTestDatabase>>
   let sql: postgres.Sql
   /** Serves the ops requests (and so evicts revoked keys from its own cache). */

@@ -17,7 +17,7 @@ import { describeWithServices } from '../support/services'
 type Order = components['schemas']['Order']
 type OrderRequest = NonNullable<paths['/api/orders']['post']['requestBody']>['content']['application/json']
 
-/** The SPEC's example order on a fresh cart, as the document types it. */
+/** The example order of docs/api.md on a fresh cart, as the document types it. */
 const orderRequest = (): OrderRequest => ({ ...validOrderBody(), paymentMethod: 'bank_transfer' })
 
 describeWithServices('a client typed from the OpenAPI document (openapi-fetch)', ['postgres', 'redis'], () => {

@@ -24,12 +24,13 @@ import {
   webhookRowCounts,
 } from '../support/webhooks'
 
-// SPEC §5: POST /api/webhooks/:provider against the built server on real Postgres and Redis, with
-// the in-app worker applying what was accepted. A delivery is verified on its raw bytes, stored once
-// with its webhook.apply job, answered at once, and applied by precedence; rows are read straight
-// from the app's database to check what each answer claims. Deliveries and reads go through Prism,
-// which checks every exchange against the OpenAPI document; those the document itself calls invalid
-// (or that Prism cannot parse to forward) go to the server directly, through `sendDirect`.
+// docs/webhooks.md: POST /api/webhooks/:provider against the built server on real Postgres and
+// Redis, with the in-app worker applying what was accepted. A delivery is verified on its raw
+// bytes, stored once with its webhook.apply job, answered at once, and applied by precedence; rows
+// are read straight from the app's database to check what each answer claims. Deliveries and reads
+// go through Prism, which checks every exchange against the OpenAPI document; those the document
+// itself calls invalid (or that Prism cannot parse to forward) go to the server directly, through
+// `sendDirect`.
 
 /** A Standard Webhooks secret the app does not have. */
 const foreignStandardSecret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`
@@ -55,7 +56,7 @@ interface StoredEvent {
 /** A status change as these tests read it: without the job that made it. */
 type HistoryRow = Omit<HistoryView, 'jobId'>
 
-describeWithServices('POST /api/webhooks/:provider (SPEC §5) with the in-app worker', ['postgres', 'redis'], () => {
+describeWithServices('POST /api/webhooks/:provider with the in-app worker', ['postgres', 'redis'], () => {
   let stack: OrdersStack
   let prism: PrismProxy
 

@@ -12,9 +12,10 @@ import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../s
 import { seedOrders } from '../support/jobs'
 import { describeOnBothBackends } from '../support/lock-backends'
 
-// The refundable balance (SPEC §4a) on both databases the app runs on: refunds of one order are
-// admitted under its row lock, so concurrent requests can never hold more than was paid, and a
-// failed refund frees its amount. Cancellation of unpaid orders, on the same lock.
+// The refundable balance (docs/payments-and-refunds.md#refunds-and-cancellation) on both databases
+// the app runs on: refunds of one order are admitted under its row lock, so concurrent requests can
+// never hold more than was paid, and a failed refund frees its amount. Cancellation of unpaid
+// orders, on the same lock.
 
 if (!process.env.LOG_LEVEL) setLogLevel('error')
 

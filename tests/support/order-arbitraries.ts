@@ -1,7 +1,10 @@
 import fc from 'fast-check'
-import { paymentMethods, specExampleOrder as exampleOrder } from '../../server/orders/schema'
+import { paymentMethods, exampleOrder as schemaExampleOrder } from '../../server/orders/schema'
 
-/** Order payloads for the schema and fingerprint suites: the SPEC §4 example and fast-check generators. */
+/**
+ * Order payloads for the schema and fingerprint suites: the example order of docs/api.md and
+ * fast-check generators.
+ */
 
 export interface OrderPayload {
   cartId: string
@@ -12,8 +15,8 @@ export interface OrderPayload {
   customer: { email: string }
 }
 
-/** SPEC §4's example order (one copy, beside the schema). */
-export const specExampleOrder: OrderPayload = exampleOrder
+/** The example order of docs/api.md#create-an-order--exactly-once (one copy, beside the schema). */
+export const exampleOrder: OrderPayload = schemaExampleOrder
 
 export const orderTopLevelFields = ['cartId', 'currency', 'amount', 'paymentMethod', 'items', 'customer'] as const
 export const orderItemFields = ['sku', 'quantity', 'unitPrice'] as const
@@ -38,7 +41,7 @@ export const orderItemArbitrary = fc.record({
   unitPrice: fc.integer({ min: 0, max: MAX_GENERATED_UNIT_PRICE }),
 })
 
-/** Orders that satisfy SPEC §4, amount included. */
+/** Orders that satisfy CreateOrderSchema (docs/api.md#create-an-order--exactly-once), amount included. */
 export const validOrderArbitrary: fc.Arbitrary<OrderPayload> = fc.record({
   cartId: visibleAscii(1, 128),
   currency: fc.stringMatching(/^[A-Z]{3}$/),

@@ -31,7 +31,10 @@ export interface OrdersStack {
   close: () => Promise<void>
 }
 
-/** The SPEC §4 example order, on a fresh cart so each call is a new business operation. */
+/**
+ * The example order of docs/api.md#create-an-order--exactly-once, on a fresh cart so each call is a
+ * new business operation.
+ */
 export function validOrderBody(overrides: Partial<OrderBody> = {}): OrderBody {
   return {
     cartId: `crt_${randomUUID()}`,

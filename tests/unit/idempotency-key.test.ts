@@ -2,7 +2,7 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { checkIdempotencyKey, parseIdempotencyKeyHeader } from 'nuxt-idempotency/core'
 
-/** SPEC §3: 1–255 visible ASCII characters (0x21–0x7E). */
+/** packages/nuxt-idempotency/README.md#the-key-contract: 1–255 visible ASCII characters (0x21–0x7E). */
 const FIRST_VISIBLE = 0x21
 const LAST_VISIBLE = 0x7E
 const MAX_KEY_LENGTH = 255

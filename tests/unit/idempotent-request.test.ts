@@ -15,9 +15,9 @@ import {
 } from '../../composables/useIdempotentRequest'
 
 /**
- * The checkout's client-side retry policy (SPEC §3, §8), against a scripted fetch that answers with
- * real Response objects shaped like the server's: one key per intent, kept until the intent ends,
- * retried only when the server cannot have stored a final answer.
+ * The checkout's client-side retry policy (docs/checkout-page.md), against a scripted fetch that
+ * answers with real Response objects shaped like the server's: one key per intent, kept until the
+ * intent ends, retried only when the server cannot have stored a final answer.
  */
 
 const policy: RetryPolicy = { maxAttempts: 6, baseDelayMs: 300, maxDelayMs: 8_000, attemptTimeoutMs: 15_000, maxRetryAfterMs: 30_000 }
@@ -142,7 +142,7 @@ function harness(steps: Step[], { storage = memoryStorage(), keys = 'key', rando
   return { request, storage, calls, delays, timeouts, signals, snapshots, unused: () => script.length }
 }
 
-/** The headers every attempt sends (SPEC §3: the key, `Prefer: wait`, JSON both ways). */
+/** The headers every attempt sends (docs/checkout-page.md: the key, `Prefer: wait`, JSON both ways). */
 const headersFor = (key: string, extra: Record<string, string> = {}) => ({
   'content-type': 'application/json',
   'accept': 'application/json, application/problem+json',

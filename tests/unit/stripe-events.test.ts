@@ -36,7 +36,7 @@ describe('Stripe events: the order id', () => {
     expect(parsedEvent(event('evt_1', 'payment_intent.succeeded', intent({ order_id: 'ord_snake' }))).orderId).toBe('ord_snake')
   })
 
-  it('reads metadata.orderId, the other spelling SPEC §5 documents', () => {
+  it('reads metadata.orderId, the other spelling docs/webhooks.md documents', () => {
     expect(parsedEvent(event('evt_2', 'payment_intent.succeeded', intent({ orderId: 'ord_camel' }))).orderId).toBe('ord_camel')
   })
 

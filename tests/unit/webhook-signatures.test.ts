@@ -35,7 +35,7 @@ function flipByte(body: Buffer, index: number): Buffer {
 // Standard Webhooks
 
 // The example of the Standard Webhooks specification (standard-webhooks/spec/standard-webhooks.md).
-const SPEC = {
+const EXAMPLE = {
   secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
   id: 'msg_p5jXN8AQM9LWM0D4loKWxJek',
   timestamp: 1614265330,
@@ -68,13 +68,13 @@ const standardPaymentBody = JSON.stringify({
 
 describe('Standard Webhooks signatures', () => {
   it('reproduces the signature of the published specification example', () => {
-    expect(signStandardWebhook(SPEC.secret, SPEC.id, SPEC.timestamp, SPEC.body)).toBe(SPEC.signature)
-    expect(signStandardWebhook(SPEC.secret, SPEC.id, SPEC.timestamp, Buffer.from(SPEC.body))).toBe(SPEC.signature)
+    expect(signStandardWebhook(EXAMPLE.secret, EXAMPLE.id, EXAMPLE.timestamp, EXAMPLE.body)).toBe(EXAMPLE.signature)
+    expect(signStandardWebhook(EXAMPLE.secret, EXAMPLE.id, EXAMPLE.timestamp, Buffer.from(EXAMPLE.body))).toBe(EXAMPLE.signature)
   })
 
   it('accepts the published specification example at its own timestamp', () => {
-    const example = delivery(SPEC.body, standardHeaders(SPEC.id, SPEC.timestamp, SPEC.signature), SPEC.timestamp)
-    expect(standardProvider.verify(example, SPEC.secret)).toEqual({ ok: true })
+    const example = delivery(EXAMPLE.body, standardHeaders(EXAMPLE.id, EXAMPLE.timestamp, EXAMPLE.signature), EXAMPLE.timestamp)
+    expect(standardProvider.verify(example, EXAMPLE.secret)).toEqual({ ok: true })
   })
 
   it('signs exactly as the standardwebhooks package does, for any id, body, timestamp and key', () => {

@@ -1,6 +1,6 @@
 import { parseItem } from 'structured-headers'
 
-/** SPEC §3: 1–255 visible ASCII characters (0x21–0x7E). */
+/** README.md#the-key-contract: 1–255 visible ASCII characters (0x21–0x7E). */
 const KEY_PATTERN = /^[\x21-\x7E]{1,255}$/
 
 export type KeyCheck = { ok: true, key: string } | { ok: false, reason: 'missing' | 'invalid' }

@@ -10,8 +10,9 @@ import {
 } from './store'
 
 /**
- * The idempotency lifecycle (SPEC §3), free of any transport: it takes the store, the locks and the
- * operation, and returns what happened. `./handler.ts` adapts it to h3.
+ * The idempotency lifecycle (README.md#the-key-contract, README.md#modes), free of any transport:
+ * it takes the store, the locks and the operation, and returns what happened. `./handler.ts` adapts
+ * it to h3.
  *
  * atomic (every effect lives in the transaction): a processing lock on (scope, key), tagged with the
  * fingerprint, keeps duplicates in flight off Postgres; the owner sends its record (already final,
