@@ -38,7 +38,7 @@ function jobValues<Type extends JobType>(type: Type, payload: PayloadOf<Type>, o
 /**
  * Enqueues inside the caller's transaction (the outbox): the job exists if and only if the business
  * write commits, and the workers are woken once it did (an after-commit hook of `tx`, see
- * server/db/transaction.ts). Resolves to the new job's id, or undefined when (kind, dedupeKey)
+ * transaction() of nuxt-idempotency/db). Resolves to the new job's id, or undefined when (kind, dedupeKey)
  * already exists.
  */
 export async function enqueueJob<Type extends JobType>(tx: Database, type: Type, payload: PayloadOf<Type>, options: EnqueueOptions): Promise<string | undefined> {

@@ -11,7 +11,7 @@ import { enqueueTestJob } from '../support/jobs'
 import { describeWithServices } from '../support/services'
 
 /**
- * A transaction owns its after-commit hooks (server/db/transaction.ts): whoever writes inside it
+ * A transaction owns its after-commit hooks (transaction() of nuxt-idempotency/db): whoever writes inside it
  * registers what must wait for the commit — an enqueue registers the workers' wake-up — and the
  * hooks run once it committed, never after a rollback. Same contract on both drivers.
  */
