@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { refundReasons } from '../../shared/orders'
+import { refundReasons } from '../../shared/statuses'
 
 /** SPEC §4a. `amount` defaults to all that remains, in the order's units. */
 export const CreateRefundSchema = z.object({

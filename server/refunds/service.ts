@@ -7,7 +7,8 @@ import { insertRefund, lockOrder, recordHistory, refundTotals } from '../orders/
 import { problem } from '../problems'
 import { exactEverywhere, refundAmountProblem } from '../payments/currencies'
 import { useConfig } from '../config'
-import type { RefundSource, RefundStatus, RefundView } from '../../shared/orders'
+import type { RefundView } from '../../shared/orders'
+import type { RefundSource, RefundStatus } from '../../shared/statuses'
 import type { CreateRefundInput } from './schema'
 
 type RefundRow = typeof refunds.$inferSelect
