@@ -1,9 +1,10 @@
 /**
  * `npm run stand-in -- stripe|midtrans [--port N] [--webhook-url URL]`: the Stripe or Midtrans
- * stand-in the tests use, on a fixed port, to try the real payment adapters on one laptop. Prints
- * the environment that points the app at it and the controls that play the shopper (pay, decline,
- * refund in the dashboard); with --webhook-url each change is also sent to the app as the provider's
- * signed webhook. Ctrl-C stops it; nothing is kept.
+ * stand-in the tests use, on a fixed port, to try the real payment adapters on one laptop (local
+ * runs and tests only, never a deployment). Prints the environment that points the app at it
+ * (`npm run dev`, or a built server's embedded `npm start`) and the controls that play the shopper
+ * (pay, decline, refund in the dashboard); with --webhook-url each change is also sent to the app
+ * as the provider's signed webhook. Ctrl-C stops it; nothing is kept.
  */
 import { parseArgs } from 'node:util'
 import { type ConfigVariable, settingProblem } from '../server/config'
@@ -99,6 +100,9 @@ console.log([
   '',
   'Start the app against it, in another terminal:',
   `  ${env.join(' ')} npm run dev`,
+  // The same settings suit a built server run embedded; with DATABASE_URL it is a deployment, which needs more.
+  'or a built server (npm run build first), without DATABASE_URL (with it, a deployment\'s settings such as OPS_TOKEN are required too):',
+  `  ${env.join(' ')} npm start`,
   '',
   webhookUrl === undefined
     ? `Webhooks: off. With --webhook-url http://127.0.0.1:3000/api/webhooks/${provider}, each change reaches the app as ${name} would send it.`

@@ -1,14 +1,12 @@
 import { z } from 'zod'
-import type * as OpsApi from './ops-api'
-import { ledgerDiscrepancyKinds, ledgerDiscrepancyStatuses } from './ops-api'
-import { refundSources, refundStatuses } from './orders'
-import { idempotencyStatuses, jobStatuses } from './statuses'
+import { idempotencyStatuses, jobStatuses, ledgerDiscrepancyKinds, ledgerDiscrepancyStatuses, refundSources, refundStatuses } from './statuses'
 
 /**
  * The API's answers as zod schemas: the OpenAPI description (server/openapi) documents them, the
  * order types in ./orders derive from them, and the ops types in ./ops-api are held equal to them
- * below, so a change on either side fails the type check. Only the server imports this file at
- * runtime; the pages import the types.
+ * there, so a change on either side fails the type check. Only the server imports this file at
+ * runtime; the pages import the types. It imports only ./statuses: the modules that read it are
+ * never read by it.
  */
 
 const isoTime = z.iso.datetime({ offset: true }).meta({ description: 'ISO 8601 date and time (UTC, `Z`).', example: '2026-12-01T09:14:03.120Z' })
@@ -317,27 +315,3 @@ export const DuplicatesAuditSchema = z.object({
 }).meta({ id: 'DuplicatesAudit' })
 
 export const OpsOrderSchema = OrderSchema.extend({ tenantId: z.string() }).meta({ id: 'OpsOrder', description: 'The order as its tenant reads it, and whose it is.' })
-
-// The ops answer types are declared in ./ops-api (generic over the server's Date rows); each must
-// be exactly what its schema says on the wire, or the type check fails here. Identical, not only
-// mutually assignable: an optional field on one side only is a difference too.
-type Flat<T> = { [Key in keyof T]: T[Key] }
-type Same<A, B> = (<T>() => T extends Flat<A> ? 1 : 2) extends (<T>() => T extends Flat<B> ? 1 : 2) ? true : false
-type Holds<Check extends true> = Check
-export type OpsTypesMatchSchemas = [
-  Holds<Same<OpsApi.OpsJob, z.output<typeof OpsJobSchema>>>,
-  Holds<Same<OpsApi.OpsJobError, z.output<typeof OpsJobErrorSchema>>>,
-  Holds<Same<OpsApi.OpsList<OpsApi.OpsJob>, z.output<typeof OpsJobListSchema>>>,
-  Holds<Same<OpsApi.OpsIdempotencyRecord, z.output<typeof OpsIdempotencyRecordSchema>>>,
-  Holds<Same<OpsApi.OpsMailboxMessage, z.output<typeof OpsMailboxMessageSchema>>>,
-  Holds<Same<OpsApi.OpsCreatedTenant, z.output<typeof OpsCreatedTenantSchema>>>,
-  Holds<Same<OpsApi.OpsIssuedApiKey, z.output<typeof OpsIssuedApiKeySchema>>>,
-  Holds<Same<OpsApi.OpsApiKey, z.output<typeof OpsApiKeySchema>>>,
-  Holds<Same<OpsApi.OpsTaskRun, z.output<typeof OpsTaskRunSchema>>>,
-  Holds<Same<OpsApi.Evidence, z.output<typeof EvidenceSchema>>>,
-  Holds<Same<OpsApi.DuplicatesAudit, z.output<typeof DuplicatesAuditSchema>>>,
-  Holds<Same<OpsApi.OpsOrder, z.output<typeof OpsOrderSchema>>>,
-  Holds<Same<OpsApi.OpsRefund, z.output<typeof RefundResponseSchema>>>,
-  Holds<Same<OpsApi.OpsLedgerDiscrepancy, z.output<typeof OpsLedgerDiscrepancySchema>>>,
-  Holds<Same<OpsApi.OpsList<OpsApi.OpsLedgerDiscrepancy>, z.output<typeof OpsLedgerDiscrepancyListSchema>>>,
-]

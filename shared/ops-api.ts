@@ -1,11 +1,15 @@
-import type { OrderView, RefundReason, RefundView } from './orders'
-import type { IdempotencyStatus, JobStatus } from './statuses'
+import type { z } from 'zod'
+import type * as Schemas from './api-schemas'
+import type { OrderView, RefundView } from './orders'
+import type { IdempotencyStatus, JobStatus, LedgerDiscrepancyKind, LedgerDiscrepancyStatus, RefundReason } from './statuses'
 
 /**
  * The answers of /api/ops/**, shared by the server (each route's return value must satisfy its
  * type, so a change on one side fails the type check) and the ops console. Timestamps travel as
  * ISO 8601 strings; on the server a row still holds Dates, hence the `Time` parameter: the console
- * uses the default (string), a route checks its value with `Date`.
+ * uses the default (string), a route checks its value with `Date`. Each is held equal to its schema
+ * in ./api-schemas at the end of this file, by a type-only import: a page that imports this file
+ * loads no schema, and ./api-schemas never imports it.
  */
 
 export type OpsTime = string | Date
@@ -191,25 +195,6 @@ export interface OpsRefundRequest { amount?: number, reason?: RefundReason }
 /** POST /api/ops/orders/{id}/refunds (201): the refund, and the key it was made under. */
 export type OpsRefund = RefundView & { idempotency: { key: string, replayed: boolean } }
 
-/**
- * What the ledger check (server/ledger) finds and cannot heal, each at most once open per order:
- * - `wrong_amount_captured`: the provider holds a payment of another amount than the order's;
- * - `payment_not_recorded`: the provider holds the payment, the order does not know it was paid;
- * - `payment_not_at_provider`: the order is paid, the provider holds nothing;
- * - `canceled_refund_failed`: a canceled order was paid, and its automatic refund failed;
- * - `refund_not_at_provider`: a refund of ours succeeded that the provider does not have;
- * - `refund_succeeded_at_provider`: a refund of ours failed (or is unknown here) that the provider made;
- * - `refund_amount_mismatch`: one refund, two amounts.
- */
-export const ledgerDiscrepancyKinds = [
-  'wrong_amount_captured', 'payment_not_recorded', 'payment_not_at_provider', 'canceled_refund_failed',
-  'refund_not_at_provider', 'refund_succeeded_at_provider', 'refund_amount_mismatch',
-] as const
-export type LedgerDiscrepancyKind = typeof ledgerDiscrepancyKinds[number]
-/** open: for an operator; healed: the check itself brought our ledger to the provider's (kept so the difference stays visible); resolved: by an operator or a later check. */
-export const ledgerDiscrepancyStatuses = ['open', 'healed', 'resolved'] as const
-export type LedgerDiscrepancyStatus = typeof ledgerDiscrepancyStatuses[number]
-
 /** One refund in a ledger: ours carries our id (and the provider's once known), the provider's its own id (and ours when it echoes it). */
 export interface LedgerRefund {
   refundId: string | null
@@ -258,3 +243,27 @@ export interface OpsLedgerDiscrepancy<Time extends OpsTime = string> {
 
 /** POST /api/ops/ledger/discrepancies/{id}/resolve. */
 export interface OpsResolveDiscrepancyRequest { note: string, operator: string }
+
+// The ops answer types above (generic over the server's Date rows) must each be exactly what its
+// schema in ./api-schemas says on the wire, or the type check fails here. Identical, not only
+// mutually assignable: an optional field on one side only is a difference too.
+type Flat<T> = { [Key in keyof T]: T[Key] }
+type Same<A, B> = (<T>() => T extends Flat<A> ? 1 : 2) extends (<T>() => T extends Flat<B> ? 1 : 2) ? true : false
+type Holds<Check extends true> = Check
+export type OpsTypesMatchSchemas = [
+  Holds<Same<OpsJob, z.output<typeof Schemas.OpsJobSchema>>>,
+  Holds<Same<OpsJobError, z.output<typeof Schemas.OpsJobErrorSchema>>>,
+  Holds<Same<OpsList<OpsJob>, z.output<typeof Schemas.OpsJobListSchema>>>,
+  Holds<Same<OpsIdempotencyRecord, z.output<typeof Schemas.OpsIdempotencyRecordSchema>>>,
+  Holds<Same<OpsMailboxMessage, z.output<typeof Schemas.OpsMailboxMessageSchema>>>,
+  Holds<Same<OpsCreatedTenant, z.output<typeof Schemas.OpsCreatedTenantSchema>>>,
+  Holds<Same<OpsIssuedApiKey, z.output<typeof Schemas.OpsIssuedApiKeySchema>>>,
+  Holds<Same<OpsApiKey, z.output<typeof Schemas.OpsApiKeySchema>>>,
+  Holds<Same<OpsTaskRun, z.output<typeof Schemas.OpsTaskRunSchema>>>,
+  Holds<Same<Evidence, z.output<typeof Schemas.EvidenceSchema>>>,
+  Holds<Same<DuplicatesAudit, z.output<typeof Schemas.DuplicatesAuditSchema>>>,
+  Holds<Same<OpsOrder, z.output<typeof Schemas.OpsOrderSchema>>>,
+  Holds<Same<OpsRefund, z.output<typeof Schemas.RefundResponseSchema>>>,
+  Holds<Same<OpsLedgerDiscrepancy, z.output<typeof Schemas.OpsLedgerDiscrepancySchema>>>,
+  Holds<Same<OpsList<OpsLedgerDiscrepancy>, z.output<typeof Schemas.OpsLedgerDiscrepancyListSchema>>>,
+]

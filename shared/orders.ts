@@ -21,15 +21,6 @@ export type OrderPaymentView = z.output<typeof OrderPaymentSchema>
  */
 export type CreatedOrderView = z.output<typeof CreatedOrderSchema>
 
-export const refundReasons = ['requested_by_customer', 'duplicate', 'fraudulent'] as const
-export type RefundReason = typeof refundReasons[number]
-/** pending: held against the order's balance, not yet settled by the provider. failed: the provider refused; its amount is free again. */
-export const refundStatuses = ['pending', 'succeeded', 'failed'] as const
-export type RefundStatus = typeof refundStatuses[number]
-/** api: POST /api/orders/:id/refunds (or the ops console). provider: made at the provider (its dashboard). automatic: a payment that arrived for a canceled order. */
-export const refundSources = ['api', 'provider', 'automatic'] as const
-export type RefundSource = typeof refundSources[number]
-
 /** A refund of (part of) an order's payment, in the order's currency and units. */
 export type RefundView = z.output<typeof RefundSchema>
 

@@ -1,6 +1,9 @@
 /**
- * The status vocabularies of the stored rows, shared by the server (drizzle schema, check
- * constraints, zod filters) and the app (ops console filters and badges). One list per table.
+ * The vocabularies of the stored rows' enum columns (statuses, sources, reasons, kinds), shared by
+ * the server (drizzle schema, check constraints, zod schemas and filters) and the app (ops console
+ * filters, badges and choices). This file imports no other shared module: the schemas
+ * (./api-schemas) and the types derived from them (./orders, ./ops-api) read from it, never the
+ * other way, so no import runs in a circle.
  */
 
 // The idempotency layer's own (nuxt-idempotency owns that table).
@@ -20,3 +23,32 @@ export const webhookEventStatuses = ['received', 'applied', 'ignored'] as const
 export type WebhookEventStatus = typeof webhookEventStatuses[number]
 export const webhookEventSources = ['webhook', 'reconciliation'] as const
 export type WebhookEventSource = typeof webhookEventSources[number]
+
+/** What a refund may be asked for with (an automatic refund's reason is order_canceled; the column is free text). */
+export const refundReasons = ['requested_by_customer', 'duplicate', 'fraudulent'] as const
+export type RefundReason = typeof refundReasons[number]
+/** pending: held against the order's balance, not yet settled by the provider. failed: the provider refused; its amount is free again. */
+export const refundStatuses = ['pending', 'succeeded', 'failed'] as const
+export type RefundStatus = typeof refundStatuses[number]
+/** api: POST /api/orders/:id/refunds (or the ops console). provider: made at the provider (its dashboard). automatic: a payment that arrived for a canceled order. */
+export const refundSources = ['api', 'provider', 'automatic'] as const
+export type RefundSource = typeof refundSources[number]
+
+/**
+ * What the ledger check (server/ledger) finds and cannot heal, each at most once open per order:
+ * - `wrong_amount_captured`: the provider holds a payment of another amount than the order's;
+ * - `payment_not_recorded`: the provider holds the payment, the order does not know it was paid;
+ * - `payment_not_at_provider`: the order is paid, the provider holds nothing;
+ * - `canceled_refund_failed`: a canceled order was paid, and its automatic refund failed;
+ * - `refund_not_at_provider`: a refund of ours succeeded that the provider does not have;
+ * - `refund_succeeded_at_provider`: a refund of ours failed (or is unknown here) that the provider made;
+ * - `refund_amount_mismatch`: one refund, two amounts.
+ */
+export const ledgerDiscrepancyKinds = [
+  'wrong_amount_captured', 'payment_not_recorded', 'payment_not_at_provider', 'canceled_refund_failed',
+  'refund_not_at_provider', 'refund_succeeded_at_provider', 'refund_amount_mismatch',
+] as const
+export type LedgerDiscrepancyKind = typeof ledgerDiscrepancyKinds[number]
+/** open: for an operator; healed: the check itself brought our ledger to the provider's (kept so the difference stays visible); resolved: by an operator or a later check. */
+export const ledgerDiscrepancyStatuses = ['open', 'healed', 'resolved'] as const
+export type LedgerDiscrepancyStatus = typeof ledgerDiscrepancyStatuses[number]

@@ -1,10 +1,13 @@
 import { sql } from 'drizzle-orm'
 import { bigint, bigserial, check, index, integer, jsonb, pgSequence, pgTable, text, timestamp, unique, uniqueIndex } from 'drizzle-orm/pg-core'
-import { type PaymentNextAction, type RefundSource, refundSources, type RefundStatus, refundStatuses } from '../../shared/orders'
+import type { PaymentNextAction } from '../../shared/orders'
 import { idempotencyRecords } from 'nuxt-idempotency/schema'
-import { type IdempotencyStatus, idempotencyStatuses, type JobStatus, jobStatuses, type WebhookEventSource, webhookEventSources, type WebhookEventStatus, webhookEventStatuses } from '../../shared/statuses'
-import type { LedgerDiscrepancyKind, LedgerDiscrepancyStatus, LedgerView, OpsJobError } from '../../shared/ops-api'
-import { ledgerDiscrepancyKinds, ledgerDiscrepancyStatuses } from '../../shared/ops-api'
+import {
+  type IdempotencyStatus, idempotencyStatuses, type JobStatus, jobStatuses, type LedgerDiscrepancyKind, ledgerDiscrepancyKinds, type LedgerDiscrepancyStatus,
+  ledgerDiscrepancyStatuses, type RefundSource, refundSources, type RefundStatus, refundStatuses, type WebhookEventSource, webhookEventSources,
+  type WebhookEventStatus, webhookEventStatuses,
+} from '../../shared/statuses'
+import type { LedgerView, OpsJobError } from '../../shared/ops-api'
 
 // The idempotency module's table, part of this schema so that drizzle-kit keeps it (and queries join it).
 export { idempotencyRecords }

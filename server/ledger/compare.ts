@@ -1,5 +1,6 @@
 import { paymentStatusPrecedence } from '../orders/payment-state'
-import type { LedgerDiscrepancyKind, LedgerRefund, LedgerView } from '../../shared/ops-api'
+import type { LedgerRefund, LedgerView } from '../../shared/ops-api'
+import type { LedgerDiscrepancyKind } from '../../shared/statuses'
 import { sumOf } from './types'
 
 /**

@@ -5,7 +5,8 @@ import { ledgerDiscrepancies } from '../db/schema'
 import { metrics } from '../observability/metrics'
 import { newestFirst } from '../ops/list'
 import { type OperatorOrigin, recordOperatorAction } from '../ops/operator-actions'
-import { type LedgerDiscrepancyKind, ledgerDiscrepancyKinds, type LedgerDiscrepancyStatus, type LedgerView } from '../../shared/ops-api'
+import type { LedgerView } from '../../shared/ops-api'
+import { type LedgerDiscrepancyKind, ledgerDiscrepancyKinds, type LedgerDiscrepancyStatus } from '../../shared/statuses'
 import type { LedgerFinding } from './compare'
 
 /**

@@ -57,7 +57,7 @@ export async function findIntent(db: Database, intentId: string, options: { forU
     events: paymentIntents.events,
   }).from(paymentIntents).where(eq(paymentIntents.id, intentId))
   const [intent] = await (options.forUpdate ? query.for('update') : query)
-  if (!intent) throw problem('not-found', `No mockpay payment intent "${intentId}". Read the order (GET /api/orders/{id}) for its paymentIntentId; it appears once the worker created the intent.`)
+  if (!intent) throw problem('not-found', `No mockpay payment intent "${intentId}". Take the paymentIntentId from the order (GET /api/orders/ followed by the order's id); it appears once the worker created the intent.`)
   return intent
 }
 

@@ -17,7 +17,8 @@ export const parameterComponents: Record<string, oas31.ParameterObject> = {
     required: true,
     description: 'One key per intended operation (a UUID v4 is a good choice), reused on every retry of it: 1–255 visible ASCII characters (0x21–0x7E). '
       + 'It may also be sent as an RFC 8941 string, as the IETF draft writes it: `"abc"` is the key `abc`. '
-      + 'Missing: 400 `idempotency-key-missing`; malformed: 400 `idempotency-key-invalid`. The same key with another body or route: 422 `idempotency-key-reused`.',
+      + 'Missing: 400 `idempotency-key-missing`; malformed: 400 `idempotency-key-invalid`. The same key with another body or route: 422 `idempotency-key-reused`. '
+      + 'A key is remembered for 24 hours from its first request by default (the server\'s `IDEMPOTENCY_TTL_SECONDS`, 86400 seconds); after that it is a new key.',
     schema: { type: 'string', pattern: IDEMPOTENCY_KEY_PATTERN },
     examples: { bare: { summary: 'A UUID v4', value: '5f0c8a52-3f0e-4c7e-9a59-0c1c6f1f6b1e' }, sfString: { summary: 'RFC 8941 string: the same key', value: '"5f0c8a52-3f0e-4c7e-9a59-0c1c6f1f6b1e"' } },
   },

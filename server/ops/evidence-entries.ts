@@ -181,10 +181,17 @@ export function jobEntries(job: JobRow, eventIdOf: EventIdOf): RankedEntry[] {
   return entries
 }
 
+/** A history row's change, as a sentence: an applied row whose status did not change (a refund asked for or settled, for one) did not move the order. */
+function historyChange(row: HistoryRow): string {
+  const requested = row.requestedStatus ? ` ${row.requestedStatus}` : ''
+  if (row.outcome !== 'applied') return `stayed ${row.toStatus} (ignored${requested}: ${row.reason ?? 'no reason'})`
+  if (row.fromStatus !== row.toStatus) return `moved ${row.fromStatus} → ${row.toStatus}`
+  const what = [row.reason, row.refundId && `refund ${row.refundId}`].filter(Boolean).join(', ')
+  return `stayed ${row.toStatus} (applied${requested} without a status change${what ? `: ${what}` : ''})`
+}
+
 export function historyEntry(row: HistoryRow, eventIdOf: EventIdOf): RankedEntry {
-  const change = row.outcome === 'applied'
-    ? `moved ${row.fromStatus} → ${row.toStatus}`
-    : `stayed ${row.toStatus} (ignored${row.requestedStatus ? ` ${row.requestedStatus}` : ''}: ${row.reason ?? 'no reason'})`
+  const change = historyChange(row)
   return ranked(`history:${serial(row.id)}`, rankOf.order_status, row.createdAt, {
     kind: 'order_status',
     summary: `Order ${row.orderId} ${change}${row.webhookEventId ? ` by webhook event ${row.webhookEventId}` : ''}.`,

@@ -1,6 +1,5 @@
 import { z } from 'zod'
-import { idempotencyStatuses, jobStatuses } from '../../shared/statuses'
-import { ledgerDiscrepancyStatuses } from '../../shared/ops-api'
+import { idempotencyStatuses, jobStatuses, ledgerDiscrepancyStatuses } from '../../shared/statuses'
 import { listQuery } from './list'
 
 /** What the ops routes validate: their bodies, queries and path names. */

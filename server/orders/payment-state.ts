@@ -4,7 +4,7 @@ import { newId } from '../db/ids'
 import { orders, orderStatusHistory, refunds, webhookEvents } from '../db/schema'
 import { enqueueJob } from '../jobs/enqueue'
 import { orderIssueInvoiceJob, orderSendConfirmationJob, paymentRefundJob, refundSendNoticeJob } from '../jobs/types'
-import type { RefundStatus } from '../../shared/orders'
+import type { RefundStatus } from '../../shared/statuses'
 
 /**
  * An order's payment state moves only up this ladder, so events that arrive late, twice or out of

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { refundReasons } from '../../shared/orders'
+import { refundReasons } from '../../shared/statuses'
 
 /**
  * The refund body of docs/payments-and-refunds.md#refunds-and-cancellation. `amount` defaults to

@@ -7,7 +7,9 @@ import { insertRefund, lockOrder, recordHistory, refundTotals } from '../orders/
 import { problem } from '../problems'
 import { exactEverywhere, refundAmountProblem } from '../payments/currencies'
 import { useConfig } from '../config'
-import type { RefundSource, RefundStatus, RefundView } from '../../shared/orders'
+import type { RefundView } from '../../shared/orders'
+import type { RefundSource, RefundStatus } from '../../shared/statuses'
+import { exceedsRemainingDetail, notRefundableDetail } from './refusals'
 import type { CreateRefundInput } from './schema'
 
 type RefundRow = typeof refunds.$inferSelect
@@ -86,12 +88,13 @@ export async function requestRefund(tx: Database, context: RefundRequestContext,
   const order = await lockOrder(tx, context.orderId, context.tenantId)
   if (!order) throw notFound(context.orderId)
   if (!refundable(order.status)) {
-    throw problem('order-not-refundable', `Order ${order.id} is ${order.status}; only a paid or partially refunded order can be refunded. An unpaid order is canceled instead: POST /api/orders/{id}/cancel.`, { extensions: { orderStatus: order.status } })
+    throw problem('order-not-refundable', notRefundableDetail(order), { extensions: { orderStatus: order.status } })
   }
-  const remaining = Math.max(0, order.amount - (await refundTotals(tx, order.id)).held)
+  const { held } = await refundTotals(tx, order.id)
+  const remaining = Math.max(0, order.amount - held)
   const amount = input.amount ?? remaining
   if (amount > remaining || remaining <= 0) {
-    throw problem('refund-exceeds-remaining', `Order ${order.id} has ${remaining} ${order.currency} left to refund (its other refunds that have not failed hold the rest); ask for at most that, under a new Idempotency-Key.`, { extensions: { remaining } })
+    throw problem('refund-exceeds-remaining', exceedsRemainingDetail(order, held, input.amount), { extensions: { remaining } })
   }
   refuseInexactAmount(order, amount, input.amount === undefined)
   const id = await insertRefund(tx, order, {

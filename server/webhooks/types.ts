@@ -1,5 +1,5 @@
 import type { Verification, WebhookDelivery } from 'nuxt-idempotency/webhooks'
-import type { RefundStatus } from '../../shared/orders'
+import type { RefundStatus } from '../../shared/statuses'
 import type { PaymentStatus } from '../orders/payment-state'
 
 /** What every provider's event becomes once verified and understood. */

@@ -35,7 +35,7 @@ describeWithServices('POST /api/webhooks/midtrans where another provider is conf
     const answer = await deliver(stack.app.url, delivery)
 
     expectProblem(answer, 'not-found')
-    expect(answer.json.detail).toBe('No webhook provider "midtrans" here. Point the provider at /api/webhooks/{standard|stripe|mockpay}.')
+    expect(answer.json.detail).toBe('No webhook provider "midtrans" here. Point the provider at one of /api/webhooks/standard, /api/webhooks/stripe or /api/webhooks/mockpay.')
     expect(await webhookRowCounts(stack.sql)).toEqual(before)
     const [stored] = await stack.sql<Array<{ status: string }>>`select status from orders where id = ${order.id}`
     expect(stored).toEqual({ status: 'pending_payment' })

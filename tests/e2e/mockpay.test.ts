@@ -466,7 +466,7 @@ describeWithServices('mockpay: a provider retries until the endpoint answers, an
     const webhook = await deliver(mockpayOff.url, delivery)
     expectProblem(webhook, 'not-found')
     expect(webhook.status).toBe(404)
-    expect(webhook.json.detail).toBe('No webhook provider "mockpay" here. Point the provider at /api/webhooks/{standard|stripe}.')
+    expect(webhook.json.detail).toBe('No webhook provider "mockpay" here. Point the provider at one of /api/webhooks/standard or /api/webhooks/stripe.')
     expect(await sql!`select id from webhook_events where event_id = ${webhookId}`).toEqual([])
 
     const [row] = await sql!<Array<{ status: string, events: unknown[] }>>`select status, events from payment_intents where id = ${intentId}`

@@ -102,7 +102,7 @@ describeWithServices('start-up', ['postgres', 'redis'], () => {
       for (const provider of ['midtrans', 'standard', 'mockpay']) {
         const answer = await request(app.url, `/api/webhooks/${provider}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })
         expectProblem(answer, 'not-found')
-        expect(answer.json.detail).toBe(`No webhook provider "${provider}" here. Point the provider at /api/webhooks/{stripe}.`)
+        expect(answer.json.detail).toBe(`No webhook provider "${provider}" here. Point the provider at /api/webhooks/stripe.`)
       }
       // Stripe's endpoint is on: an unsigned delivery is refused for its signature, not its route.
       expectProblem(await request(app.url, '/api/webhooks/stripe', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }), 'webhook-signature-invalid')

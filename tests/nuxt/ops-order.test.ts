@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import type { OpsOrder, OpsRefund } from '#shared/ops-api'
 import type { RefundView } from '#shared/orders'
 import OrderPanel from '~/components/ops/OrderPanel.vue'
+import { exceedsRemainingDetail } from '../../server/refunds/refusals'
 import { consoleHost, opsToken } from './ops-context'
 
 // The console's order view: an order as its tenant reads it, its refunds, and the Refund form —
@@ -210,7 +211,8 @@ describe('OrderPanel: an order and its refunds', () => {
   })
 
   it('409 refund-exceeds-remaining: its detail is shown; the answer was final, so the next refund is a new key', async () => {
-    const detail = 'Order ord_01JPAID has 100000 IDR left to refund; 250000 was asked. Ask for at most that, under a new key.'
+    // The server's own words: someone refunded 200 000 of the 300 000 meanwhile.
+    const detail = exceedsRemainingDetail({ id: orderId, status: 'partially_refunded', amount: 300_000, currency: 'IDR' }, 200_000, 250_000)
     server = serve([
       (event, call) => problem(event, 409, { type: '/problems/refund-exceeds-remaining', title: 'Refund exceeds what remains', detail, remaining: 100_000, idempotency: { key: call.key, replayed: false } }),
       (event, call) => {

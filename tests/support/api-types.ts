@@ -2106,7 +2106,7 @@ export interface components {
         };
     };
     parameters: {
-        /** @description One key per intended operation (a UUID v4 is a good choice), reused on every retry of it: 1–255 visible ASCII characters (0x21–0x7E). It may also be sent as an RFC 8941 string, as the IETF draft writes it: `"abc"` is the key `abc`. Missing: 400 `idempotency-key-missing`; malformed: 400 `idempotency-key-invalid`. The same key with another body or route: 422 `idempotency-key-reused`. */
+        /** @description One key per intended operation (a UUID v4 is a good choice), reused on every retry of it: 1–255 visible ASCII characters (0x21–0x7E). It may also be sent as an RFC 8941 string, as the IETF draft writes it: `"abc"` is the key `abc`. Missing: 400 `idempotency-key-missing`; malformed: 400 `idempotency-key-invalid`. The same key with another body or route: 422 `idempotency-key-reused`. A key is remembered for 24 hours from its first request by default (the server's `IDEMPOTENCY_TTL_SECONDS`, 86400 seconds); after that it is a new key. */
         IdempotencyKey: string;
         /**
          * @description `wait=N` (N ≤ 10 seconds): while a request with the same key and body is still running, wait up to N seconds for its answer and replay it, instead of an immediate 409 `request-in-progress`. Larger N counts as 10; `Preference-Applied` says what was applied.
@@ -2162,7 +2162,7 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description One key per intended operation (a UUID v4 is a good choice), reused on every retry of it: 1–255 visible ASCII characters (0x21–0x7E). It may also be sent as an RFC 8941 string, as the IETF draft writes it: `"abc"` is the key `abc`. Missing: 400 `idempotency-key-missing`; malformed: 400 `idempotency-key-invalid`. The same key with another body or route: 422 `idempotency-key-reused`. */
+                /** @description One key per intended operation (a UUID v4 is a good choice), reused on every retry of it: 1–255 visible ASCII characters (0x21–0x7E). It may also be sent as an RFC 8941 string, as the IETF draft writes it: `"abc"` is the key `abc`. Missing: 400 `idempotency-key-missing`; malformed: 400 `idempotency-key-invalid`. The same key with another body or route: 422 `idempotency-key-reused`. A key is remembered for 24 hours from its first request by default (the server's `IDEMPOTENCY_TTL_SECONDS`, 86400 seconds); after that it is a new key. */
                 "Idempotency-Key": components["parameters"]["IdempotencyKey"];
                 /**
                  * @description `wait=N` (N ≤ 10 seconds): while a request with the same key and body is still running, wait up to N seconds for its answer and replay it, instead of an immediate 409 `request-in-progress`. Larger N counts as 10; `Preference-Applied` says what was applied.
@@ -2301,7 +2301,7 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description One key per intended operation (a UUID v4 is a good choice), reused on every retry of it: 1–255 visible ASCII characters (0x21–0x7E). It may also be sent as an RFC 8941 string, as the IETF draft writes it: `"abc"` is the key `abc`. Missing: 400 `idempotency-key-missing`; malformed: 400 `idempotency-key-invalid`. The same key with another body or route: 422 `idempotency-key-reused`. */
+                /** @description One key per intended operation (a UUID v4 is a good choice), reused on every retry of it: 1–255 visible ASCII characters (0x21–0x7E). It may also be sent as an RFC 8941 string, as the IETF draft writes it: `"abc"` is the key `abc`. Missing: 400 `idempotency-key-missing`; malformed: 400 `idempotency-key-invalid`. The same key with another body or route: 422 `idempotency-key-reused`. A key is remembered for 24 hours from its first request by default (the server's `IDEMPOTENCY_TTL_SECONDS`, 86400 seconds); after that it is a new key. */
                 "Idempotency-Key": components["parameters"]["IdempotencyKey"];
                 /**
                  * @description `wait=N` (N ≤ 10 seconds): while a request with the same key and body is still running, wait up to N seconds for its answer and replay it, instead of an immediate 409 `request-in-progress`. Larger N counts as 10; `Preference-Applied` says what was applied.
@@ -2396,7 +2396,7 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description One key per intended operation (a UUID v4 is a good choice), reused on every retry of it: 1–255 visible ASCII characters (0x21–0x7E). It may also be sent as an RFC 8941 string, as the IETF draft writes it: `"abc"` is the key `abc`. Missing: 400 `idempotency-key-missing`; malformed: 400 `idempotency-key-invalid`. The same key with another body or route: 422 `idempotency-key-reused`. */
+                /** @description One key per intended operation (a UUID v4 is a good choice), reused on every retry of it: 1–255 visible ASCII characters (0x21–0x7E). It may also be sent as an RFC 8941 string, as the IETF draft writes it: `"abc"` is the key `abc`. Missing: 400 `idempotency-key-missing`; malformed: 400 `idempotency-key-invalid`. The same key with another body or route: 422 `idempotency-key-reused`. A key is remembered for 24 hours from its first request by default (the server's `IDEMPOTENCY_TTL_SECONDS`, 86400 seconds); after that it is a new key. */
                 "Idempotency-Key": components["parameters"]["IdempotencyKey"];
                 /**
                  * @description `wait=N` (N ≤ 10 seconds): while a request with the same key and body is still running, wait up to N seconds for its answer and replay it, instead of an immediate 409 `request-in-progress`. Larger N counts as 10; `Preference-Applied` says what was applied.
@@ -3812,7 +3812,7 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description One key per intended operation (a UUID v4 is a good choice), reused on every retry of it: 1–255 visible ASCII characters (0x21–0x7E). It may also be sent as an RFC 8941 string, as the IETF draft writes it: `"abc"` is the key `abc`. Missing: 400 `idempotency-key-missing`; malformed: 400 `idempotency-key-invalid`. The same key with another body or route: 422 `idempotency-key-reused`. */
+                /** @description One key per intended operation (a UUID v4 is a good choice), reused on every retry of it: 1–255 visible ASCII characters (0x21–0x7E). It may also be sent as an RFC 8941 string, as the IETF draft writes it: `"abc"` is the key `abc`. Missing: 400 `idempotency-key-missing`; malformed: 400 `idempotency-key-invalid`. The same key with another body or route: 422 `idempotency-key-reused`. A key is remembered for 24 hours from its first request by default (the server's `IDEMPOTENCY_TTL_SECONDS`, 86400 seconds); after that it is a new key. */
                 "Idempotency-Key": components["parameters"]["IdempotencyKey"];
                 /**
                  * @description `wait=N` (N ≤ 10 seconds): while a request with the same key and body is still running, wait up to N seconds for its answer and replay it, instead of an immediate 409 `request-in-progress`. Larger N counts as 10; `Preference-Applied` says what was applied.

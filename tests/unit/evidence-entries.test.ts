@@ -201,6 +201,18 @@ describe('historyEntry', () => {
     expect(entry.summary).toBe('Order ord_1 stayed paid (ignored failed: paid is final).')
     expect(entry.ids).toStrictEqual({ orderId: 'ord_1', jobId: 'job_1' })
   })
+
+  it('an applied row that left the status as it was is not a move: it says the order stayed, and why', () => {
+    const requested = historyEntry({ ...historyRow, fromStatus: 'paid', requestedStatus: null, toStatus: 'paid', reason: 'refund_requested', refundId: 're_1', webhookEventId: null, requestId: 'req_1' }, knownEvent)
+    expect(requested.entry.summary).toBe('Order ord_1 stayed paid (applied without a status change: refund_requested, refund re_1).')
+    expect(requested.entry.summary).not.toMatch(/moved|→/)
+
+    const settled = historyEntry({ ...historyRow, fromStatus: 'partially_refunded', requestedStatus: 'refunded', toStatus: 'partially_refunded', reason: 'refund_succeeded', refundId: 're_2' }, knownEvent)
+    expect(settled.entry.summary).toBe('Order ord_1 stayed partially_refunded (applied refunded without a status change: refund_succeeded, refund re_2) by webhook event whe_1.')
+
+    const bare = historyEntry({ ...historyRow, fromStatus: 'paid', requestedStatus: 'paid', toStatus: 'paid', reason: null, webhookEventId: null }, knownEvent)
+    expect(bare.entry.summary).toBe('Order ord_1 stayed paid (applied paid without a status change).')
+  })
 })
 
 const orderRow: OrderRow = {

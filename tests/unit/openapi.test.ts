@@ -6,7 +6,7 @@ import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { describe, expect, it } from 'vitest'
-import { webhookProviderNames } from '../../server/config'
+import { parseConfig, webhookProviderNames } from '../../server/config'
 import { buildOpenApiDocument } from '../../server/openapi/document'
 import { apiOperations } from '../../server/openapi/operations'
 import { problemCatalog } from '../../server/problems'
@@ -98,6 +98,13 @@ describe('the OpenAPI document and the route files', () => {
       expect(declares, `${method.toUpperCase()} ${path}`).toBe(requires)
     }
     expect(document.components?.parameters?.IdempotencyKey).toMatchObject({ name: 'Idempotency-Key', in: 'header', required: true })
+  })
+
+  it('says how long a key is remembered, and which setting changes it, where the Idempotency-Key header is described', () => {
+    const { IDEMPOTENCY_TTL_SECONDS } = parseConfig({})
+    const description = (document.components?.parameters?.IdempotencyKey as { description?: string } | undefined)?.description ?? ''
+    expect(description).toContain(`${IDEMPOTENCY_TTL_SECONDS / 3600} hours`)
+    expect(description).toContain(`\`IDEMPOTENCY_TTL_SECONDS\`, ${IDEMPOTENCY_TTL_SECONDS} seconds`)
   })
 
   it('gives every operation an id, a summary, security and a success (but the unknown webhook provider\'s 404)', () => {

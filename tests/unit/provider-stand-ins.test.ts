@@ -916,6 +916,8 @@ describe('npm run stand-in', () => {
       const env = Object.fromEntries(envLine.split(' ').map(pair => pair.split('=', 2) as [string, string]))
       expect(env).toEqual({ PAYMENT_PROVIDER: 'stripe', STRIPE_API_BASE: url, STRIPE_SECRET_KEY: expect.stringMatching(/^sk_test_/), WEBHOOK_STRIPE_SECRET: expect.stringMatching(/^whsec_/) })
       expect(parseConfig(env)).toMatchObject({ PAYMENT_PROVIDER: 'stripe', STRIPE_API_BASE: url, webhookProviders: expect.arrayContaining(['stripe']) })
+      // The same settings start a built server: parsed as above, i.e. outside `nuxt dev`.
+      expect(child.output()).toContain(`\n  ${envLine} npm start\n`)
 
       const port = Number(new URL(url).port)
       const client = new Stripe(env.STRIPE_SECRET_KEY!, { host: '127.0.0.1', port, protocol: 'http', maxNetworkRetries: 0 })

@@ -8,6 +8,7 @@ import { checkTimestamp, signStandardWebhook } from 'nuxt-idempotency/webhooks'
 import { midtransProvider } from '../../server/webhooks/providers/midtrans'
 import { standardProvider } from '../../server/webhooks/providers/standard'
 import { stripeProvider } from '../../server/webhooks/providers/stripe'
+import { unknownWebhookProviderDetail } from '../../server/webhooks/registry'
 import { requestedStatusOf, TIMESTAMP_TOLERANCE_SECONDS, type WebhookDelivery } from '../../server/webhooks/types'
 
 /**
@@ -687,5 +688,15 @@ describe('requestedStatusOf', () => {
       'payment.updated': null,
       'refund.updated': null,
     })
+  })
+})
+
+describe('an unknown or unserved webhook provider (404)', () => {
+  it('names the webhook URLs this deployment serves, spelled out: no {…} left for the reader to fill in', () => {
+    expect(unknownWebhookProviderDetail('midtrans', ['stripe'])).toBe('No webhook provider "midtrans" here. Point the provider at /api/webhooks/stripe.')
+    expect(unknownWebhookProviderDetail('paypal', ['standard', 'stripe'])).toBe('No webhook provider "paypal" here. Point the provider at one of /api/webhooks/standard or /api/webhooks/stripe.')
+    expect(unknownWebhookProviderDetail('midtrans', ['standard', 'stripe', 'mockpay'])).toBe(
+      'No webhook provider "midtrans" here. Point the provider at one of /api/webhooks/standard, /api/webhooks/stripe or /api/webhooks/mockpay.')
+    expect(unknownWebhookProviderDetail('stripe', [])).toBe('No webhook provider "stripe" here: none is on (a provider is on once its webhook secret is set).')
   })
 })

@@ -1,6 +1,6 @@
 import { verifyStripeSignature } from 'nuxt-idempotency/webhooks'
 import { z } from 'zod'
-import type { RefundStatus } from '../../../shared/orders'
+import type { RefundStatus } from '../../../shared/statuses'
 import type { PaymentEvent, PaymentEventType, WebhookProvider } from '../types'
 import { fromStripeAmount } from '../../payments/currencies'
 import { explainIssues } from './common'

@@ -10,6 +10,9 @@ export default defineEventHandler(async (event) => {
   const orderId = OrderIdSchema.safeParse(getRouterParam(event, 'id'))
   const refundId = RefundIdSchema.safeParse(getRouterParam(event, 'refundId'))
   const refund = orderId.success && refundId.success ? await findRefund(useDatabaseHandle().db, { tenantId: tenant.id, checkoutSessionId: checkoutSessionIdOf(event) }, orderId.data, refundId.data) : undefined
-  if (!refund) throw problem('not-found', `No refund "${getRouterParam(event, 'refundId')}" of order "${getRouterParam(event, 'id')}" exists for your tenant. List the order's refunds with GET /api/orders/{id}.`)
+  if (!refund) {
+    const orderParam = getRouterParam(event, 'id') ?? ''
+    throw problem('not-found', `No refund "${getRouterParam(event, 'refundId')}" of order "${orderParam}" exists for your tenant. List the order's refunds with GET /api/orders/${encodeURIComponent(orderParam)}.`)
+  }
   return serializeRefund(refund)
 })
