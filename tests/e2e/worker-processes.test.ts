@@ -1,3 +1,5 @@
+import { execFileSync, spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
@@ -200,6 +202,28 @@ describeWithServices('standalone worker processes', ['postgres', 'redis'], () =>
       ])
     })
 
+    it('SIGTERM to `npm run worker` reaches the worker: it stops gracefully ("worker stopped"), and no process of it is left running', async () => {
+      const env = appEnv({ databaseUrl: database!.url, redisUrl, label: 'npm-worker', env: { ...quickPolling, REDIS_KEY_PREFIX: redisKeyPrefix } })
+      const npm = spawn('npm', ['run', 'worker'], { cwd: projectRoot, env: { ...env, LOG_LEVEL: 'info', WORKER_ID: 'npm-worker' }, stdio: ['ignore', 'pipe', 'pipe'] })
+      let output = ''
+      npm.stdout.setEncoding('utf8').on('data', (chunk: string) => { output += chunk })
+      npm.stderr.setEncoding('utf8').on('data', (chunk: string) => { output += chunk })
+      const closed = once(npm, 'close')
+      try {
+        await pollUntil('npm run worker started the worker', async () => output.includes('"msg":"worker started"'), { timeoutMs: 60_000 })
+        const started = descendantsOf(npm.pid!)
+        expect(started.length, output).toBeGreaterThan(0)
+        npm.kill('SIGTERM')
+        await Promise.race([closed, sleep(15_000).then(() => { throw new Error(`npm run worker did not exit within 15 s of SIGTERM:\n${output}`) })])
+        await pollUntil(`npm's processes (${started.join(', ')}) are gone`, async () => started.every(pid => !isRunning(pid)), { timeoutMs: 10_000 })
+        expect(output).toContain('"msg":"worker stopped"')
+      }
+      finally {
+        for (const pid of descendantsOf(npm.pid!)) process.kill(pid, 'SIGKILL')
+        npm.kill('SIGKILL')
+      }
+    }, 120_000)
+
     it('SIGTERM mid-job: the job is released with its attempt given back, then completes once at attempt 1', async () => {
       const { db, sql } = fixture!
       const { orderIds: [orderId] } = await seedOrders(db, 1)
@@ -312,3 +336,25 @@ describeWithServices('standalone worker processes', ['postgres', 'redis'], () =>
     }
   })
 })
+
+/** Every process below `pid`, children first. */
+function descendantsOf(pid: number): number[] {
+  let children: number[]
+  try {
+    children = execFileSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' }).trim().split('\n').filter(Boolean).map(Number)
+  }
+  catch {
+    return [] // pgrep exits 1 when there are none
+  }
+  return children.flatMap(child => [child, ...descendantsOf(child)])
+}
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  }
+  catch {
+    return false
+  }
+}
