@@ -185,14 +185,16 @@ async function applyRefundEvent(tx: Database, order: LockedOrder, requested: Pay
 type Settled = { reason: IgnoredBecause } | { refundId: string, note: RefundNote }
 
 /**
- * A total refunded so far: each refund it lists, by its name (as if its own event came), then what
- * the total says beyond every refund it may count. Without a listing, a refund it counted is named
- * later, when its own event comes (countedByTotal).
+ * A total refunded so far. One that lists every refund it counts is each of them, by its name (as
+ * if its own event came), and nothing beyond: a listed refund that does not fit beside our holds
+ * is recorded when a hold that kept it out fails (recordWhatTheHoldCovered), never as an unnamed
+ * difference that its own event would later count again. Without a listing, what the total says
+ * beyond every refund it may count is the provider's, unnamed until its own event names it (countedByTotal).
  */
 async function settleTotal(tx: Database, order: LockedOrder, totals: RefundTotals, context: PaymentStatusContext): Promise<Settled[]> {
-  const settled: Settled[] = []
-  for (const refund of context.listedRefunds ?? []) settled.push(await settleNamedRefund(tx, order, await refundTotals(tx, order.id), refund, context))
-  settled.push(await recordProviderTotal(tx, order, settled.length > 0 ? await refundTotals(tx, order.id) : totals, context.amount ?? order.amount, context))
+  if (!context.listedRefunds) return [await recordProviderTotal(tx, order, totals, context.amount ?? order.amount, context)]
+  const settled: Settled[] = [{ reason: 'no_refund' }]
+  for (const refund of context.listedRefunds) settled.push(await settleNamedRefund(tx, order, await refundTotals(tx, order.id), refund, context))
   return settled
 }
 

@@ -120,6 +120,35 @@ function refundsContract(driver: DatabaseDriver) {
     expect(order!.status).toBe('partially_refunded')
   })
 
+  it('a total that lists its refunds, one of which does not fit beside ours: no unnamed difference; recorded by its name once ours fails', async () => {
+    const { tenantId, orderId } = await paidOrder()
+    const ours = await refund(tenantId, orderId, 100_000)
+    const dashboard = { providerRefundId: 're_dashboard', amount: 110_000, status: 'succeeded' as const }
+    const stored = async (type: string, fields: Partial<typeof webhookEvents.$inferInsert>) => {
+      const id = newId('whe')
+      await db.insert(webhookEvents).values({ id, provider: 'stripe', eventId: `evt_${id}`, type, orderId, currency: 'IDR', rawBody: '{}', signatureHeaders: {}, requestId: 'req_dashboard', ...fields })
+      return id
+    }
+    // Stripe's charge.refunded lists the dashboard's refund (110,000), which does not fit beside ours (100,000 held).
+    const total = await stored('payment.refunded', { amount: 110_000, listedRefunds: [dashboard] })
+    expect(await transaction(db, tx => applyPaymentStatus(tx, orderId, 'refunded', { amount: 110_000, currency: 'IDR', listedRefunds: [dashboard], webhookEventId: total })))
+      .toEqual({ from: 'paid', to: 'paid', changed: false, reason: 'amount_mismatch' })
+    // Its own refund.created, while ours still holds: kept out too.
+    const created = await stored('refund.updated', { refund: dashboard })
+    expect(await transaction(db, tx => applyPaymentStatus(tx, orderId, null, { currency: 'IDR', refund: dashboard, webhookEventId: created })))
+      .toMatchObject({ changed: false, reason: 'amount_mismatch' })
+    expect(await refundRows(orderId)).toEqual([{ amount: 100_000, status: 'pending', source: 'api' }])
+
+    // Stripe refuses ours (the dashboard's took the money): the dashboard's refund is recorded by its name, once.
+    await transaction(db, tx => applyRefundOutcome(tx, orderId, ours.id, { status: 'failed', failure: 'amount_too_large: 40,000 remain' }, {}))
+    expect(await refundRows(orderId)).toEqual([
+      { amount: 100_000, status: 'failed', source: 'api' },
+      { amount: 110_000, status: 'succeeded', source: 'provider' },
+    ])
+    const named = await db.select({ providerRefundId: refunds.providerRefundId }).from(refunds).where(eq(refunds.orderId, orderId)).orderBy(asc(refunds.createdAt), asc(refunds.id))
+    expect(named.map(row => row.providerRefundId)).toEqual([null, 're_dashboard'])
+  })
+
   it('refuses an unpaid order and another tenant\'s; cancels an unpaid order once, and a paid one never', async () => {
     const { tenantId, orderIds: [unpaid] } = await seedOrders(db, 1)
     await expect(refund(tenantId, unpaid!).catch(refusal)).resolves.toEqual({ type: '/problems/order-not-refundable', remaining: undefined, orderStatus: 'pending_payment' })
