@@ -25,18 +25,8 @@ export default defineNuxtConfig({
   typescript: { strict: true },
   css: ['~/assets/css/base.css'],
   nitro: {
-    experimental: { tasks: true },
     // The server runs on Node ≥ 20, which has BigInt literals (nitro's default target, es2019, warns on them).
     esbuild: { options: { target: 'es2022' } },
-    // Every instance fires these; each task takes a lock, so one instance does the work.
-    scheduledTasks: {
-      '*/15 * * * * *': ['jobs:rescue'],
-      // A run deletes for up to RETENTION_PACE.budgetMs: that budget once a minute is retention's capacity.
-      '* * * * *': ['retention:cleanup'],
-      '0 * * * * *': ['payments:reconcile'],
-      // Off reconciliation's second: each run compares at most LEDGER_CHECK_BATCH orders with the provider.
-      '30 */5 * * * *': ['payments:ledger-check'],
-    },
     ...(buildRoot && { output: { dir: `${buildRoot}/.output` } }),
     externals: {
       // PGlite ships WASM and data files it loads relative to its own module: keep it external.

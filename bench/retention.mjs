@@ -53,25 +53,29 @@ export async function expiredRowsLeft(sql) {
 }
 
 /**
- * Runs retention once through the ops API (`POST /api/ops/tasks/retention:cleanup`), as the
- * scheduler would. Resolves to the rows it deleted per table, the run's own duration in ms (pauses
- * included; measured by the server, so a call that joins the scheduler's run of the same name, which
- * Nitro answers with that run's result, still pairs the counts with their time) and whether it
- * drained the backlog (false: its budget ended it, so counts / ms is its full pace). Rejects when
- * the run was skipped (another instance holds the task's lock).
+ * Runs retention once through the ops API (`POST /api/ops/tasks/retention:cleanup`: the three
+ * tables' retention services in turn, each at its scheduled pace). Resolves to the rows deleted per
+ * table, the runs' own durations summed in ms (pauses included; measured by the server) and whether
+ * every run drained its backlog (false: a budget ended one, so counts / ms is its full pace).
+ * Rejects when a run was skipped (another instance holds that service's lock).
  */
 export async function runRetention(url, opsToken) {
   const response = await fetch(new URL('/api/ops/tasks/retention:cleanup', url), {
     method: 'POST',
     headers: { authorization: `Bearer ${opsToken}` },
-    // A run lasts up to its budget (40 s): well past the few seconds some clients allow by default.
+    // Three runs of up to 18 s each: well past the few seconds some clients allow by default.
     signal: AbortSignal.timeout(120_000),
   })
   const body = await response.json()
   if (!response.ok) throw new Error(`retention:cleanup answered ${response.status}: ${JSON.stringify(body)}`)
-  const { result } = body
-  if (result?.skipped !== false) throw new Error(`retention:cleanup did not run here: ${JSON.stringify(body)}`)
-  return { counts: result.counts, ms: result.run.ms, drained: result.run.drained }
+  const runs = { idempotencyRecords: body.result?.['retention:records'], jobs: body.result?.['retention:jobs'], requestLog: body.result?.['retention:request-log'] }
+  if (Object.values(runs).some(run => run?.skipped !== false)) throw new Error(`retention:cleanup did not run here: ${JSON.stringify(body)}`)
+  const all = Object.values(runs)
+  return {
+    counts: Object.fromEntries(Object.entries(runs).map(([table, run]) => [table, run.deleted])),
+    ms: all.reduce((sum, run) => sum + run.run.ms, 0),
+    drained: all.every(run => run.run.drained),
+  }
 }
 
 /** Deletes what seedExpiredRows seeded, all at once: a scenario that only needed the backlog there leaves the tables as it found them. */

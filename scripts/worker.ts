@@ -2,14 +2,16 @@
  * `npm run worker`: the job runner as its own process, for deployments that scale workers apart
  * from the API (set WORKER_ENABLED=false on the app instances then, or keep both). Same
  * configuration as the server; needs DATABASE_URL (an embedded PGlite belongs to the app process).
- * Runs rescue and retention on a timer, each under its lock, as the app's scheduled tasks do.
+ * Runs job rescue and retention on the app's scheduler, each under its lock
+ * (docs/operations.md#maintenance).
  */
+import { storeMaintenance } from '../server/composition/maintenance'
+import { createConfiguredWorker } from '../server/composition/worker'
 import { ConfigError, initConfig } from '../server/config'
 import { openAppDatabase } from '../server/db'
-import { createConfiguredWorker } from '../server/jobs'
-import { deleteExpiredRecords, rescueStaleJobs } from '../server/jobs/maintenance'
 import { closeLocks, useLocks } from '../server/locks'
-import { log, setLogLevel } from '../server/observability/logger'
+import { startScheduler } from '../server/maintenance/scheduler'
+import { setLogLevel } from '../server/observability/logger'
 import { closeRedis } from '../server/redis'
 
 let config
@@ -34,22 +36,14 @@ const handle = await openAppDatabase(config)
 const locks = useLocks()
 const worker = createConfiguredWorker(config, handle, locks)
 await worker.start()
-
-const runMaintenance = async () => {
-  await rescueStaleJobs(handle.db, locks, config.JOB_HEARTBEAT_TIMEOUT_MS)
-    .catch(error => log.warn('job rescue failed; next run retries', { error }))
-  await deleteExpiredRecords(handle.db, locks, config.JOB_RETENTION_DAYS, config.REQUEST_LOG_RETENTION_DAYS)
-    .catch(error => log.warn('retention failed; next run retries', { error }))
-}
-const maintenance = setInterval(runMaintenance, config.JOB_MAINTENANCE_INTERVAL_MS)
+const maintenance = startScheduler(storeMaintenance(config, async () => ({ handle, locks })))
 
 let stopping = false
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   process.on(signal, async () => {
     if (stopping) return
     stopping = true
-    clearInterval(maintenance)
-    await worker.stop(config.JOB_SHUTDOWN_GRACE_MS)
+    await Promise.all([maintenance.stop(), worker.stop(config.JOB_SHUTDOWN_GRACE_MS)])
     await closeLocks()
     closeRedis()
     await handle.close()

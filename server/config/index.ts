@@ -130,7 +130,7 @@ const EnvSchema = z.object({
   JOB_LOCK_BUSY_DELAY_MS: intIn(1, 60_000, 250),
   /** On SIGTERM, running jobs get this long to finish before they are released (attempt given back). */
   JOB_SHUTDOWN_GRACE_MS: intIn(0, 5 * 60 * 1000, 10_000),
-  /** How often a standalone worker runs rescue and retention (the app uses Nitro scheduled tasks). */
+  /** How often every instance (app and `npm run worker`) runs job rescue (docs/operations.md#maintenance). */
   JOB_MAINTENANCE_INTERVAL_MS: intIn(50, 60 * 60 * 1000, 15_000),
   /** Completed jobs are deleted after this many days; dead letters stay until redriven. */
   JOB_RETENTION_DAYS: intIn(0, 3650, 7),
@@ -296,7 +296,7 @@ export const settingHelp: Readonly<Record<ConfigVariable, SettingHelp>> = {
   JOB_MAX_SNOOZE_MS: msHelp('the longest snooze', 1, 86_400_000, 3_600_000),
   JOB_LOCK_BUSY_DELAY_MS: msHelp('the wait of a job whose resource is locked', 1, 60_000, 250),
   JOB_SHUTDOWN_GRACE_MS: msHelp('how long running jobs may finish on SIGTERM', 0, 300_000, 10_000),
-  JOB_MAINTENANCE_INTERVAL_MS: msHelp('how often a standalone worker runs rescue and retention', 50, 3_600_000, 15_000),
+  JOB_MAINTENANCE_INTERVAL_MS: msHelp('how often each instance runs job rescue', 50, 3_600_000, 15_000),
   JOB_RETENTION_DAYS: { expected: 'days completed jobs are kept (a whole number, 0–3650)', example: '7' },
   PAYMENT_PROVIDER: { expected: 'where orders ask for their payments: stripe, midtrans, or mockpay (the built-in simulator: demo and tests only)', example: 'stripe' },
   STRIPE_SECRET_KEY: { expected: 'a Stripe secret key from the dashboard (Developers → API keys): sk_test_…, sk_live_…, or a restricted rk_test_… / rk_live_…', example: 'sk_live_…' },

@@ -4,7 +4,7 @@ import { transaction } from 'nuxt-idempotency/db'
 import type { Locks } from 'nuxt-idempotency/locks'
 import { newId } from '../db/ids'
 import { ledgerChecks, orders, refunds } from '../db/schema'
-import { type MaintenanceResult, withTaskLock } from '../jobs/maintenance'
+import { type MaintenanceResult, withTaskLock } from '../maintenance/task-lock'
 import { log } from '../observability/logger'
 import { metrics } from '../observability/metrics'
 import type { LedgerView } from '../../shared/ops-api'
@@ -36,7 +36,7 @@ export interface LedgerCheckOptions {
 }
 
 export async function runLedgerCheck(options: LedgerCheckOptions): Promise<MaintenanceResult> {
-  const result = await withTaskLock(options.locks, 'ledger-check', () => checkOnce(options))
+  const result = await withTaskLock(options.locks, 'ledger-check', async () => ({ counts: await checkOnce(options) }))
   // Every instance refreshes the gauge, the skipped ones too: a scrape of any instance tells the same.
   await refreshOpenGauge(options.handle.db)
   return result

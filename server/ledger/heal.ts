@@ -1,7 +1,7 @@
 import { and, eq, inArray, sql } from 'drizzle-orm'
 import type { Database } from 'nuxt-idempotency/db'
 import { jobs, orders, refunds } from '../db/schema'
-import { refundSendNoticeJob } from '../jobs/types'
+import { refundSendNoticeJob } from '../orders/job-types'
 import { applyPaymentStatus, isPaid, lockOrder, type PaymentStatusContext, recordHistory, refundTotals, statusAfterRefunds } from '../orders/payment-state'
 import type { LedgerRefund } from '../../shared/ops-api'
 

@@ -7,7 +7,7 @@ import {
   OpsLedgerDiscrepancyListSchema, OpsLedgerDiscrepancySchema, OrderSchema, ReadinessSchema, RefundResponseSchema, RefundSchema, WebhookReceivedSchema,
 } from '../../shared/api-schemas'
 import { webhookProviderNames } from '../config'
-import { ConfirmIntentSchema, RefundIntentSchema } from '../mockpay/service'
+import { ConfirmIntentSchema, RefundIntentSchema } from '../payments/mockpay/service'
 import { CreateOrderSchema, OrderIdSchema, exampleOrder } from '../orders/schema'
 import type { ProblemSlug } from '../problems'
 import { CreateRefundSchema, RefundIdSchema } from '../refunds/schema'

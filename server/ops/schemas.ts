@@ -56,7 +56,13 @@ export const ResolveDiscrepancySchema = z.object({
   operator: z.string().trim().min(1).max(100),
 })
 
-/** The maintenance tasks POST /api/ops/tasks/{name} runs now (they also run on their schedule). */
-export const runnableTasks = ['jobs:rescue', 'retention:cleanup', 'payments:reconcile', 'payments:ledger-check'] as const
+/**
+ * The maintenance services POST /api/ops/tasks/{name} runs now (they also run on their schedule,
+ * docs/operations.md#maintenance); `retention:cleanup` runs the three retention services in turn.
+ */
+export const runnableTasks = [
+  'jobs:rescue', 'retention:records', 'retention:jobs', 'retention:request-log', 'retention:cleanup', 'payments:reconcile', 'payments:ledger-check',
+] as const
+export type TaskName = typeof runnableTasks[number]
 /** Any other name is 404. */
 export const TaskNameSchema = z.enum(runnableTasks)

@@ -3,7 +3,7 @@ import type { Database } from 'nuxt-idempotency/db'
 import { newId } from '../db/ids'
 import { orders, orderStatusHistory, refunds, webhookEvents } from '../db/schema'
 import { enqueueJob } from '../jobs/enqueue'
-import { orderIssueInvoiceJob, orderSendConfirmationJob, paymentRefundJob, refundSendNoticeJob } from '../jobs/types'
+import { orderIssueInvoiceJob, orderSendConfirmationJob, paymentRefundJob, refundSendNoticeJob } from './job-types'
 import type { RefundStatus } from '../../shared/statuses'
 
 /**

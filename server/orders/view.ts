@@ -2,7 +2,7 @@ import { and, eq, getTableName, sql } from 'drizzle-orm'
 import { useConfig } from '../config'
 import type { Database } from 'nuxt-idempotency/db'
 import { jobs, orders, refunds } from '../db/schema'
-import { paymentCreateIntentJob } from '../jobs/types'
+import { paymentCreateIntentJob } from './job-types'
 import type { OrderPaymentView, OrderView, RefundView } from '../../shared/orders'
 import { serializeOrder, serializePayment } from './service'
 

@@ -2,7 +2,7 @@ import { desc, inArray, sql } from 'drizzle-orm'
 import { useConfig } from '../config'
 import type { Database } from 'nuxt-idempotency/db'
 import { jobs } from '../db/schema'
-import { paymentCancelJob, paymentCreateIntentJob, paymentRefundJob } from '../jobs/types'
+import { paymentCancelJob, paymentCreateIntentJob, paymentRefundJob } from '../orders/job-types'
 
 const providerCallKinds = [paymentCreateIntentJob.kind, paymentRefundJob.kind, paymentCancelJob.kind]
 

@@ -1,7 +1,7 @@
 import { type AppConfig, useConfig } from '../config'
 import { useDatabaseHandle } from '../db'
 import type { Database } from 'nuxt-idempotency/db'
-import { createMockpayProvider } from '../mockpay/provider'
+import { createMockpayProvider } from './mockpay/provider'
 import { createMidtransProvider } from './midtrans'
 import { createStripeProvider } from './stripe'
 import { metrics } from '../observability/metrics'

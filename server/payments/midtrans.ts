@@ -2,8 +2,7 @@ import midtrans from 'midtrans-client'
 import type { AppConfig } from '../config'
 import type { PaymentNextAction } from '../db/schema'
 import { log } from '../observability/logger'
-import type { PaymentEventType } from '../webhooks/types'
-import { type CreatedPayment, PaymentRefused, type PaymentProvider, type PaymentRequest, type PaymentState, type ProviderRefund, ProviderUnavailable, REFUSED_DETAILS_MESSAGE, retryAfterMs } from './types'
+import { type CreatedPayment, type PaymentEventType, type PaymentProvider, PaymentRefused, type PaymentRequest, type PaymentState, type ProviderRefund, ProviderUnavailable, REFUSED_DETAILS_MESSAGE, retryAfterMs } from './types'
 
 /**
  * Midtrans through its official client, Core API. The order id is Midtrans' order_id, which it

@@ -1,10 +1,7 @@
 import Stripe from 'stripe'
 import type { AppConfig } from '../config'
-import type { PaymentEventType } from '../webhooks/types'
 import { fromStripeAmount, toStripeAmount } from './currencies'
-import {
-  PaymentRefused, type PaymentProvider, type PaymentRequest, type PaymentState, ProviderUnavailable, type RefundRequest, REFUSED_DETAILS_MESSAGE, retryAfterMs,
-} from './types'
+import { type PaymentEventType, type PaymentProvider, PaymentRefused, type PaymentRequest, type PaymentState, ProviderUnavailable, type RefundRequest, REFUSED_DETAILS_MESSAGE, retryAfterMs } from './types'
 
 /**
  * Stripe through its official client. One PaymentIntent per order: the create call carries an

@@ -1,6 +1,9 @@
 import type { PaymentError, PaymentNextAction } from '../db/schema'
 import type { PaymentProviderName } from '../config'
-import type { PaymentEventType } from '../webhooks/types'
+
+/** What every provider's event becomes once verified and understood. */
+export const paymentEventTypes = ['payment.succeeded', 'payment.failed', 'payment.refunded', 'payment.updated', 'refund.updated'] as const
+export type PaymentEventType = typeof paymentEventTypes[number]
 
 export interface PaymentRequest {
   orderId: string

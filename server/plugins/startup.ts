@@ -3,9 +3,11 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { ConfigError, useConfig } from '../config'
 import { databaseReady, useDatabaseHandle } from '../db'
 import { answerUnparseableRequests } from '../http/client-errors'
-import { createConfiguredWorker } from '../jobs'
+import { useAppMaintenance } from '../composition/app-maintenance'
+import { createConfiguredWorker } from '../composition/worker'
 import type { Worker } from '../jobs/runner'
 import { closeLocks, useLocks } from '../locks'
+import { type Scheduler, startScheduler } from '../maintenance/scheduler'
 import { flushLog, log, setLogLevel } from '../observability/logger'
 import { flushRequestLog, recordRequest } from '../observability/request-log'
 import { closeRedis } from '../redis'
@@ -14,8 +16,8 @@ import { closeRedis } from '../redis'
 const ABANDONED_HANDLER_WAIT_MS = 60_000
 
 /**
- * Start-up: validate the configuration, print generated dev secrets, migrate, start the in-app
- * worker (WORKER_ENABLED). Nitro does not await plugins, so requests wait on databaseReady() in the
+ * Start-up: validate the configuration, print generated dev secrets, migrate, start the
+ * maintenance services' scheduler and the in-app worker (WORKER_ENABLED). Nitro does not await plugins, so requests wait on databaseReady() in the
  * request middleware; a failed start exits.
  */
 export default defineNitroPlugin((nitroApp) => {
@@ -38,10 +40,12 @@ export default defineNitroPlugin((nitroApp) => {
   // Connect the lock backend now, so the first request does not find it still connecting.
   const locks = useLocks()
   let worker: Worker | undefined
+  let maintenance: Scheduler | undefined
   databaseReady().then(
     async (handle) => {
       // Behind a transaction pooler without a direct URL the workers poll: say so, with how often.
       log.info('database ready', { driver: handle.driver, poolMode: handle.poolMode, jobWakeUps: handle.notifications ? 'listen' : `poll every ${config.JOB_POLL_INTERVAL_MS} ms` })
+      maintenance = startScheduler(useAppMaintenance())
       if (!config.WORKER_ENABLED) return
       worker = createConfiguredWorker(config, handle, locks)
       await worker.start()
@@ -77,7 +81,7 @@ export default defineNitroPlugin((nitroApp) => {
 
   nitroApp.hooks.hook('close', async () => {
     // SIGTERM: running jobs finish or are released before the connections they need are closed.
-    await worker?.stop(config.JOB_SHUTDOWN_GRACE_MS)
+    await Promise.all([maintenance?.stop(), worker?.stop(config.JOB_SHUTDOWN_GRACE_MS)])
     await flushRequestLog()
     await closeLocks()
     closeRedis()

@@ -5,7 +5,7 @@ import { webhookEvents } from '../db/schema'
 import { defineStatement } from 'nuxt-idempotency/db'
 import type { AtomicPlan } from 'nuxt-idempotency/core'
 import { jobInsert } from '../jobs/enqueue'
-import { webhookApplyJob } from '../jobs/types'
+import { webhookApplyJob } from './job-types'
 import type { VerifiedDelivery } from './receive'
 
 const EVENT_CONSTRAINT = 'webhook_events_provider_event_unique'

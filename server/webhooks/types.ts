@@ -1,10 +1,7 @@
 import type { Verification, WebhookDelivery } from 'nuxt-idempotency/webhooks'
 import type { RefundStatus } from '../../shared/statuses'
 import type { PaymentStatus } from '../orders/payment-state'
-
-/** What every provider's event becomes once verified and understood. */
-export const paymentEventTypes = ['payment.succeeded', 'payment.failed', 'payment.refunded', 'payment.updated', 'refund.updated'] as const
-export type PaymentEventType = typeof paymentEventTypes[number]
+import type { PaymentEventType } from '../payments/types'
 
 /**
  * The payment status an event asks for; payment.updated (pending, fraud review…) asks for none, nor

@@ -416,7 +416,7 @@ describeWithServices('jobs over HTTP: the in-app worker on Postgres and Redis', 
   })
 
   /**
-   * The app itself runs jobs:rescue every 15 s and retention:cleanup every minute, both on a 15 s
+   * The app itself runs jobs:rescue every 15 s and the retention services every minute, all on a 15 s
    * boundary of the clock. Arranging rows and calling the task right after a tick keeps the
    * scheduled run from taking them first (or holding the task lock, which answers skipped).
    */
@@ -487,7 +487,13 @@ describeWithServices('jobs over HTTP: the in-app worker on Postgres and Redis', 
 
     const cleanup = await opsPost(app.url, '/api/ops/tasks/retention:cleanup')
     expect(cleanup.status, cleanup.text).toBe(200)
-    expect(cleanup.json).toMatchObject({ result: { skipped: false, counts: { idempotencyRecords: 1, jobs: 1, requestLog: 0 }, run: { drained: true } } })
+    expect(cleanup.json).toMatchObject({
+      result: {
+        'retention:records': { skipped: false, deleted: 1, run: { drained: true } },
+        'retention:jobs': { skipped: false, deleted: 1, run: { drained: true } },
+        'retention:request-log': { skipped: false, run: { drained: true } },
+      },
+    })
 
     expect(await sql()`select key from idempotency_records where scope = 'tenant:retention'`).toEqual([{ key: `current-${label}` }])
     expect(await jobRow(sql(), oldCompleted!)).toBeUndefined()
@@ -495,7 +501,7 @@ describeWithServices('jobs over HTTP: the in-app worker on Postgres and Redis', 
     expect((await jobRow(sql(), oldDeadLetter!))?.status).toBe('dead_letter')
 
     const again = await opsPost(app.url, '/api/ops/tasks/retention:cleanup')
-    expect(again.json).toMatchObject({ result: { skipped: false, counts: { idempotencyRecords: 0, jobs: 0, requestLog: 0 } } })
+    expect(again.json).toMatchObject({ result: { 'retention:records': { skipped: false, deleted: 0 }, 'retention:jobs': { skipped: false, deleted: 0 } } })
   })
 })
 

@@ -8,7 +8,9 @@ import type { Database } from 'nuxt-idempotency/db'
 import { describeDatabaseError, transaction } from 'nuxt-idempotency/db'
 import { newId } from '../../server/db/ids'
 import { idempotencyRecords, invoices, jobs, mailbox, orders, sideEffects, tenants } from '../../server/db/schema'
-import { deleteExpiredRecords, rescueStaleJobs } from '../../server/jobs/maintenance'
+import { rescueStaleJobs } from '../../server/jobs/rescue'
+import { deleteCompletedJobs } from '../../server/jobs/retention'
+import { deleteExpiredIdempotencyRecords } from '../../server/maintenance/records-retention'
 import { type ClaimedJob, claimStatements, createJobStore, type JobEffect, type JobRow, type JobStore } from '../../server/jobs/store'
 import { createMemoryLocks } from 'nuxt-idempotency/locks'
 import type { Locks } from 'nuxt-idempotency/locks'
@@ -979,23 +981,29 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
       for (const id of oldJobs) await ageCompletion(id, RETENTION_DAYS + 1)
       const recentJob = await completedJob()
 
-      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS, RETENTION_DAYS)).toMatchObject({ skipped: false, counts: { idempotencyRecords: 3, jobs: 2, requestLog: 0 } })
+      expect(await deleteExpiredIdempotencyRecords(db, locks)).toMatchObject({ skipped: false, deleted: 3 })
+      expect(await deleteCompletedJobs(db, locks, RETENTION_DAYS)).toMatchObject({ skipped: false, deleted: 2 })
       expect(await remainingRecordIds()).toEqual([expiredButOwned, unexpired].sort())
       expect(await remainingJobIds()).toEqual([recentJob])
 
-      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS, RETENTION_DAYS)).toMatchObject({ skipped: false, counts: { idempotencyRecords: 0, jobs: 0, requestLog: 0 } })
+      expect(await deleteExpiredIdempotencyRecords(db, locks)).toMatchObject({ skipped: false, deleted: 0 })
+      expect(await deleteCompletedJobs(db, locks, RETENTION_DAYS)).toMatchObject({ skipped: false, deleted: 0 })
     })
 
-    it('retention skips while another instance holds its task lock', async () => {
+    it('each retention service skips while another instance holds its own task lock, and only then', async () => {
       const expired = await idempotencyRecord(true, 'none')
-      const token = await locks.acquire('lock:task:retention', 60_000)
+      const oldJob = await completedJob()
+      await ageCompletion(oldJob, RETENTION_DAYS + 1)
+      const token = await locks.acquire('lock:task:retention-records', 60_000)
       expect(token).not.toBeNull()
 
-      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS, RETENTION_DAYS)).toEqual({ skipped: true })
+      expect(await deleteExpiredIdempotencyRecords(db, locks)).toEqual({ skipped: true })
       expect(await remainingRecordIds()).toEqual([expired])
+      // The jobs' retention has a lock of its own.
+      expect(await deleteCompletedJobs(db, locks, RETENTION_DAYS)).toMatchObject({ skipped: false, deleted: 1 })
 
-      expect(await locks.release('lock:task:retention', token!)).toBe(true)
-      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS, RETENTION_DAYS)).toMatchObject({ skipped: false, counts: { idempotencyRecords: 1, jobs: 0, requestLog: 0 } })
+      expect(await locks.release('lock:task:retention-records', token!)).toBe(true)
+      expect(await deleteExpiredIdempotencyRecords(db, locks)).toMatchObject({ skipped: false, deleted: 1 })
       expect(await remainingRecordIds()).toEqual([])
     })
 
@@ -1025,31 +1033,33 @@ function jobStoreContract(driver: DatabaseDriver, concurrentTransactions: boolea
       await jobsCompletedDaysAgo(1_020, RETENTION_DAYS + 1)
       const recentJob = await completedJob()
       const pauses: number[] = []
+      const pace = { batchSize: 100, sleep: async (ms: number) => void pauses.push(ms) }
 
-      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS, RETENTION_DAYS, { batchSize: 100, sleep: async ms => void pauses.push(ms) }))
-        .toMatchObject({ skipped: false, counts: { idempotencyRecords: 1_050, jobs: 1_020, requestLog: 0 }, run: { batches: 23, drained: true } })
-      // Batches: 11 of records (the last of 50), 11 of jobs (the last of 20), 1 of request-log rows (none).
-      expect(pauses).toHaveLength(22)
+      // 11 batches of records (the last of 50), then 11 of jobs (the last of 20).
+      expect(await deleteExpiredIdempotencyRecords(db, locks, pace))
+        .toMatchObject({ skipped: false, deleted: 1_050, run: { batches: 11, drained: true } })
+      expect(pauses).toHaveLength(10)
+      expect(await deleteCompletedJobs(db, locks, RETENTION_DAYS, pace))
+        .toMatchObject({ skipped: false, deleted: 1_020, run: { batches: 11, drained: true } })
+      expect(pauses).toHaveLength(20)
       expect(await remainingRecordIds()).toEqual(kept.sort())
       expect(await remainingJobIds()).toEqual([recentJob])
     })
 
     it('a retention run stops at its time budget; the next one continues', async () => {
       await expiredRecords(1_050)
-      await jobsCompletedDaysAgo(1_020, RETENTION_DAYS + 1)
       // Every reading of the clock is a second later: each batch takes a second and, at half duty, rests another.
       let readings = 0
       const now = () => 1000 * readings++
       const pace = { batchSize: 100, dutyCycle: 0.5, budgetMs: 10_000, now, sleep: async () => {} }
 
-      // Records, jobs, request log (none: done), records, then jobs' second batch ends at the budget.
-      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS, RETENTION_DAYS, pace))
-        .toMatchObject({ skipped: false, counts: { idempotencyRecords: 200, jobs: 200, requestLog: 0 }, run: { batches: 5, pausedMs: 4_000, drained: false } })
+      // Batch, pause, batch, …: the fifth pause would end past the budget, so the run stops after five batches.
+      expect(await deleteExpiredIdempotencyRecords(db, locks, pace))
+        .toMatchObject({ skipped: false, deleted: 500, run: { batches: 5, pausedMs: 4_000, drained: false } })
       readings = 0
-      expect(await deleteExpiredRecords(db, locks, RETENTION_DAYS, RETENTION_DAYS, { ...pace, budgetMs: 600_000 }))
-        .toMatchObject({ skipped: false, counts: { idempotencyRecords: 850, jobs: 820, requestLog: 0 }, run: { drained: true } })
+      expect(await deleteExpiredIdempotencyRecords(db, locks, { ...pace, budgetMs: 600_000 }))
+        .toMatchObject({ skipped: false, deleted: 550, run: { drained: true } })
       expect(await remainingRecordIds()).toEqual([])
-      expect(await remainingJobIds()).toEqual([])
     })
 
     it('rescue runs under its task lock and skips while another instance holds it', async () => {

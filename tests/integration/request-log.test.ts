@@ -3,7 +3,7 @@ import postgres from 'postgres'
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it, vi } from 'vitest'
 import { type Database, type DatabaseHandle, openDatabase } from 'nuxt-idempotency/db'
 import { requestLog } from '../../server/db/schema'
-import { deleteExpiredRecords } from '../../server/jobs/maintenance'
+import { deleteOldRequestLogRows } from '../../server/maintenance/request-log-retention'
 import { createMemoryLocks } from 'nuxt-idempotency/locks'
 import { logger, setLogLevel } from '../../server/observability/logger'
 import { registry } from '../../server/observability/metrics'
@@ -412,17 +412,17 @@ function retentionContract(driver: 'postgres' | 'pglite') {
     const deletedBefore = await counterValue('request_log_rows_deleted_total')
     const pauses: number[] = []
 
-    expect(await deleteExpiredRecords(db, locks, 7, 14, { batchSize: 100, sleep: async ms => void pauses.push(ms) }))
-      .toMatchObject({ skipped: false, counts: { idempotencyRecords: 0, jobs: 0, requestLog: 2_550 } })
-    // 26 batches of request-log rows (the last of 50) and one each of the two empty tables, a pause after each but the last.
-    expect(pauses).toHaveLength(27)
+    expect(await deleteOldRequestLogRows(db, locks, 14, { batchSize: 100, sleep: async ms => void pauses.push(ms) }))
+      .toMatchObject({ skipped: false, deleted: 2_550, run: { batches: 26, drained: true } })
+    // 26 batches (the last of 50), a pause after each but the last.
+    expect(pauses).toHaveLength(25)
     const kept = await db.select({ requestId: requestLog.requestId }).from(requestLog).orderBy(requestLog.id)
     expect(kept.map(entry => entry.requestId)).toEqual([...ids('recent', 3), ...ids('today', 2)])
     expect(await counterValue('request_log_rows_deleted_total') - deletedBefore).toBe(2_550)
 
-    expect(await deleteExpiredRecords(db, locks, 7, 14)).toMatchObject({ skipped: false, counts: { idempotencyRecords: 0, jobs: 0, requestLog: 0 } })
+    expect(await deleteOldRequestLogRows(db, locks, 14)).toMatchObject({ skipped: false, deleted: 0 })
     // A shorter retention reaches the 13-day-old rows.
-    expect(await deleteExpiredRecords(db, locks, 7, 12)).toMatchObject({ skipped: false, counts: { idempotencyRecords: 0, jobs: 0, requestLog: 3 } })
+    expect(await deleteOldRequestLogRows(db, locks, 12)).toMatchObject({ skipped: false, deleted: 3 })
     await locks.close()
   })
 }

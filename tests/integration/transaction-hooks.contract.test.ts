@@ -4,7 +4,7 @@ import type { Database, DatabaseHandle, AfterCommitHook } from 'nuxt-idempotency
 import { jobs, tenants } from '../../server/db/schema'
 import { defineStatement, afterCommit, transaction } from 'nuxt-idempotency/db'
 import { jobInsert } from '../../server/jobs/enqueue'
-import { orderSendConfirmationJob } from '../../server/jobs/types'
+import { orderSendConfirmationJob } from '../../server/orders/job-types'
 import { onLocalWake } from '../../server/jobs/wake'
 import { openSuiteDatabase, type SuiteDatabase } from '../support/databases'
 import { enqueueTestJob } from '../support/jobs'

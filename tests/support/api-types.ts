@@ -3635,7 +3635,7 @@ export interface operations {
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
-                name: "jobs:rescue" | "retention:cleanup" | "payments:reconcile" | "payments:ledger-check";
+                name: "jobs:rescue" | "retention:records" | "retention:jobs" | "retention:request-log" | "retention:cleanup" | "payments:reconcile" | "payments:ledger-check";
             };
             cookie?: never;
         };

@@ -1,7 +1,7 @@
 import { asc, eq } from 'drizzle-orm'
 import type { Database } from 'nuxt-idempotency/db'
 import { paymentIntentRefunds, paymentIntents } from '../../db/schema'
-import { MOCKPAY } from '../../mockpay/provider'
+import { MOCKPAY } from '../../payments/mockpay/provider'
 import type { LedgerRefund } from '../../../shared/ops-api'
 import { type ProviderLedgerReader, sumOf } from '../types'
 

@@ -1,6 +1,7 @@
 import { midtransNotificationId, midtransNotificationIdentity, verifyMidtransSignature } from 'nuxt-idempotency/webhooks'
 import { z } from 'zod'
-import type { PaymentEvent, PaymentEventType, WebhookProvider } from '../types'
+import type { PaymentEventType } from '../../payments/types'
+import type { PaymentEvent, WebhookProvider } from '../types'
 import { explainIssues } from './common'
 
 /**

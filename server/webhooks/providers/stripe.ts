@@ -1,7 +1,8 @@
 import { verifyStripeSignature } from 'nuxt-idempotency/webhooks'
 import { z } from 'zod'
 import type { RefundStatus } from '../../../shared/statuses'
-import type { PaymentEvent, PaymentEventType, WebhookProvider } from '../types'
+import type { PaymentEventType } from '../../payments/types'
+import type { PaymentEvent, WebhookProvider } from '../types'
 import { fromStripeAmount } from '../../payments/currencies'
 import { explainIssues } from './common'
 

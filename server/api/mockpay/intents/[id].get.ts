@@ -1,5 +1,5 @@
 import { useDatabaseHandle } from '../../../db'
-import { findIntent, requireMockpay } from '../../../mockpay/service'
+import { findIntent, requireMockpay } from '../../../payments/mockpay/service'
 
 export default defineEventHandler(async (event) => {
   requireMockpay()

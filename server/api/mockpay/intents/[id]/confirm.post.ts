@@ -1,6 +1,6 @@
 import { useDatabaseHandle } from '../../../../db'
 import { readValidatedJson } from '../../../../http/body'
-import { actOnIntent, ConfirmIntentSchema, requireMockpay } from '../../../../mockpay/service'
+import { actOnIntent, ConfirmIntentSchema, requireMockpay } from '../../../../payments/mockpay/service'
 
 /** The shopper pays (or the payment fails) on the simulated provider's page. */
 export default defineEventHandler(async (event) => {

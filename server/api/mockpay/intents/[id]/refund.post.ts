@@ -1,6 +1,6 @@
 import { useDatabaseHandle } from '../../../../db'
 import { readOptionalValidatedJson } from '../../../../http/body'
-import { actOnIntent, RefundIntentSchema, requireMockpay } from '../../../../mockpay/service'
+import { actOnIntent, RefundIntentSchema, requireMockpay } from '../../../../payments/mockpay/service'
 
 /**
  * The merchant refunds (part of) a succeeded payment in the simulated provider's dashboard: the app

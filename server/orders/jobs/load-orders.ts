@@ -1,8 +1,8 @@
 import type { Database } from 'nuxt-idempotency/db'
 import { orders } from '../../db/schema'
-import { RetryableJobError } from '../errors'
-import type { OrderJobPayload } from '../types'
-import { rowsById } from './rows-by-id'
+import { RetryableJobError } from '../../jobs/errors'
+import type { OrderJobPayload } from '../job-types'
+import { rowsById } from '../../db/rows-by-id'
 
 export type Order = typeof orders.$inferSelect
 

@@ -1,11 +1,11 @@
 import { eq, sql } from 'drizzle-orm'
 import { orders } from '../../db/schema'
 import { applyPaymentStatus } from '../../orders/payment-state'
-import { paymentIdempotencyKey } from '../../payments'
-import { PaymentRefused, type PaymentProvider } from '../../payments/types'
-import { defineJobKind } from '../kind'
-import { paymentCreateIntentJob } from '../types'
-import { loadOrders, requireOrder } from './order-payload'
+import { paymentIdempotencyKey } from '..'
+import { PaymentRefused, type PaymentProvider } from '../types'
+import { defineJobKind } from '../../jobs/kind'
+import { paymentCreateIntentJob } from '../../orders/job-types'
+import { loadOrders, requireOrder } from '../../orders/jobs/load-orders'
 import { retryLater } from './provider-errors'
 
 /**

@@ -4,16 +4,16 @@ import { newId } from '../db/ids'
 import { jobs, orders, refunds } from '../db/schema'
 import { transaction } from 'nuxt-idempotency/db'
 import { createJobStore } from '../jobs/store'
-import { paymentCreateIntentJob, paymentRefundJob } from '../jobs/types'
+import { paymentCreateIntentJob, paymentRefundJob } from '../orders/job-types'
 import { applyRefundOutcome } from '../orders/payment-state'
 import { type IdempotencyDeps, runIdempotent } from 'nuxt-idempotency/core'
 import { fingerprint } from 'nuxt-idempotency/core'
-import { withTaskLock, type MaintenanceResult } from '../jobs/maintenance'
+import { type MaintenanceResult, withTaskLock } from '../maintenance/task-lock'
 import { log } from '../observability/logger'
 import { metrics } from '../observability/metrics'
-import { planWebhookIngest } from '../webhooks/ingest'
-import { requestedStatusOf, type PaymentEvent } from '../webhooks/types'
-import type { PaymentProvider } from './types'
+import { planWebhookIngest } from './ingest'
+import { requestedStatusOf, type PaymentEvent } from './types'
+import type { PaymentProvider } from '../payments/types'
 import { providerScope } from '../../shared/resources'
 
 /**
@@ -40,9 +40,11 @@ export interface ReconcileOptions {
 
 export function reconcilePayments(options: ReconcileOptions): Promise<MaintenanceResult> {
   return withTaskLock(options.idempotency.locks, 'payments-reconcile', async () => ({
-    ...await reconcileOnce(options),
-    ...await askAgainForMissingPayments(options),
-    ...await reconcilePendingRefunds(options),
+    counts: {
+      ...await reconcileOnce(options),
+      ...await askAgainForMissingPayments(options),
+      ...await reconcilePendingRefunds(options),
+    },
   }))
 }
 

@@ -1,5 +1,5 @@
-import { ProviderUnavailable } from '../../payments/types'
-import { RetryableJobError, SnoozeJob } from '../errors'
+import { ProviderUnavailable } from '../types'
+import { RetryableJobError, SnoozeJob } from '../../jobs/errors'
 
 /**
  * A provider that could not answer, as the job runner's retry: after its Retry-After without

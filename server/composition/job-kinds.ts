@@ -1,11 +1,11 @@
-import type { PaymentProvider } from '../../payments/types'
-import type { JobKind } from '../kind'
-import { mockpayDeliver } from './mockpay-deliver'
-import { orderIssueInvoice, orderSendConfirmation, refundSendNotice } from './order-effects'
-import { paymentCancel } from './payment-cancel'
-import { paymentCreateIntent } from './payment-create-intent'
-import { paymentRefund } from './payment-refund'
-import { webhookApply } from './webhook-apply'
+import type { PaymentProvider } from '../payments/types'
+import type { JobKind } from '../jobs/kind'
+import { mockpayDeliver } from '../payments/mockpay/deliver'
+import { orderIssueInvoice, orderSendConfirmation, refundSendNotice } from '../orders/jobs/order-effects'
+import { paymentCancel } from '../payments/jobs/cancel'
+import { paymentCreateIntent } from '../payments/jobs/create-intent'
+import { paymentRefund } from '../refunds/jobs/payment-refund'
+import { webhookApply } from '../webhooks/jobs/apply'
 
 export interface JobKindDependencies {
   /** Where payment.create_intent asks for payments, and what confirms a Midtrans notification. */

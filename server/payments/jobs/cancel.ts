@@ -1,11 +1,11 @@
 import { and, eq, inArray } from 'drizzle-orm'
 import { jobs } from '../../db/schema'
 import { applyPaymentStatus } from '../../orders/payment-state'
-import { PaymentRefused, type PaymentProvider } from '../../payments/types'
-import { PermanentJobError, RetryableJobError } from '../errors'
-import { defineJobKind } from '../kind'
-import { paymentCancelJob, paymentCreateIntentJob } from '../types'
-import { loadOrders, requireOrder } from './order-payload'
+import { PaymentRefused, type PaymentProvider } from '../types'
+import { PermanentJobError, RetryableJobError } from '../../jobs/errors'
+import { defineJobKind } from '../../jobs/kind'
+import { paymentCancelJob, paymentCreateIntentJob } from '../../orders/job-types'
+import { loadOrders, requireOrder } from '../../orders/jobs/load-orders'
 import { retryLater } from './provider-errors'
 
 /**

@@ -4,10 +4,10 @@ import { applyRefundOutcome } from '../../orders/payment-state'
 import { refundIdempotencyKey } from '../../payments'
 import { refundAmountProblem } from '../../payments/currencies'
 import { PaymentRefused, type PaymentProvider } from '../../payments/types'
-import { defineJobKind } from '../kind'
-import { paymentRefundJob } from '../types'
-import { loadOrders, requireOrder } from './order-payload'
-import { retryLater } from './provider-errors'
+import { defineJobKind } from '../../jobs/kind'
+import { paymentRefundJob } from '../../orders/job-types'
+import { loadOrders, requireOrder } from '../../orders/jobs/load-orders'
+import { retryLater } from '../../payments/jobs/provider-errors'
 
 /**
  * Asks the provider for one refund, under the key `refund:<id>`: a run that crashed between the

@@ -1,11 +1,10 @@
 import { eq, sql } from 'drizzle-orm'
 import type { Database } from 'nuxt-idempotency/db'
-import { newId } from '../db/ids'
-import { paymentIntentRefunds, paymentIntents } from '../db/schema'
-import { PaymentRefused, type PaymentProvider } from '../payments/types'
-import { problemOf } from '../problems'
+import { newId } from '../../db/ids'
+import { paymentIntentRefunds, paymentIntents } from '../../db/schema'
+import { problemOf } from '../../problems'
 import { actOnIntent } from './service'
-import type { PaymentEventType } from '../webhooks/types'
+import { type PaymentEventType, type PaymentProvider, PaymentRefused } from '../types'
 
 export const MOCKPAY = 'mockpay'
 

@@ -1,13 +1,13 @@
 import { eq, sql } from 'drizzle-orm'
 import { z } from 'zod'
-import { useConfig } from '../config'
+import { useConfig } from '../../config'
 import type { Database } from 'nuxt-idempotency/db'
-import { newId } from '../db/ids'
+import { newId } from '../../db/ids'
 import { transaction } from 'nuxt-idempotency/db'
-import { paymentIntentRefunds, paymentIntents } from '../db/schema'
-import { enqueueJob } from '../jobs/enqueue'
-import { type MockpayDelivery, mockpayDeliverJob } from '../jobs/types'
-import { problem } from '../problems'
+import { paymentIntentRefunds, paymentIntents } from '../../db/schema'
+import { enqueueJob } from '../../jobs/enqueue'
+import { type MockpayDelivery, mockpayDeliverJob } from './job-types'
+import { problem } from '../../problems'
 
 /**
  * The simulated provider's payment page: confirm or fail an intent, refund it. Each transition is

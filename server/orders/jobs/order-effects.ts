@@ -1,12 +1,13 @@
 import { eq } from 'drizzle-orm'
 import { newId } from '../../db/ids'
 import { refunds } from '../../db/schema'
-import { markedEffect, type SideEffect } from '../../orders/effects'
-import { defineJobKind } from '../kind'
-import type { JobEffect } from '../store'
-import { PermanentJobError } from '../errors'
-import { type JobType, orderIssueInvoiceJob, type OrderJobPayload, orderSendConfirmationJob, refundSendNoticeJob } from '../types'
-import { loadOrders, type Order, requireOrder } from './order-payload'
+import { markedEffect, type SideEffect } from '../effects'
+import { defineJobKind } from '../../jobs/kind'
+import type { JobEffect } from '../../jobs/store'
+import { PermanentJobError } from '../../jobs/errors'
+import type { JobType } from '../../jobs/types'
+import { orderIssueInvoiceJob, type OrderJobPayload, orderSendConfirmationJob, refundSendNoticeJob } from '../job-types'
+import { loadOrders, type Order, requireOrder } from './load-orders'
 
 const formatAmount = (amount: number, currency: string) => `${currency} ${amount.toLocaleString('en-US')}`
 

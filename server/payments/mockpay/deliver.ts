@@ -1,7 +1,7 @@
 import { signStandardWebhook } from 'nuxt-idempotency/webhooks'
-import { RetryableJobError } from '../errors'
-import { defineJobKind } from '../kind'
-import { mockpayDeliverJob } from '../types'
+import { RetryableJobError } from '../../jobs/errors'
+import { defineJobKind } from '../../jobs/kind'
+import { mockpayDeliverJob } from './job-types'
 
 const DELIVERY_TIMEOUT_MS = 10_000
 
