@@ -2,7 +2,7 @@ import postgres from 'postgres'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest'
 import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '../support/app'
-import { type CheckoutPage, desktopViewport, launchChromium, mobileViewport, openCheckout, screenshot, screenshotAtWidths, storedCart, storedIntent } from '../support/browser'
+import { type CheckoutPage, desktopViewport, withChromium, mobileViewport, openCheckout, screenshot, screenshotAtWidths, storedCart, storedIntent } from '../support/browser'
 import { request } from '../support/http'
 import { newIdempotencyKey } from '../support/orders'
 import { pollUntil } from '../support/poll'
@@ -72,6 +72,9 @@ describeWithServices('checkout page in Chromium: one order per checkout intent',
   let app: AppProcess
   let sql: postgres.Sql | undefined
   let browser: Browser | undefined
+  withChromium((launched) => {
+    browser = launched
+  })
   /** The current test's context: closed after each test, so the next starts with no cookie or storage. */
   let shop: CheckoutPage | undefined
 
@@ -91,7 +94,6 @@ describeWithServices('checkout page in Chromium: one order per checkout intent',
       },
     })
     sql = postgres(database.url, { max: 2, onnotice: () => {} })
-    browser = await launchChromium()
   })
 
   afterEach(async () => {
@@ -100,7 +102,6 @@ describeWithServices('checkout page in Chromium: one order per checkout intent',
   })
 
   afterAll(async () => {
-    await browser?.close()
     await app?.stop()
     await sql?.end()
     await database?.drop()

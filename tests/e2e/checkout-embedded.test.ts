@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import type { Browser } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type AppProcess, startApp, stopAll, testSecrets } from '../support/app'
-import { launchChromium, openCheckout } from '../support/browser'
+import { withChromium, openCheckout } from '../support/browser'
 import { request } from '../support/http'
 
 // The README's first command: the app on the embedded default (PGlite, in-process locks, no
@@ -15,6 +15,9 @@ describe('checkout page on the embedded default, in Chromium', () => {
   let pgliteDir: string
   let app: AppProcess
   let browser: Browser | undefined
+  withChromium((launched) => {
+    browser = launched
+  })
 
   beforeAll(async () => {
     pgliteDir = await mkdtemp(join(tmpdir(), 'ic-checkout-embedded-'))
@@ -24,11 +27,9 @@ describe('checkout page on the embedded default, in Chromium', () => {
       label: 'checkout-embedded',
       env: { PGLITE_DIR: pgliteDir, WORKER_ENABLED: 'true', JOB_POLL_INTERVAL_MS: '50', MOCKPAY_MAX_DELAY_MS: '100' },
     })
-    browser = await launchChromium()
   })
 
   afterAll(async () => {
-    await browser?.close()
     await stopAll()
     if (pgliteDir) await rm(pgliteDir, { recursive: true, force: true })
   })

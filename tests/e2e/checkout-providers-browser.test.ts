@@ -2,7 +2,7 @@ import postgres from 'postgres'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest'
 import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '../support/app'
-import { type CheckoutPage, launchChromium, openCheckout, screenshot, storedCart } from '../support/browser'
+import { type CheckoutPage, withChromium, openCheckout, screenshot, storedCart } from '../support/browser'
 import { type MidtransApi, startMidtransApi } from '../support/midtrans-api'
 import { createTestDatabase, describeWithServices, redisUrl } from '../support/services'
 
@@ -27,6 +27,9 @@ describeWithServices('checkout page in Chromium: the payment provider\'s next st
   let app: AppProcess
   let sql: postgres.Sql | undefined
   let browser: Browser | undefined
+  withChromium((launched) => {
+    browser = launched
+  })
   /** The current test's context: closed after each test, so the next starts with no cookie or storage. */
   let shop: CheckoutPage | undefined
 
@@ -47,7 +50,6 @@ describeWithServices('checkout page in Chromium: the payment provider\'s next st
       },
     })
     sql = postgres(database.url, { max: 2, onnotice: () => {} })
-    browser = await launchChromium()
   })
 
   beforeEach(() => {
@@ -62,7 +64,6 @@ describeWithServices('checkout page in Chromium: the payment provider\'s next st
   })
 
   afterAll(async () => {
-    await browser?.close()
     await app?.stop()
     await midtrans?.close()
     await sql?.end()

@@ -1,7 +1,7 @@
 import type { Browser } from 'playwright-core'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import { type AppProcess, startApp, stopAll } from '../support/app'
-import { desktopViewport, launchChromium } from '../support/browser'
+import { desktopViewport, withChromium } from '../support/browser'
 import { createTestDatabase, describeWithServices } from '../support/services'
 
 // The API reference at /docs in real Chromium against the built server: Redoc, served by the build
@@ -11,15 +11,16 @@ describeWithServices('API reference (/docs) in Chromium', ['postgres'], () => {
   let database: Awaited<ReturnType<typeof createTestDatabase>> | undefined
   let app: AppProcess
   let browser: Browser | undefined
+  withChromium((launched) => {
+    browser = launched
+  })
 
   beforeAll(async () => {
     database = await createTestDatabase('docs_browser')
     app = await startApp({ databaseUrl: database.url, label: 'docs' })
-    browser = await launchChromium()
   })
 
   afterAll(async () => {
-    await browser?.close()
     await stopAll()
     await database?.drop()
   })

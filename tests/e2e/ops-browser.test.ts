@@ -5,7 +5,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest'
 import { newId } from '../../server/db/ids'
 import { type AppProcess, fastJobsEnv, startApp, stopAll, testSecrets } from '../support/app'
-import { desktopViewport, launchChromium, mobileViewport } from '../support/browser'
+import { desktopViewport, withChromium, mobileViewport } from '../support/browser'
 import { createTenant, request } from '../support/http'
 import { jobRow, type JobsFixture, openJobsFixture, seedOrderWithId } from '../support/jobs'
 import { newIdempotencyKey, postOrder, type TenantCredentials, validOrderBody } from '../support/orders'
@@ -52,6 +52,9 @@ describeWithServices('ops console in Chromium: token gate, redrive, evidence tim
   let fixture: JobsFixture | undefined
   let app: AppProcess
   let browser: Browser | undefined
+  withChromium((launched) => {
+    browser = launched
+  })
   let tenant: TenantCredentials
   /** The current test's context: closed after each test, so sessionStorage starts empty. */
   let context: BrowserContext | undefined
@@ -69,7 +72,6 @@ describeWithServices('ops console in Chromium: token gate, redrive, evidence tim
     })
     fixture = await openJobsFixture(database.url)
     tenant = await createTenant(app.url, 'ops console')
-    browser = await launchChromium()
   })
 
   afterEach(async () => {
@@ -78,7 +80,6 @@ describeWithServices('ops console in Chromium: token gate, redrive, evidence tim
   })
 
   afterAll(async () => {
-    await browser?.close()
     await app?.stop()
     await fixture?.close()
     await database?.drop()
