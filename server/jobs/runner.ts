@@ -4,12 +4,13 @@ import type { Database, DatabaseHandle } from 'nuxt-idempotency/db'
 import { LockBackendError, type Locks } from 'nuxt-idempotency/locks'
 import { log } from '../observability/logger'
 import { metrics } from '../observability/metrics'
-import { type BackoffPolicy, backoffMs } from './backoff'
-import { classify, describeError, FencedOutError, JobInterrupted, PermanentJobError, RetryableJobError, SnoozeJob } from './errors'
+import type { BackoffPolicy } from './backoff'
+import { describeError, FencedOutError, JobInterrupted, PermanentJobError, RetryableJobError } from './errors'
 import { injectJobFailure, readJobFaults } from './faults'
 import type { JobContext, JobKind } from './kind'
 import { type ClaimedJob, createJobStore, type JobEffect } from './store'
 import { JOBS_CHANNEL, onLocalWake } from './wake'
+import { nextStep } from './worker/retry-policy'
 import { resourceLockKey } from '../../shared/resources'
 
 export interface WorkerOptions {
@@ -489,37 +490,30 @@ export function createWorker(options: WorkerOptions): Worker {
     if (!execution.controller.signal.aborted) execution.controller.abort(new JobInterrupted(reason))
   }
 
-  /** Records why an attempt did not complete: fenced out, released, put back, snoozed, retried or dead-lettered. */
+  /** Writes the retry policy's step for an attempt that did not complete. */
   async function settleFailedAttempt(
     job: ClaimedJob,
     error: unknown,
     interruption: JobInterrupted | undefined,
     { lockKey, snoozeFault }: { lockKey?: string, snoozeFault: boolean },
   ): Promise<Outcome> {
-    // The fence's verdict comes first: whatever else happened, this claim is no longer ours.
-    if (error instanceof FencedOutError || interruption?.reason === 'fenced_out') {
-      return outcome('fenced_out', { error: describeError(error) }, 'warn')
-    }
-    // stop() already released the job.
-    if (interruption?.reason === 'shutdown') return outcome('released', { reason: 'shutdown' })
-    if (interruption?.reason === 'lock_lost') {
-      const putBack = await store.putBack(job, options.lockBusyDelayMs).catch(() => false)
-      return outcome(putBack ? 'lock_lost' : 'fenced_out', { lockKey, lockResult: 'lost' }, 'warn')
-    }
-    if (error instanceof SnoozeJob) {
-      if (job.snoozes < options.snooze.max) {
-        const delayMs = Math.min(error.delayMs, options.snooze.maxDelayMs)
-        await store.putBack(job, delayMs, { clearFaults: snoozeFault, snooze: true })
-        return outcome('snoozed', { delayMs, askedMs: error.delayMs, snoozes: job.snoozes + 1, reason: error.message })
+    const next = nextStep(job, error, interruption?.reason, options)
+    switch (next.step) {
+      case 'fenced_out':
+        return outcome('fenced_out', { error: next.error }, 'warn')
+      case 'released':
+        return outcome('released', { reason: 'shutdown' })
+      case 'put_back_lock_lost': {
+        const putBack = await store.putBack(job, options.lockBusyDelayMs).catch(() => false)
+        return outcome(putBack ? 'lock_lost' : 'fenced_out', { lockKey, lockResult: 'lost' }, 'warn')
       }
-      // Snoozed as often as allowed: from now on a snooze spends the attempt like any failure.
-      error = new RetryableJobError(`snoozed ${job.snoozes} times (JOB_MAX_SNOOZES), now counted as a failed attempt: ${error.message}`)
+      case 'snooze':
+        await store.putBack(job, next.delayMs, { clearFaults: snoozeFault, snooze: true })
+        return outcome('snoozed', { delayMs: next.delayMs, askedMs: next.askedMs, snoozes: job.snoozes + 1, reason: next.reason })
     }
-    const errorClass = classify(error)
-    const message = describeError(error)
+    const { errorClass, message, retryInMs, permanent } = next
     metrics.jobErrors.inc({ kind: job.kind, error_class: errorClass })
-    const retryInMs = backoffMs(job.attempt, options.backoff)
-    const status = await store.fail(job, { errorClass, message, retryInMs, permanent: errorClass === 'permanent' })
+    const status = await store.fail(job, { errorClass, message, retryInMs, permanent })
     if (status === 'dead_letter') {
       metrics.jobsDeadLettered.inc({ kind: job.kind })
       return outcome('dead_letter', { errorClass, error: message }, 'warn')
