@@ -8,8 +8,9 @@ import type { BackoffPolicy } from './backoff'
 import { describeError, FencedOutError, JobInterrupted, PermanentJobError, RetryableJobError } from './errors'
 import { injectJobFailure, readJobFaults } from './faults'
 import type { JobContext, JobKind } from './kind'
-import { type ClaimedJob, createJobStore, type JobEffect } from './store'
+import { type ClaimedJob, createJobStore } from './store'
 import { JOBS_CHANNEL, onLocalWake } from './wake'
+import { createCompleter } from './worker/completer'
 import { nextStep } from './worker/retry-policy'
 import { resourceLockKey } from '../../shared/resources'
 
@@ -74,15 +75,6 @@ interface Execution {
   done: Promise<void>
 }
 
-interface PendingCompletion {
-  job: ClaimedJob
-  effect?: JobEffect
-  resolve: (completed: boolean) => void
-  reject: (error: unknown) => void
-}
-
-/** Completions sent in one transaction at most; more wait for the next. */
-const MAX_COMPLETION_BATCH = 100
 /**
  * After a claim that found the queue drained, a wake-up (a new order, a NOTIFY) claims no sooner
  * than this after it: under a stream of orders, one claim takes the jobs of several instead of one each.
@@ -107,6 +99,7 @@ const outcome = (transition: string, extra: Record<string, unknown> = {}, level:
  */
 export function createWorker(options: WorkerOptions): Worker {
   const store = createJobStore(options.db)
+  const completer = createCompleter(store)
   const kinds = new Map(options.kinds.map(kind => [kind.kind, kind]))
   const kindNames = [...kinds.keys()]
   const capacity = options.concurrency + options.prefetch
@@ -117,8 +110,6 @@ export function createWorker(options: WorkerOptions): Worker {
   const buffer: PreparedJob[] = []
   const active = new Map<string, Execution>()
   let committing = 0
-  const completionQueue: PendingCompletion[] = []
-  let flushing = false
   let heartbeating = false
   const runningKeys = new Set<string>()
   const heldLocks = new Map<string, HeldLock>()
@@ -322,7 +313,7 @@ export function createWorker(options: WorkerOptions): Worker {
       job,
       signal: controller.signal,
       db: options.db,
-      complete: effect => fenced(() => completeBatched(job, effect), true),
+      complete: effect => fenced(() => completer.complete(job, effect), true),
       commit: work => fenced(() => store.complete(job, work), false),
     }
     const locked = { lockKey: lock || lockBusy ? execution.prepared.lockKey : undefined, lockResult: lockBusy ? 'busy' : lockResult(lock) }
@@ -343,41 +334,6 @@ export function createWorker(options: WorkerOptions): Worker {
       const interruption = controller.signal.reason instanceof JobInterrupted ? controller.signal.reason : undefined
       const settled = await settleFailedAttempt(job, error, interruption, { lockKey: lock?.key, snoozeFault: faults.snoozeMs !== undefined })
       return { ...settled, extra: { ...locked, ...settled.extra } }
-    }
-  }
-
-  /**
-   * Completions go out in batches, one transaction each: those that arrive while a batch is in
-   * flight leave together when it returns. A batch that fails is retried one by one, so only the
-   * failing job fails; a job whose fence was lost writes nothing in either.
-   */
-  function completeBatched(job: ClaimedJob, effect: JobEffect | undefined): Promise<boolean> {
-    return new Promise((resolve, reject) => {
-      completionQueue.push({ job, effect, resolve, reject })
-      if (flushing) return
-      flushing = true
-      // Completions of the same tick join the first batch.
-      queueMicrotask(() => {
-        flushCompletions().finally(() => { flushing = false })
-      })
-    })
-  }
-
-  async function flushCompletions(): Promise<void> {
-    while (completionQueue.length > 0) {
-      const batch = completionQueue.splice(0, MAX_COMPLETION_BATCH)
-      if (batch.length === 1) {
-        const [only] = batch as [PendingCompletion]
-        await store.completeWith(only.job, only.effect).then(only.resolve, only.reject)
-        continue
-      }
-      try {
-        const completed = await store.completeAll(batch)
-        batch.forEach((entry, index) => entry.resolve(completed[index]!))
-      }
-      catch {
-        await Promise.all(batch.map(entry => store.completeWith(entry.job, entry.effect).then(entry.resolve, entry.reject)))
-      }
     }
   }
 
