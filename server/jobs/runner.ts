@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { z } from 'zod'
 import type { Database, DatabaseHandle } from 'nuxt-idempotency/db'
-import { LockBackendError, type Locks } from 'nuxt-idempotency/locks'
+import type { Locks } from 'nuxt-idempotency/locks'
 import { log } from '../observability/logger'
 import { metrics } from '../observability/metrics'
 import type { BackoffPolicy } from './backoff'
@@ -11,6 +11,7 @@ import type { JobContext, JobKind } from './kind'
 import { type ClaimedJob, createJobStore } from './store'
 import { JOBS_CHANNEL, onLocalWake } from './wake'
 import { createCompleter } from './worker/completer'
+import { createLockKeeper, type HeldLock } from './worker/resource-locks'
 import { nextStep } from './worker/retry-policy'
 import { resourceLockKey } from '../../shared/resources'
 
@@ -41,15 +42,6 @@ export interface Worker {
    */
   stop(graceMs: number): Promise<void>
   readonly running: number
-}
-
-/** A resource lock this worker holds, shared by its claimed jobs on that resource (they run one at a time). */
-interface HeldLock {
-  key: string
-  /** Absent: the lock backend was unreachable and the job runs on the Postgres fence alone. */
-  token?: string
-  holders: number
-  lost: boolean
 }
 
 /** A claimed job, ready to run: payload parsed, batch data loaded, resource lock taken (or found busy). */
@@ -100,6 +92,13 @@ const outcome = (transition: string, extra: Record<string, unknown> = {}, level:
 export function createWorker(options: WorkerOptions): Worker {
   const store = createJobStore(options.db)
   const completer = createCompleter(store)
+  const lockKeeper = createLockKeeper({
+    locks: options.locks,
+    lockTtlMs: options.lockTtlMs,
+    workerId: options.workerId,
+    paused: held => [...active.values()].some(execution => execution.paused && execution.prepared.lock === held),
+    lost: held => lockLost(held),
+  })
   const kinds = new Map(options.kinds.map(kind => [kind.kind, kind]))
   const kindNames = [...kinds.keys()]
   const capacity = options.concurrency + options.prefetch
@@ -112,7 +111,6 @@ export function createWorker(options: WorkerOptions): Worker {
   let committing = 0
   let heartbeating = false
   const runningKeys = new Set<string>()
-  const heldLocks = new Map<string, HeldLock>()
   const pendingReports = new Set<Promise<void>>()
   const cleanups: Array<() => Promise<void> | void> = []
   const timers: NodeJS.Timeout[] = []
@@ -199,7 +197,7 @@ export function createWorker(options: WorkerOptions): Worker {
       }
       return { job, kind, payload: payload.data, lockKey: kind.resource && resourceLockKey(kind.resource(payload.data)) }
     })
-    await Promise.all([loadBatch(prepared), lockBatch(prepared)])
+    await Promise.all([loadBatch(prepared), lockKeeper.lockAll(prepared)])
     return prepared
   }
 
@@ -217,38 +215,6 @@ export function createWorker(options: WorkerOptions): Worker {
       catch (error) {
         for (const entry of entries) entry.failure = new RetryableJobError(`reading the job's data failed: ${describeError(error)}`, { cause: error })
       }
-    }))
-  }
-
-  /**
-   * A lock this worker already holds is shared (its jobs run one after another); the others are
-   * acquired together, in one tick, so the Redis client sends them in one write.
-   */
-  async function lockBatch(prepared: PreparedJob[]): Promise<void> {
-    const wanted = new Map<string, PreparedJob[]>()
-    for (const entry of prepared) {
-      if (!entry.lockKey || entry.failure) continue
-      const held = heldLocks.get(entry.lockKey)
-      if (held && !held.lost) {
-        held.holders++
-        entry.lock = held
-        continue
-      }
-      wanted.set(entry.lockKey, [...wanted.get(entry.lockKey) ?? [], entry])
-    }
-    await Promise.all([...wanted].map(async ([key, entries]) => {
-      const acquired = await acquireResourceLock(key).catch((error) => {
-        for (const entry of entries) entry.failure = error
-        return undefined
-      })
-      if (!acquired) return
-      if (acquired === 'busy') {
-        for (const entry of entries) entry.lockBusy = true
-        return
-      }
-      const held: HeldLock = { key, token: acquired.token, holders: entries.length, lost: false }
-      heldLocks.set(key, held)
-      for (const entry of entries) entry.lock = held
     }))
   }
 
@@ -277,7 +243,7 @@ export function createWorker(options: WorkerOptions): Worker {
         if (execution.committing) committing--
         active.delete(job.id)
         if (lockKey) runningKeys.delete(lockKey)
-        const release = dropLock(prepared)
+        const release = lockKeeper.drop(prepared)
         dispatch()
         // Jobs a commit enqueued (webhook.apply enqueues the order's effects) woke this worker through
         // the transaction's after-commit hook already.
@@ -366,30 +332,12 @@ export function createWorker(options: WorkerOptions): Worker {
     work.finally(() => pendingReports.delete(work))
   }
 
-  /** This job's share of its lock is given back; the last holder releases it. */
-  function dropLock(prepared: PreparedJob): Promise<string> | undefined {
-    const held = prepared.lock
-    if (!held) return undefined
-    prepared.lock = undefined
-    held.holders--
-    if (held.holders > 0) return undefined
-    if (heldLocks.get(held.key) === held) heldLocks.delete(held.key)
-    return held.token ? releaseResourceLock(held.key, held.token) : undefined
-  }
-
-  /** released; expired: the lock was no longer ours (TTL ran out, taken over); error: no answer. */
-  async function releaseResourceLock(key: string, token: string): Promise<'released' | 'expired' | 'error'> {
-    const result = await options.locks.release(key, token).then(held => (held ? 'released' : 'expired'), () => 'error' as const)
-    metrics.lockReleases.inc({ result })
-    return result
-  }
-
   /** A claimed job taken out of the buffer before it ran (its claim or lock lost, or shutdown), reported as such. */
   function dropBuffered(entry: PreparedJob, result: Outcome, putBack?: Promise<unknown>): void {
     const index = buffer.indexOf(entry)
     if (index >= 0) buffer.splice(index, 1)
     const started = performance.now()
-    untilStopped((putBack ?? Promise.resolve()).catch(() => {}).then(() => report(entry, result, started, dropLock(entry))))
+    untilStopped((putBack ?? Promise.resolve()).catch(() => {}).then(() => report(entry, result, started, lockKeeper.drop(entry))))
   }
 
   /** Heart-beats every claim this worker holds (running or buffered) in one statement, every third of the timeout. */
@@ -413,24 +361,8 @@ export function createWorker(options: WorkerOptions): Worker {
     }, () => {}).finally(() => { heartbeating = false })
   }
 
-  /** Extends every lock this worker holds every third of its TTL; a lock found gone interrupts its jobs. */
-  function renewLocks(): void {
-    for (const held of heldLocks.values()) {
-      if (!held.token || held.lost) continue
-      if ([...active.values()].some(execution => execution.paused && execution.prepared.lock === held)) continue
-      options.locks.extend(held.key, held.token, options.lockTtlMs).then((still) => {
-        if (!still) lockLost(held)
-      }, (error) => {
-        if (!(error instanceof LockBackendError)) return
-        log.warn('lock renewal failed: lock backend unavailable; the Postgres fence still protects the work', { worker: options.workerId, lockKey: held.key })
-      })
-    }
-  }
-
   /** Another worker may hold the resource now: its jobs here step back without spending the attempt. */
   function lockLost(held: HeldLock): void {
-    if (held.lost) return
-    held.lost = true
     for (const execution of active.values()) {
       if (execution.prepared.lock !== held) continue
       metrics.locksLost.inc({ kind: execution.prepared.job.kind })
@@ -478,28 +410,6 @@ export function createWorker(options: WorkerOptions): Worker {
     return outcome('fenced_out', { error: message }, 'warn')
   }
 
-  /** A token; 'busy' when another holds the resource; no token when the backend is unreachable (degraded). */
-  async function acquireResourceLock(key: string): Promise<{ token?: string } | 'busy'> {
-    const started = performance.now()
-    const count = (result: 'acquired' | 'busy' | 'degraded') => {
-      metrics.lockAcquires.inc({ result })
-      metrics.lockWait.observe({ result }, (performance.now() - started) / 1000)
-    }
-    try {
-      const token = await options.locks.acquire(key, options.lockTtlMs)
-      count(token ? 'acquired' : 'busy')
-      return token ? { token } : 'busy'
-    }
-    catch (error) {
-      if (!(error instanceof LockBackendError)) throw error
-      // Degrade instead of stalling every job: the fence token and the side-effect markers in
-      // Postgres still make a concurrent run harmless.
-      count('degraded')
-      log.warn('lock backend unavailable; running on the Postgres fence alone', { lockKey: key, worker: options.workerId })
-      return {}
-    }
-  }
-
   return {
     async start() {
       cleanups.push(onLocalWake(jobsArrived))
@@ -512,7 +422,7 @@ export function createWorker(options: WorkerOptions): Worker {
         }
       }
       timers.push(setInterval(heartbeatClaims, Math.max(10, Math.floor(options.heartbeatTimeoutMs / 3))))
-      timers.push(setInterval(renewLocks, Math.max(10, Math.floor(options.lockTtlMs / 3))))
+      timers.push(setInterval(lockKeeper.renew, Math.max(10, Math.floor(options.lockTtlMs / 3))))
       loopDone = loop()
       log.info('worker started', { worker: options.workerId, concurrency: options.concurrency, prefetch: options.prefetch, listening: cleanups.length > 1 })
     },
