@@ -4,7 +4,7 @@ import type { DatabaseHandle } from 'nuxt-idempotency/db'
 import type { Locks } from 'nuxt-idempotency/locks'
 import { createPaymentProvider } from '../payments'
 import { createJobKinds } from './job-kinds'
-import { createWorker, type Worker } from '../jobs/runner'
+import { createWorker, type Worker } from '../jobs/worker'
 
 /** A worker configured from the environment: the same for the in-app worker and `npm run worker`. */
 export function createConfiguredWorker(config: AppConfig, handle: DatabaseHandle, locks: Locks): Worker {

@@ -77,7 +77,7 @@ describe('paths named in the docs', () => {
   it('finds the paths the docs name (the rules above still match them)', () => {
     expect(docs).toContain('docs/architecture.md')
     expect(named.length).toBeGreaterThan(200)
-    expect(named.map(entry => entry.path)).toEqual(expect.arrayContaining(['server/jobs/runner.ts', 'tests/e2e/', 'docs/operations.md', 'docs/screenshots/cart-filled.png']))
+    expect(named.map(entry => entry.path)).toEqual(expect.arrayContaining(['server/jobs/worker/index.ts', 'tests/e2e/', 'docs/operations.md', 'docs/screenshots/cart-filled.png']))
   })
 
   it('names only paths that exist', () => {
