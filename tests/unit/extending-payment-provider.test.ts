@@ -2,6 +2,7 @@ import { beforeEach, describe, expect, it } from 'vitest'
 import { paymentIdempotencyKey, refundIdempotencyKey } from '../../server/payments/keys'
 import { PaymentRefused, type PaymentRequest, ProviderUnavailable, type RefundRequest } from '../../server/payments/types'
 import { createExamplepayApi, createExamplepayProvider, type ExamplepayApi, ExamplepayError, type ExamplepayProvider } from '../fixtures/extending/payment-provider'
+import { failureOf } from '../support/failure'
 
 /**
  * docs/extending.md's payment provider: every call the worker makes, each repeated under its key
@@ -17,16 +18,6 @@ const paymentRequest = (orderId: string, amount = 150000, currency = 'IDR'): Pay
 const refundRequest = (paymentId: string, refundId: string, amount: number): RefundRequest => ({
   orderId: 'ord_1', paymentId, refundId, amount, currency: 'IDR', reason: null, idempotencyKey: refundIdempotencyKey(refundId), firstAskedAt: new Date(),
 })
-
-async function failureOf(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise
-  }
-  catch (error) {
-    return error
-  }
-  throw new Error('expected the call to fail, it succeeded')
-}
 
 describe('the example payment provider (examplepay)', () => {
   let api: ExamplepayApi

@@ -12,6 +12,7 @@ import { type MidtransApi, startMidtransApi } from '../support/midtrans-api'
 import { pollUntil } from '../support/poll'
 import { projectRoot, spawnManaged } from '../support/processes'
 import { StandInRefusal, STRIPE_CONTROLS, type StripeApi, startStripeApi, stripeSignature } from '../support/stripe-api'
+import { failureOf } from '../support/failure'
 
 /**
  * The provider stand-ins, driven by the official SDKs: what the clients send is what the stand-ins
@@ -21,17 +22,6 @@ import { StandInRefusal, STRIPE_CONTROLS, type StripeApi, startStripeApi, stripe
 
 const secretKey = 'sk_test_standin_0123456789abcdef'
 const serverKey = 'SB-Mid-server-standin0123456789'
-
-/** Rejects with what `promise` threw, or fails the test when it resolved. */
-async function failureOf(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise
-  }
-  catch (error) {
-    return error
-  }
-  throw new Error('expected the call to fail, it succeeded')
-}
 
 const deliveryOf = (body: string, headers: Record<string, string> = {}): WebhookDelivery => ({
   body: Buffer.from(body),
