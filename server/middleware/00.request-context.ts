@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto'
 import { databaseReady } from '../db'
-import { problem } from '../problems'
+import { noApiRouteDetail, problem, rawRequestPath } from '../problems'
 
 const REQUEST_ID_PATTERN = /^[\x21-\x7E]{1,128}$/
 /** W3C Trace Context: version-traceid-parentid-flags, lowercase hex; later versions may append fields. */
 const TRACEPARENT_PATTERN = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[\x21-\x7E]*)?$/
 const ALL_ZEROS = /^0+$/
+const ENCODED_QUESTION_MARK = /%3F/i
 
 /**
  * Cross-cutting context only. Every request gets the server's own id (`req_<uuid>`): records,
@@ -19,6 +20,11 @@ const ALL_ZEROS = /^0+$/
  * HEAD is GET without the body (RFC 9110 §9.3.2), but the router knows only the methods route files
  * name: a HEAD request is routed as GET, and Node's response to a HEAD drops the body (and its
  * Content-Length, which RFC 9110 lets it leave out). The log and problems name it HEAD (requestMethod).
+ *
+ * Routes match on the path as sent: h3 decodes the path before routing and the router then cuts it
+ * at the first `?`, so `/api/orders/%3Fx/cancel` would reach POST /api/orders. No route takes a
+ * parameter that may hold a `?` (ids and SKUs never do), so a path with an encoded one is 404, as
+ * the path as sent names no route (docs/api.md#errors-and-headers).
  */
 export default defineEventHandler(async (event) => {
   if (event.method === 'HEAD') event._method = 'GET'
@@ -32,6 +38,7 @@ export default defineEventHandler(async (event) => {
   setResponseHeader(event, 'X-Request-Id', clientRequestId ?? requestId)
   setResponseHeader(event, 'X-Server-Request-Id', requestId)
   if (!event.path.startsWith('/api/') || event.path === '/api/health') return
+  if (ENCODED_QUESTION_MARK.test(rawRequestPath(event))) throw problem('not-found', noApiRouteDetail(event))
   try {
     await databaseReady()
   }

@@ -467,11 +467,26 @@ describeWithServices('POST /api/orders idempotency contract', ['postgres', 'redi
       ['PUT', '/api/webhooks/mockpay/extra?x=1'],
       // The router decodes %3F and routes /api/orders/a: no POST there, yet the path as sent is a served one.
       ['POST', '/api/orders/a%3Fb/cancel'],
+      // Decoded and cut at the `?`, this one would be POST /api/orders: matched on the path as sent, it is none.
+      ['POST', '/api/orders/%3Fx/cancel'],
+      ['GET', '/api/orders/%3f'],
     ])('answers %s %s with 404 not-found problem+json and the standard reason phrase', async (method, path) => {
       const answer = await request(direct(), path, { method })
       expectProblem(answer, 'not-found')
       expect(answer.statusText).toBe('Not Found')
       expect(answer.json.detail).toBe(`No API route matches ${method} ${path.split('?')[0]}. The routes are described at GET /api/openapi.json and rendered at /docs.`)
+    })
+
+    it('creates no order for an order body sent to a path that decodes to /api/orders (an encoded ? in the id)', async () => {
+      const before = await countRows(stack.sql)
+      const answer = await request(direct(), '/api/orders/%3Fx/cancel', {
+        method: 'POST',
+        headers: { 'authorization': `Bearer ${tenant.secretKey}`, 'idempotency-key': newIdempotencyKey() },
+        body: validOrderBody(),
+      })
+      expectProblem(answer, 'not-found')
+      expect(answer.json.detail).toBe('No API route matches POST /api/orders/%3Fx/cancel. The routes are described at GET /api/openapi.json and rendered at /docs.')
+      expect(await countRows(stack.sql)).toEqual(before)
     })
 
     it.each([

@@ -268,8 +268,11 @@ export function requestArbitrary(document: OpenApiDocument, operation: Operation
   const pathNames = operation.parameters.filter(candidate => candidate.in === 'path').map(candidate => candidate.name)
   if (pathNames.length) {
     // Not `.` or `..` (fc.string may make them too): a client's URL parser resolves such a segment
-    // before sending (`/refunds/..` is `/api/orders/{id}`), so it reaches another operation.
-    const badPathValue = fc.oneof(fc.string({ minLength: 1 }).filter(value => value !== '.' && value !== '..'), fc.constantFrom('...', '%', '%00', ' ', 'ord_\u00e9', '\u202e'), fc.constant('x'.repeat(2000)))
+    // before sending (`/refunds/..` is `/api/orders/{id}`), so it reaches another operation. The
+    // characters a router may take for the path's own (`?`, `#`, `/`, `../`) are sent encoded:
+    // `/api/orders/%3Fx/cancel` must not reach POST /api/orders.
+    const routerCharacters = fc.constantFrom('?', '?x', 'a?b', '#', '#x', '/', 'a/b', '../x', '..%2Fx', '%3F')
+    const badPathValue = fc.oneof(fc.string({ minLength: 1 }).filter(value => value !== '.' && value !== '..'), routerCharacters, fc.constantFrom('...', '%', '%00', ' ', 'ord_\u00e9', '\u202e'), fc.constant('x'.repeat(2000)))
     mutations.push(fc.tuple(parts, fc.constantFrom(...pathNames), badPathValue)
       .map(([p, name, value]) => assemble(operation, { ...p, pathValues: { ...p.pathValues, [name]: value } }, `bad path parameter ${name}`)))
   }
