@@ -1,16 +1,12 @@
 import { describe, expect, it } from 'vitest'
-import { z } from 'zod'
-import { defineJobKind } from '../../../server/jobs/kind'
 import type { ClaimedJob } from '../../../server/jobs/store'
 import type { Execution } from '../../../server/jobs/worker/executor'
 import { createHeartbeat } from '../../../server/jobs/worker/heartbeat'
 import type { PreparedJob } from '../../../server/jobs/worker/prepare'
-import { claimedJob, type Deferred, deferred } from './fakes'
+import { claimedJob, type Deferred, deferred, preparedJob, runningJob } from './fakes'
 
-const kind = defineJobKind({ kind: 'test.kind', payload: z.object({}), run: async () => {} })
-const prepared = (id: string, fence: number): PreparedJob => ({ job: claimedJob({ id, fence }), kind })
-const running = (id: string, fence: number, paused = false): Execution =>
-  ({ prepared: prepared(id, fence), controller: new AbortController(), paused, committing: false, done: Promise.resolve() })
+const prepared = (id: string, fence: number): PreparedJob => preparedJob(id, { job: claimedJob({ id, fence }) })
+const running = (id: string, fence: number, paused = false): Execution => ({ ...runningJob(prepared(id, fence)), paused })
 
 function heartbeat(active: Execution[], buffer: PreparedJob[]) {
   const sent: string[][] = []
