@@ -135,7 +135,7 @@ describe('OrderResult: a payment provider that is not answering', () => {
   })
 
   it('a Stripe payment: the shopper reads where the payment is, not how the shop\'s page is built', async () => {
-    const order = placedOrder({ payment: { provider: 'stripe', id: 'pi_1', nextAction: { type: 'stripe_client_secret', clientSecret: 'pi_1_secret_x' }, error: null, status: 'pending' } })
+    const order = placedOrder({ payment: { provider: 'stripe', id: 'pi_1', nextAction: { type: 'stripe_client_secret', clientSecret: 'pi_1_secret_x' }, error: null, status: 'ready' } })
     const wrapper = await mountSuspended(OrderResult, { props: { order, catalogue, mockpay: false } })
     expect(wrapper.get('[data-testid="payment-next-step"]').text()).toBe('Your card payment is with Stripe. This page updates by itself once Stripe confirms it.')
   })
