@@ -235,6 +235,13 @@ describeWithServices('checkout page in Chromium: one order per checkout intent',
     // The intent ended with the order: its key is gone and the next purchase is a new cart.
     expect(await storedIntent(page, cartId)).toBeUndefined()
     expect((await storedCart(page)).cartId).not.toBe(cartId)
+    // One column (a phone): the order comes first, above the shop it closed.
+    await page.setViewportSize(mobileViewport)
+    const heading = await page.getByTestId('result-heading').boundingBox()
+    const shop = await page.locator('#catalogue-heading').boundingBox()
+    expect(heading!.y).toBeLessThan(shop!.y)
+    await screenshot(page, 'order-placed-mobile', { fullPage: true })
+    await page.setViewportSize(desktopViewport)
     expect(pageErrors).toEqual([])
   })
 
