@@ -34,12 +34,12 @@ export function untilNextRun(now: number, intervalMs: number, offsetMs = 0): num
  * outlasts its interval skips the starts it covers); a failed run is logged and the next one
  * retries. The one scheduler of the in-app worker and of `npm run worker`.
  */
-export function startScheduler(services: MaintenanceService[], now: () => number = Date.now): Scheduler {
+export function startScheduler(services: MaintenanceService[]): Scheduler {
   let stopped = false
   const timers = new Map<string, NodeJS.Timeout>()
   const running = new Set<Promise<void>>()
 
-  function schedule(service: MaintenanceService & { intervalMs: number }): void {
+  function schedule(service: MaintenanceService, intervalMs: number): void {
     if (stopped) return
     const timer = setTimeout(() => {
       const run = service.runOnce().then(
@@ -47,17 +47,17 @@ export function startScheduler(services: MaintenanceService[], now: () => number
         error => log.warn('maintenance task failed; its next run retries', { task: service.name, error }),
       ).finally(() => {
         running.delete(run)
-        schedule(service)
+        schedule(service, intervalMs)
       })
       running.add(run)
-    }, untilNextRun(now(), service.intervalMs, service.offsetMs))
+    }, untilNextRun(Date.now(), intervalMs, service.offsetMs))
     // A pending run does not keep a process alive that is otherwise done.
     timer.unref()
     timers.set(service.name, timer)
   }
 
   for (const service of services) {
-    if (service.intervalMs !== undefined) schedule(service as MaintenanceService & { intervalMs: number })
+    if (service.intervalMs !== undefined) schedule(service, service.intervalMs)
   }
 
   return {
