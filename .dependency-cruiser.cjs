@@ -8,6 +8,8 @@ const layers = [
   ['config', 'db', 'problems', 'observability', 'http', 'locks', 'redis', 'faults'],
   // The job engine and the maintenance scheduler: no domain code.
   ['jobs', 'maintenance'],
+  // Stock and its ledger: what orders reserve and settle.
+  ['stock'],
   ['orders'],
   ['payments'],
   ['webhooks'],

@@ -1,5 +1,8 @@
 import { z } from 'zod'
-import { idempotencyStatuses, jobStatuses, ledgerDiscrepancyKinds, ledgerDiscrepancyStatuses, refundSources, refundStatuses } from './statuses'
+import {
+  cancelReasons, idempotencyStatuses, jobStatuses, ledgerDiscrepancyKinds, ledgerDiscrepancyStatuses, refundSources, refundStatuses, reservationStatuses,
+  stockMovementKinds, stockSourceTypes,
+} from './statuses'
 
 /**
  * The API's answers as zod schemas: the OpenAPI description (server/openapi) documents them, the
@@ -75,12 +78,20 @@ export const RefundSchema = z.object({
   createdAt: isoTime,
 }).meta({ id: 'Refund', description: 'A refund of (part of) an order\'s payment.' })
 
+export const ReservationSchema = z.object({
+  sku: z.string(),
+  quantity: z.number().int().min(1).meta({ description: 'The units of this SKU the order holds (its items\' quantities summed).' }),
+  status: z.enum(reservationStatuses).meta({ description: 'reserved: held for the order. committed: taken by its payment (onHand went down). released: given back (canceled, expired or refused).' }),
+}).meta({ id: 'Reservation', description: 'Stock an order holds of one tracked SKU.' })
+
 export const OrderSchema = CreatedOrderSchema.extend({
   paymentIntentId: z.string().nullable(),
   payment: OrderPaymentSchema.nullable(),
+  cancelReason: z.enum(cancelReasons).nullable().meta({ description: 'Set when the order is canceled: requested (the API, the page, an operator) or expired (unpaid past ORDER_PAYMENT_TTL_SECONDS).' }),
   amountRefunded: minorUnits.meta({ description: 'Σ of the succeeded refunds, in the order\'s units.' }),
   refunds: z.array(RefundSchema).meta({ description: 'Oldest first.' }),
-}).meta({ id: 'Order', description: 'An order with its payment and refunds.' })
+  reservations: z.array(ReservationSchema).meta({ description: 'One per tracked SKU of the items, by SKU; empty when no item is tracked.' }),
+}).meta({ id: 'Order', description: 'An order with its payment, refunds and stock reservations.' })
 
 const withIdempotency = <Shape extends z.ZodRawShape>(schema: z.ZodObject<Shape>) => schema.extend({ idempotency: IdempotencySchema })
 
@@ -90,6 +101,50 @@ export const CreatedOrderResponseSchema = withIdempotency(CreatedOrderSchema).me
 export const CanceledOrderResponseSchema = withIdempotency(OrderSchema).meta({ id: 'OrderWithIdempotency' })
 /** POST /api/orders/{id}/refunds and /api/ops/orders/{id}/refunds (201, and every replay). */
 export const RefundResponseSchema = withIdempotency(RefundSchema).meta({ id: 'RefundWithIdempotency' })
+
+// ---------------------------------------------------------------------------------------------
+// stock
+// ---------------------------------------------------------------------------------------------
+
+export const StockSchema = z.object({
+  object: z.literal('stock'),
+  sku: z.string().meta({ example: 'SKU-1' }),
+  onHand: z.number().int().min(0).meta({ description: 'Units on the shelf, reserved ones included.' }),
+  reserved: z.number().int().min(0).meta({ description: 'Units held by unpaid orders.' }),
+  available: z.number().int().min(0).meta({ description: 'onHand − reserved: what a new order can take.' }),
+  updatedAt: isoTime,
+}).meta({ id: 'Stock', description: 'A tracked SKU\'s counts.' })
+
+export const StockWithIdempotencySchema = withIdempotency(StockSchema).meta({ id: 'StockWithIdempotency' })
+
+export const StockListSchema = z.object({
+  object: z.literal('list'),
+  data: z.array(StockSchema).meta({ description: 'By SKU, at most `limit`.' }),
+  hasMore: z.boolean().meta({ description: 'More SKUs follow: ask again with `startingAfter` set to the last SKU of this page.' }),
+}).meta({ id: 'StockList' })
+
+export const StockMovementSchema = z.object({
+  id: z.number().int(),
+  sku: z.string(),
+  kind: z.enum(stockMovementKinds).meta({ description: 'reserve, commit and release: an order\'s reservation and its settlement. restock: a refund put units back. adjust, set: the shop changed the count.' }),
+  sourceType: z.enum(stockSourceTypes),
+  sourceId: z.string().meta({ description: 'The order, refund or adjustment id; for a count set, the request id.' }),
+  orderId: z.string().nullable(),
+  quantity: z.number().int().min(1),
+  onHandDelta: z.number().int(),
+  reservedDelta: z.number().int(),
+  reason: z.string().nullable(),
+  requestId: z.string().nullable(),
+  jobId: z.string().nullable(),
+  createdAt: isoTime,
+}).meta({ id: 'StockMovement', description: 'One row of the stock ledger.' })
+
+export const OpsInventorySchema = z.object({
+  stock: StockSchema.extend({ tenantId: z.string() }),
+  movements: z.array(StockMovementSchema).meta({ description: 'Newest first, at most 100.' }),
+  holders: z.array(z.object({ orderId: z.string(), quantity: z.number().int().min(1), createdAt: isoTime })).meta({ description: 'Orders holding a reservation of this SKU, oldest first.' }),
+  ledger: z.object({ onHand: z.number().int(), reserved: z.number().int() }).meta({ description: 'Σ of the ledger\'s deltas: equal to the counts.' }),
+}).meta({ id: 'OpsInventory' })
 
 // ---------------------------------------------------------------------------------------------
 // webhooks, mockpay, health

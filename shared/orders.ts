@@ -5,7 +5,7 @@
  */
 
 import type { z } from 'zod'
-import type { CreatedOrderSchema, OrderItemSchema, OrderPaymentSchema, OrderSchema, PaymentNextActionSchema, RefundSchema } from './api-schemas'
+import type { CreatedOrderSchema, OrderItemSchema, OrderPaymentSchema, OrderSchema, PaymentNextActionSchema, RefundSchema, ReservationSchema, StockSchema } from './api-schemas'
 
 export type OrderItem = z.output<typeof OrderItemSchema>
 
@@ -26,3 +26,9 @@ export type RefundView = z.output<typeof RefundSchema>
 
 /** GET /api/orders/:id: with the payment, `amountRefunded` (Σ of the succeeded refunds) and the refunds, oldest first. */
 export type OrderView = z.output<typeof OrderSchema>
+
+/** A tracked SKU's counts (GET /api/inventory/:sku). */
+export type StockView = z.output<typeof StockSchema>
+
+/** Stock an order holds of one tracked SKU (GET /api/orders/:id `reservations`). */
+export type ReservationView = z.output<typeof ReservationSchema>

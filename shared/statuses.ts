@@ -52,3 +52,23 @@ export type LedgerDiscrepancyKind = typeof ledgerDiscrepancyKinds[number]
 /** open: for an operator; healed: the check itself brought our ledger to the provider's (kept so the difference stays visible); resolved: by an operator or a later check. */
 export const ledgerDiscrepancyStatuses = ['open', 'healed', 'resolved'] as const
 export type LedgerDiscrepancyStatus = typeof ledgerDiscrepancyStatuses[number]
+
+/** What moved stock (docs/inventory.md#the-stock-ledger): each kind's effect on onHand and reserved is fixed. */
+export const stockMovementKinds = ['reserve', 'commit', 'release', 'restock', 'adjust', 'set'] as const
+export type StockMovementKind = typeof stockMovementKinds[number]
+
+/** What a movement belongs to: its `sourceId` is that order's, refund's or adjustment's id (or the request's, for a count set). */
+export const stockSourceTypes = ['order', 'refund', 'adjustment', 'count'] as const
+export type StockSourceType = typeof stockSourceTypes[number]
+
+/** Why a goods movement was recorded (POST /api/inventory/:sku/adjustments). */
+export const adjustmentReasons = ['received', 'counted', 'damaged', 'returned', 'other'] as const
+export type AdjustmentReason = typeof adjustmentReasons[number]
+
+/** Why an unpaid order was canceled: asked for (the API, the page, an operator), or unpaid past ORDER_PAYMENT_TTL_SECONDS. */
+export const cancelReasons = ['requested', 'expired'] as const
+export type CancelReason = typeof cancelReasons[number]
+
+/** A reservation as GET /api/orders/:id shows it: held, taken by the payment, or given back. */
+export const reservationStatuses = ['reserved', 'committed', 'released'] as const
+export type ReservationStatus = typeof reservationStatuses[number]

@@ -5,6 +5,7 @@ import type { AppConfig } from '../config'
 import { rescueStaleJobs } from '../jobs/rescue'
 import { deleteCompletedJobs } from '../jobs/retention'
 import { runLedgerCheck } from '../ledger/check'
+import { expireUnpaidOrders } from '../orders/cancel'
 import { useLedgerReader } from '../ledger/providers'
 import { deleteExpiredIdempotencyRecords } from '../maintenance/records-retention'
 import { deleteOldRequestLogRows } from '../maintenance/request-log-retention'
@@ -27,6 +28,9 @@ const RETENTION_INTERVAL_MS = 60_000
 const RETENTION_STAGGER_MS = 20_000
 const RETENTION_PACE_PER_TABLE = { budgetMs: 18_000 }
 const RECONCILE_INTERVAL_MS = 60_000
+/** Unpaid orders expire within this of their TTL; each run cancels at most EXPIRE_BATCH, the next the rest. */
+const EXPIRE_INTERVAL_MS = 30_000
+const EXPIRE_BATCH = 500
 /** Each run compares at most LEDGER_CHECK_BATCH orders with the provider; off reconciliation's second. */
 const LEDGER_CHECK_INTERVAL_MS = 5 * 60_000
 const LEDGER_CHECK_OFFSET_MS = 30_000
@@ -34,7 +38,7 @@ const LEDGER_CHECK_OFFSET_MS = 30_000
 type Service = MaintenanceService<TaskName>
 type Opened = () => Promise<{ handle: DatabaseHandle, locks: Locks }>
 
-/** Rescue and retention: what any process with the database and the locks runs. */
+/** Rescue, retention and the expiry of unpaid orders: what any process with the database and the locks runs. */
 export function storeMaintenance(config: AppConfig, open: Opened): Service[] {
   const withStores = <T>(run: (handle: DatabaseHandle, locks: Locks) => Promise<T>) => async () => {
     const { handle, locks } = await open()
@@ -42,6 +46,11 @@ export function storeMaintenance(config: AppConfig, open: Opened): Service[] {
   }
   return [
     { name: 'jobs:rescue', intervalMs: config.JOB_MAINTENANCE_INTERVAL_MS, runOnce: withStores(({ db }, locks) => rescueStaleJobs(db, locks, config.JOB_HEARTBEAT_TIMEOUT_MS)) },
+    {
+      name: 'orders:expire',
+      intervalMs: EXPIRE_INTERVAL_MS,
+      runOnce: withStores(({ db }, locks) => expireUnpaidOrders(db, locks, { ttlSeconds: config.ORDER_PAYMENT_TTL_SECONDS, limit: EXPIRE_BATCH })),
+    },
     {
       name: 'retention:records',
       intervalMs: RETENTION_INTERVAL_MS,

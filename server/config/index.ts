@@ -92,6 +92,8 @@ const EnvSchema = z.object({
   FAULTS_ENABLED: flag(false),
   IDEMPOTENCY_TTL_SECONDS: intIn(60, 60 * 60 * 24 * 30, 60 * 60 * 24),
   WEBHOOK_IDEMPOTENCY_TTL_SECONDS: intIn(60, 60 * 60 * 24 * 365, 60 * 60 * 24 * 30),
+  /** An order unpaid this long is canceled (`cancelReason: "expired"`) and its stock released (docs/inventory.md#unpaid-orders-expire). */
+  ORDER_PAYMENT_TTL_SECONDS: intIn(1, 60 * 60 * 24 * 30, 1800),
   /** Lease of a claimed record (leased operations), renewed every third of it while the owner runs. */
   IDEMPOTENCY_LEASE_MS: intIn(200, 10 * 60 * 1000, 5_000),
   /** TTL of the processing lock on (scope, key), renewed every third of it while the owner runs. */
@@ -279,6 +281,7 @@ export const settingHelp: Readonly<Record<ConfigVariable, SettingHelp>> = {
   FAULTS_ENABLED: flagHelp('the X-Fault test header (tests only)'),
   IDEMPOTENCY_TTL_SECONDS: { expected: 'how long an order\'s key is remembered, in seconds (a whole number, 60–2592000)', example: '86400' },
   WEBHOOK_IDEMPOTENCY_TTL_SECONDS: { expected: 'how long a webhook event id is remembered, in seconds (a whole number, 60–31536000)', example: '2592000' },
+  ORDER_PAYMENT_TTL_SECONDS: { expected: 'how long an order may stay unpaid before it expires, in seconds (a whole number, 1–2592000)', example: '1800' },
   IDEMPOTENCY_LEASE_MS: msHelp('the lease of a claimed record', 200, 600_000, 5_000),
   IDEMPOTENCY_LOCK_TTL_MS: msHelp('the processing lock of a key in flight', 100, 60_000, 5000),
   IDEMPOTENCY_REPLAY_CACHE_BYTES: { expected: 'the size of this instance\'s cache of finished responses, in bytes (a whole number, 0–2147483648)', example: '33554432' },

@@ -1,11 +1,11 @@
 import { sql } from 'drizzle-orm'
-import { bigint, bigserial, check, index, integer, jsonb, pgSequence, pgTable, text, timestamp, unique, uniqueIndex } from 'drizzle-orm/pg-core'
+import { bigint, bigserial, check, index, integer, jsonb, pgSequence, pgTable, primaryKey, text, timestamp, unique, uniqueIndex } from 'drizzle-orm/pg-core'
 import type { PaymentNextAction } from '../../shared/orders'
 import { idempotencyRecords } from 'nuxt-idempotency/schema'
 import {
   type IdempotencyStatus, idempotencyStatuses, type JobStatus, jobStatuses, type LedgerDiscrepancyKind, ledgerDiscrepancyKinds, type LedgerDiscrepancyStatus,
   ledgerDiscrepancyStatuses, type RefundSource, refundSources, type RefundStatus, refundStatuses, type WebhookEventSource, webhookEventSources,
-  type WebhookEventStatus, webhookEventStatuses,
+  type WebhookEventStatus, webhookEventStatuses, type CancelReason, cancelReasons, stockMovementKinds, stockSourceTypes,
 } from '../../shared/statuses'
 import type { LedgerView, OpsJobError } from '../../shared/ops-api'
 
@@ -101,10 +101,15 @@ export const orders = pgTable('orders', {
   paymentCheckedAt: timestamp('payment_checked_at', { withTimezone: true }),
   /** The checkout page's session that placed the order (null for a tenant key): only it may cancel the order from the page. */
   checkoutSessionId: text('checkout_session_id'),
+  /** Set with status canceled: `requested` (the API, the page, an operator) or `expired` (unpaid past ORDER_PAYMENT_TTL_SECONDS). */
+  cancelReason: text('cancel_reason').$type<CancelReason>(),
   createdAt: createdAt(),
   updatedAt: updatedAt(),
 }, t => [
   unique('orders_tenant_cart_unique').on(t.tenantId, t.cartId),
+  check('orders_cancel_reason_check', sql`${t.cancelReason} in (${sql.raw(cancelReasons.map(reason => `'${reason}'`).join(', '))})`),
+  // The expiry task reads the unpaid orders, oldest first.
+  index('orders_unpaid_idx').on(t.createdAt).where(sql`${t.status} in ('pending_payment', 'payment_failed')`),
   // The duplicates audit reads the recent orders only.
   index('orders_created_at_idx').on(t.createdAt),
   // Reconciliation reads the orders left awaiting payment, oldest change first.
@@ -403,4 +408,58 @@ export const orderStatusHistory = pgTable('order_status_history', {
 }, t => [
   index('order_status_history_order_idx').on(t.orderId),
   index('order_status_history_webhook_event_idx').on(t.webhookEventId),
+])
+
+/**
+ * Stock per tenant and SKU (docs/inventory.md). A SKU without a row is untracked. The counts change
+ * only by a stock_movements row (its insert trigger applies the deltas); the checks are the fence against
+ * overselling: an order whose reservation would take `reserved` past `on_hand` fails as a whole.
+ */
+export const stock = pgTable('stock', {
+  tenantId: text('tenant_id').notNull().references(() => tenants.id),
+  sku: text('sku').notNull(),
+  onHand: bigint('on_hand', { mode: 'number' }).notNull(),
+  reserved: bigint('reserved', { mode: 'number' }).notNull().default(0),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+}, t => [
+  primaryKey({ name: 'stock_pkey', columns: [t.tenantId, t.sku] }),
+  check('stock_counts_non_negative', sql`${t.onHand} >= 0 and ${t.reserved} >= 0`),
+  check('stock_reserved_within_on_hand', sql`${t.reserved} <= ${t.onHand}`),
+])
+
+/**
+ * The stock ledger: every change of a stock row, with what caused it. Σ on_hand_delta = on_hand and
+ * Σ reserved_delta = reserved, per (tenant, sku): a row inserted here is what moves the counts (the
+ * trigger of drizzle/0015_stock_ledger_trigger.sql), so no count changes without its row. One movement per (source, sku, kind), and one
+ * settlement (commit or release) per reservation: a retried job, a replayed webhook or two racing
+ * instances insert nothing the second time, and the counts move only with an inserted row.
+ */
+export const stockMovements = pgTable('stock_movements', {
+  id: bigserial('id', { mode: 'number' }).primaryKey(),
+  tenantId: text('tenant_id').notNull(),
+  sku: text('sku').notNull(),
+  kind: text('kind').notNull(),
+  sourceType: text('source_type').notNull(),
+  /** The order, refund or adjustment id; for a count set by PUT, the request's id. */
+  sourceId: text('source_id').notNull(),
+  /** The order the movement is about (a reservation, its settlement, a refund's restock): its evidence timeline. */
+  orderId: text('order_id'),
+  /** The units moved (positive; an adjustment's sign is in the deltas). */
+  quantity: bigint('quantity', { mode: 'number' }).notNull(),
+  onHandDelta: bigint('on_hand_delta', { mode: 'number' }).notNull(),
+  reservedDelta: bigint('reserved_delta', { mode: 'number' }).notNull(),
+  /** An adjustment's reason; a release's cause (canceled, expired, refused). */
+  reason: text('reason'),
+  requestId: text('request_id'),
+  jobId: text('job_id'),
+  createdAt: createdAt(),
+}, t => [
+  unique('stock_movements_once').on(t.tenantId, t.sourceId, t.sku, t.kind),
+  uniqueIndex('stock_movements_settled_once').on(t.tenantId, t.sourceId, t.sku).where(sql`${t.kind} in ('commit', 'release')`),
+  index('stock_movements_sku_idx').on(t.tenantId, t.sku, t.id),
+  index('stock_movements_order_idx').on(t.orderId).where(sql`${t.orderId} is not null`),
+  check('stock_movements_kind_check', sql`${t.kind} in (${sql.raw(stockMovementKinds.map(kind => `'${kind}'`).join(', '))})`),
+  check('stock_movements_source_type_check', sql`${t.sourceType} in (${sql.raw(stockSourceTypes.map(type => `'${type}'`).join(', '))})`),
+  check('stock_movements_quantity_positive', sql`${t.quantity} > 0`),
 ])

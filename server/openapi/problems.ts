@@ -22,6 +22,16 @@ const problemExtensions: Partial<Record<ProblemSlug, z.ZodRawShape>> = {
     })).min(1),
   },
   'cart-already-ordered': { orderId: z.string().meta({ description: 'The order this cart already has.' }), idempotency: IdempotencySchema },
+  'insufficient-stock': {
+    items: z.array(z.object({ sku: z.string(), requested: z.number().int().min(1), available: z.number().int().min(0) })).min(1)
+      .meta({ description: 'Each tracked item short of units (its quantities summed), with what is available now.' }),
+    idempotency: IdempotencySchema,
+  },
+  'stock-below-reserved': { onHand: z.number().int().min(0), reserved: z.number().int().min(0), idempotency: IdempotencySchema.optional() },
+  'restock-exceeds-committed': {
+    restockable: z.array(z.object({ sku: z.string(), quantity: z.number().int().min(1) })).meta({ description: 'Per SKU, the units the refund may still put back.' }),
+    idempotency: IdempotencySchema,
+  },
   'order-not-refundable': { orderStatus: OrderStatusSchema, idempotency: IdempotencySchema },
   'refund-exceeds-remaining': { remaining: z.number().int().min(0).meta({ description: 'What can still be refunded, in the order\'s units.' }), idempotency: IdempotencySchema },
   'order-not-cancelable': { orderStatus: OrderStatusSchema, idempotency: IdempotencySchema },
@@ -36,7 +46,7 @@ const problemExtensions: Partial<Record<ProblemSlug, z.ZodRawShape>> = {
 }
 
 /** Slugs whose answer is stored under the key and replayed (with `Idempotent-Replayed: true`). */
-export const storedProblemSlugs: readonly ProblemSlug[] = ['cart-already-ordered', 'order-not-refundable', 'refund-exceeds-remaining', 'order-not-cancelable', 'not-found']
+export const storedProblemSlugs: readonly ProblemSlug[] = ['cart-already-ordered', 'insufficient-stock', 'stock-below-reserved', 'restock-exceeds-committed', 'order-not-refundable', 'refund-exceeds-remaining', 'order-not-cancelable', 'not-found']
 
 const componentName = (slug: string) => `${slug.replace(/(^|-)(\w)/g, (_, _dash, letter: string) => letter.toUpperCase())}Problem`
 

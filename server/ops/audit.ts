@@ -1,5 +1,6 @@
 import { and, desc, eq, gte, isNotNull, ne, sql } from 'drizzle-orm'
 import type { Database } from 'nuxt-idempotency/db'
+import { rowsOf } from '../db/raw-rows'
 import { invoices, mailbox, orders, orderStatusHistory, paymentIntentRefunds, paymentIntents, refunds, requestLog, sideEffects, webhookEvents } from '../db/schema'
 import type { BusinessDuplicate, DuplicatesAudit, ExactlyOnceViolation, ViolationKind } from '../../shared/ops-api'
 
@@ -50,11 +51,6 @@ const withinTtl = (column: typeof orders.createdAt | typeof refunds.createdAt, k
 /** The markers of the effects that send an email: the confirmation and each refund notice. */
 const emailMarkers = sql`(select count(*) from ${sideEffects} where ${sideEffects.orderId} = ${mailbox.orderId}
   and (${sideEffects.effect} = 'confirmation_email' or ${sideEffects.effect} like 'refund_notice:%'))`
-
-/** Rows of a raw query, whichever driver ran it (postgres.js answers an array, PGlite `{ rows }`). */
-function rowsOf<T>(result: unknown): T[] {
-  return Array.isArray(result) ? result as T[] : (result as { rows: T[] }).rows
-}
 
 export async function auditDuplicates(db: Database, options: AuditOptions): Promise<DuplicatesAudit> {
   const [businessDuplicates, exactlyOnceViolations, frequentReplays] = await Promise.all([

@@ -61,7 +61,7 @@ export const ResolveDiscrepancySchema = z.object({
  * docs/operations.md#maintenance); `retention:cleanup` runs the three retention services in turn.
  */
 export const runnableTasks = [
-  'jobs:rescue', 'retention:records', 'retention:jobs', 'retention:request-log', 'retention:cleanup', 'payments:reconcile', 'payments:ledger-check',
+  'jobs:rescue', 'orders:expire', 'retention:records', 'retention:jobs', 'retention:request-log', 'retention:cleanup', 'payments:reconcile', 'payments:ledger-check',
 ] as const
 export type TaskName = typeof runnableTasks[number]
 /** Any other name is 404. */

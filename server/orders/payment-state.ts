@@ -5,6 +5,7 @@ import { orders, orderStatusHistory, refunds, webhookEvents } from '../db/schema
 import { enqueueJob } from '../jobs/enqueue'
 import { orderIssueInvoiceJob, orderSendConfirmationJob, paymentRefundJob, refundSendNoticeJob } from './job-types'
 import type { RefundStatus } from '../../shared/statuses'
+import { settleReservations } from '../stock/ledger'
 
 /**
  * An order's payment state moves only up this ladder, so events that arrive late, twice or out of
@@ -382,7 +383,10 @@ async function refundCanceledOrder(tx: Database, order: LockedOrder, context: Pa
   return 'refund_for_canceled_order'
 }
 
-/** Sets the status (when it changed) and enqueues the effects of what was reached, each once. */
+/**
+ * Sets the status (when it changed) and enqueues the effects of what was reached, each once; reaching
+ * paid commits the order's stock reservations (once: docs/inventory.md#settlement).
+ */
 async function moveTo(tx: Database, order: LockedOrder, to: string, context: PaymentStatusContext): Promise<void> {
   // None of these statements depends on another: they are sent together (one round trip on postgres.js).
   const statusSet = to !== order.status ? tx.update(orders).set({ status: to, updatedAt: sql`now()` }).where(eq(orders.id, order.id)) : undefined
@@ -393,10 +397,13 @@ async function moveTo(tx: Database, order: LockedOrder, to: string, context: Pay
   const paidEffects = !isPaid(order.status) && order.status !== 'canceled'
     ? [orderSendConfirmationJob, orderIssueInvoiceJob].map(type => enqueueJob(tx, type, { orderId: order.id }, { dedupeKey: order.id, requestId: context.requestId }))
     : []
+  // The payment takes the reserved units; a canceled order's were released already, and stay so.
+  const stockTaken = !isPaid(order.status) ? settleReservations(tx, { tenantId: order.tenantId, orderId: order.id }, 'commit', null, context) : undefined
   const [succeeded] = await Promise.all([
     tx.select({ id: refunds.id }).from(refunds).where(and(eq(refunds.orderId, order.id), eq(refunds.status, 'succeeded'))),
     statusSet,
     ...paidEffects,
+    stockTaken,
   ])
   await Promise.all(succeeded.map(({ id }) => enqueueJob(tx, refundSendNoticeJob, { orderId: order.id, refundId: id }, { dedupeKey: id, requestId: context.requestId })))
 }

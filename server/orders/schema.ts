@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { SkuSchema } from '../stock/schema'
 
 const MAX_MINOR_UNITS = Number.MAX_SAFE_INTEGER
 // Range first, then integrality (zod skips the refinement once the range failed): one clear message each.
@@ -9,7 +10,7 @@ const minorUnits = z.number().min(0).max(MAX_MINOR_UNITS, 'must be at most 2^53 
 export const paymentMethods = ['card', 'bank_transfer', 'ewallet'] as const
 
 export const OrderItemSchema = z.object({
-  sku: z.string().regex(/^[\x21-\x7E]{1,64}$/, 'must be 1–64 visible ASCII characters'),
+  sku: SkuSchema,
   quantity: z.number().min(1).max(10_000).refine(Number.isInteger, 'must be an integer').meta(integer),
   unitPrice: minorUnits,
 })

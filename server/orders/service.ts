@@ -10,6 +10,8 @@ import { metrics } from '../observability/metrics'
 import { problem } from '../problems'
 import type { CreatedOrderView, OrderPaymentView } from '../../shared/orders'
 import { type CreateOrderInput, OrderIdSchema } from './schema'
+import { OVERSOLD_CONSTRAINT, reserveForOrder } from '../stock/ledger'
+import { insufficientStockProblem } from '../stock/service'
 
 type OrderRow = typeof orders.$inferSelect
 
@@ -64,12 +66,12 @@ const insertOrder = defineStatement(db => db.insert(orders).values({
 }))
 
 /**
- * The order and its payment.create_intent job (PAYMENT_PROVIDER is always set), for the
- * idempotency record's transaction. The response is known
+ * The order, its stock reservations (docs/inventory.md#reservations) and its payment.create_intent
+ * job (PAYMENT_PROVIDER is always set), for the idempotency record's transaction. The response is known
  * before anything is sent (the id and creation time are chosen here), so the whole transaction
  * goes out at once. One order per (tenant, cart) is a database constraint:
  * another key for an ordered cart fails the transaction, and the answer — a deterministic 409 — is
- * stored and replayed for that key.
+ * stored and replayed for that key; so does an item short of stock (409 insufficient-stock).
  */
 export function planOrder(
   db: Database,
@@ -89,15 +91,20 @@ export function planOrder(
     paymentNextAction: null,
     paymentError: null,
     paymentCheckedAt: null,
+    cancelReason: null,
     checkoutSessionId: context.checkoutSessionId ?? null,
     createdAt: now,
     updatedAt: now,
   }
-  const statements = [insertOrder(db, order), jobInsert(db, paymentCreateIntentJob, { orderId: order.id }, {
-    dedupeKey: order.id,
-    idempotencyKey: context.idempotencyKey,
-    requestId: context.requestId,
-  })]
+  const statements = [
+    insertOrder(db, order),
+    reserveForOrder({ tenantId: context.tenantId, orderId: order.id, items: input.items }, context),
+    jobInsert(db, paymentCreateIntentJob, { orderId: order.id }, {
+      dedupeKey: order.id,
+      idempotencyKey: context.idempotencyKey,
+      requestId: context.requestId,
+    }),
+  ]
   return {
     statements,
     result: {
@@ -107,7 +114,8 @@ export function planOrder(
       resourceType: 'order',
       resourceId: order.id,
     },
-    onUniqueViolation: async (constraint, db) => {
+    onConstraintViolation: async (constraint, db) => {
+      if (constraint === OVERSOLD_CONSTRAINT) throw await insufficientStockProblem(db, context.tenantId, input.items)
       if (constraint !== CART_CONSTRAINT) return undefined
       metrics.uniqueViolations.inc({ constraint })
       const [existing] = await db.select({ id: orders.id, checkoutSessionId: orders.checkoutSessionId }).from(orders)

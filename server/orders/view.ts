@@ -5,6 +5,7 @@ import { jobs, orders, refunds } from '../db/schema'
 import { paymentCreateIntentJob } from './job-types'
 import type { OrderPaymentView, OrderView, RefundView } from '../../shared/orders'
 import { serializeOrder, serializePayment } from './service'
+import { reservationViews } from '../stock/service'
 
 type OrderRow = typeof orders.$inferSelect
 
@@ -30,13 +31,14 @@ export interface OrderViewOptions {
 }
 
 /**
- * GET /api/orders/:id: the order, its payment, and its refunds (oldest first) with the Σ that
- * succeeded. The order and its refunds are one statement, one snapshot: a refund settled between two
- * reads would otherwise show as succeeded beside the order's status from before it.
+ * GET /api/orders/:id: the order, its payment, its refunds (oldest first) with the Σ that
+ * succeeded, and its stock reservations. The order, its refunds and its reservations are one
+ * statement, one snapshot: a refund settled between two reads would otherwise show as succeeded
+ * beside the order's status from before it.
  */
 export async function findOrderView(db: Database, orderId: string, options: OrderViewOptions = {}): Promise<(OrderView & { tenantId: string }) | undefined> {
   const { tenantId, checkoutSessionId } = options
-  const [found] = await db.select({ order: orders, refunds: refundViews }).from(orders)
+  const [found] = await db.select({ order: orders, refunds: refundViews, reservations: reservationViews(sql.raw(`"${getTableName(orders)}"."id"`)) }).from(orders)
     .where(and(
       eq(orders.id, orderId),
       tenantId === undefined ? undefined : eq(orders.tenantId, tenantId),
@@ -47,7 +49,10 @@ export async function findOrderView(db: Database, orderId: string, options: Orde
   const views = found.refunds.map(refund => ({ ...refund, createdAt: new Date(refund.createdAt).toISOString() }))
   const amountRefunded = views.reduce((sum, refund) => refund.status === 'succeeded' ? sum + refund.amount : sum, 0)
   const payment = await paymentOf(db, order, options.forOperators === true)
-  return { ...serializeOrder(order), paymentIntentId: order.paymentIntentId, payment, amountRefunded, refunds: views, tenantId: order.tenantId }
+  return {
+    ...serializeOrder(order), paymentIntentId: order.paymentIntentId, payment, cancelReason: order.cancelReason, amountRefunded, refunds: views,
+    reservations: found.reservations.map(reservation => ({ ...reservation, quantity: Number(reservation.quantity) })), tenantId: order.tenantId,
+  }
 }
 
 /**

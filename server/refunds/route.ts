@@ -10,7 +10,8 @@ import { recordOperatorAction } from '../ops/operator-actions'
 import { problem } from '../problems'
 import { tenantScope } from '../../shared/resources'
 import { CreateRefundSchema } from './schema'
-import { cancelOrder, checkRefundAmount, requestRefund, serializeRefund } from './service'
+import { checkRefundAmount, requestRefund, serializeRefund } from './service'
+import { cancelOrder } from '../orders/cancel'
 
 /**
  * What the refund and cancel routes share: the order id from the path, the key, the body, and the

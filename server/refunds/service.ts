@@ -1,8 +1,6 @@
-import { and, eq, sql } from 'drizzle-orm'
+import { and, eq } from 'drizzle-orm'
 import type { Database } from 'nuxt-idempotency/db'
 import { orders, refunds } from '../db/schema'
-import { enqueueJob } from '../jobs/enqueue'
-import { paymentCancelJob } from '../orders/job-types'
 import { insertRefund, lockOrder, recordHistory, refundTotals } from '../orders/payment-state'
 import { problem } from '../problems'
 import { exactEverywhere, refundAmountProblem } from '../payments/currencies'
@@ -11,6 +9,8 @@ import type { RefundView } from '../../shared/orders'
 import type { RefundSource, RefundStatus } from '../../shared/statuses'
 import { exceedsRemainingDetail, notRefundableDetail } from './refusals'
 import type { CreateRefundInput } from './schema'
+import { restockForRefund } from '../stock/ledger'
+import { restockable } from '../stock/service'
 
 type RefundRow = typeof refunds.$inferSelect
 
@@ -101,35 +101,25 @@ export async function requestRefund(tx: Database, context: RefundRequestContext,
     amount, status: 'pending', source: context.source, reason: input.reason ?? null, providerRefundId: null,
     idempotencyKey: context.idempotencyKey, requestId: context.requestId,
   })
+  if (input.restock) await restock(tx, { tenantId: order.tenantId, orderId: order.id, refundId: id }, input.items, context)
   await recordHistory(tx, { orderId: order.id, fromStatus: order.status, requestedStatus: null, toStatus: order.status, outcome: 'applied', reason: 'refund_requested', refundId: id }, { requestId: context.requestId })
   const [refund] = await tx.select().from(refunds).where(eq(refunds.id, id))
   return refund!
 }
 
-export interface CancelContext {
-  tenantId: string
-  orderId: string
-  /** Set when the page's checkout session asks: only the session that placed the order may cancel it. */
-  checkoutSessionId?: string
-  idempotencyKey: string
-  requestId: string
-}
-
-const cancelable = new Set(['pending_payment', 'payment_failed'])
-
 /**
- * Cancels an unpaid order in the caller's transaction, and enqueues the cancel of its payment at
- * the provider (the outbox). Canceling a canceled order answers it as it is.
+ * A restocking refund's units back on sale, in the refund's transaction (so a replay of its key,
+ * which replays the refund, restocks nothing more): the `items` named, or all that the order's
+ * payment took and earlier refunds did not put back. More than that is 409 restock-exceeds-committed.
  */
-export async function cancelOrder(tx: Database, context: CancelContext): Promise<void> {
-  const order = await lockOrder(tx, context.orderId, context.tenantId)
-  if (!order) throw notFound(context.orderId)
-  if (context.checkoutSessionId !== undefined && order.checkoutSessionId !== context.checkoutSessionId) throw notFound(context.orderId)
-  if (order.status === 'canceled') return
-  if (!cancelable.has(order.status)) {
-    throw problem('order-not-cancelable', `Order ${order.id} is ${order.status}; only an unpaid order can be canceled. Refund a paid one instead: POST /api/orders/${order.id}/refunds.`, { extensions: { orderStatus: order.status } })
+async function restock(tx: Database, refund: { tenantId: string, orderId: string, refundId: string }, items: CreateRefundInput['items'], context: RefundRequestContext): Promise<void> {
+  const left = await restockable(tx, refund.orderId)
+  const wanted = new Map<string, number>()
+  for (const item of items ?? [...left].map(([sku, quantity]) => ({ sku, quantity }))) wanted.set(item.sku, (wanted.get(item.sku) ?? 0) + item.quantity)
+  const over = [...wanted].filter(([sku, quantity]) => quantity > (left.get(sku) ?? 0))
+  if (over.length > 0) {
+    const restockableItems = [...left].map(([sku, quantity]) => ({ sku, quantity }))
+    throw problem('restock-exceeds-committed', `Order ${refund.orderId} cannot put back ${over.map(([sku, quantity]) => `${quantity} × ${sku}`).join(', ')}: ${restockableItems.length > 0 ? `at most ${restockableItems.map(item => `${item.quantity} × ${item.sku}`).join(', ')} can be restocked` : 'nothing it sold from tracked stock is left to restock'}. Name at most that in "items", under a new Idempotency-Key.`, { extensions: { restockable: restockableItems } })
   }
-  await tx.update(orders).set({ status: 'canceled', updatedAt: sql`now()` }).where(eq(orders.id, order.id))
-  await recordHistory(tx, { orderId: order.id, fromStatus: order.status, requestedStatus: 'canceled', toStatus: 'canceled', outcome: 'applied', reason: 'canceled' }, { requestId: context.requestId })
-  await enqueueJob(tx, paymentCancelJob, { orderId: order.id }, { dedupeKey: order.id, idempotencyKey: context.idempotencyKey, requestId: context.requestId })
+  await restockForRefund(tx, refund, [...wanted].map(([sku, quantity]) => ({ sku, quantity })), { requestId: context.requestId })
 }

@@ -47,7 +47,7 @@ export function planWebhookIngest(provider: string, delivery: VerifiedDelivery, 
         jobInsert(db, webhookApplyJob, { webhookEventId: id, orderId: event.orderId }, { dedupeKey: id, idempotencyKey: event.eventId, requestId }),
       ],
       result: { status: 200, body: { received: true, eventId: event.eventId }, resourceType: 'webhook_event', resourceId: id },
-      onUniqueViolation: async (constraint, db) => {
+      onConstraintViolation: async (constraint, db) => {
         if (constraint !== EVENT_CONSTRAINT) return undefined
         const [earlier] = await db.select({ id: webhookEvents.id }).from(webhookEvents)
           .where(and(eq(webhookEvents.provider, provider), eq(webhookEvents.eventId, event.eventId)))

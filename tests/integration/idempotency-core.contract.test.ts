@@ -238,14 +238,14 @@ function idempotencyCoreContract(pair: Pair) {
   }
 
   /** An atomic operation writing one tenant row; `planned` lists the rows its executions planned. */
-  function atomic(options: TenantWrite & { onUniqueViolation?: AtomicPlan['onUniqueViolation'], beforeCommit?: () => Promise<void> } = {}) {
+  function atomic(options: TenantWrite & { onConstraintViolation?: AtomicPlan['onConstraintViolation'], beforeCommit?: () => Promise<void> } = {}) {
     const planned: string[] = []
     const operation: AtomicOperation = {
       mode: 'atomic',
       plan: (planDb) => {
         const tenantId = options.tenantId ?? newTenantId()
         planned.push(tenantId)
-        return { statements: [insertTenant(planDb, { id: tenantId, name: scope })], result: created(tenantId), onUniqueViolation: options.onUniqueViolation }
+        return { statements: [insertTenant(planDb, { id: tenantId, name: scope })], result: created(tenantId), onConstraintViolation: options.onConstraintViolation }
       },
       beforeCommit: options.beforeCommit,
     }
@@ -418,7 +418,7 @@ function idempotencyCoreContract(pair: Pair) {
       const tenantId = newTenantId()
       const executed = await runIdempotent(instance(), request(), atomic({ tenantId }))
       const consulted: string[] = []
-      const sameRows = atomic({ tenantId, onUniqueViolation: async (constraint) => {
+      const sameRows = atomic({ tenantId, onConstraintViolation: async (constraint) => {
         consulted.push(constraint)
         return undefined
       } })
@@ -501,14 +501,14 @@ function idempotencyCoreContract(pair: Pair) {
   // 3. The plan's own constraints: a deterministic answer is stored for the key, anything else fails.
   // -------------------------------------------------------------------------------------------
   describe('unique violations of the plan', () => {
-    it('a 4xx problem thrown by onUniqueViolation is stored as the key\'s failure and replayed; the business row stays the first', async () => {
+    it('a 4xx problem thrown by onConstraintViolation is stored as the key\'s failure and replayed; the business row stays the first', async () => {
       const owner = instance()
       const tenantId = committed(await runIdempotent(owner, request(), atomic()))
       const seen: string[] = []
       // Another request (key) that would write the same tenant row.
       const sameTenant = atomic({
         tenantId,
-        onUniqueViolation: async (constraint) => {
+        onConstraintViolation: async (constraint) => {
           seen.push(constraint)
           if (constraint === 'tenants_pkey') throw tenantExists(tenantId)
           return undefined
@@ -537,12 +537,12 @@ function idempotencyCoreContract(pair: Pair) {
       expect(await recordCount()).toBe(2)
     })
 
-    it('an answer onUniqueViolation reads after the rollback is stored as the key\'s response', async () => {
+    it('an answer onConstraintViolation reads after the rollback is stored as the key\'s response', async () => {
       const owner = instance()
       const tenantId = committed(await runIdempotent(owner, request(), atomic()))
       const existing = atomic({
         tenantId,
-        onUniqueViolation: async (constraint, readDb) => {
+        onConstraintViolation: async (constraint, readDb) => {
           const [row] = await readDb.select({ id: tenants.id }).from(tenants).where(eq(tenants.id, tenantId))
           return constraint === 'tenants_pkey' && row ? { status: 200, body: { object: 'tenant', id: row.id, existing: true } } : undefined
         },
@@ -561,7 +561,7 @@ function idempotencyCoreContract(pair: Pair) {
       const tenantId = committed(await runIdempotent(owner, request(), atomic()))
       const failureOf = (outcome: Promise<unknown>) => outcome.then(() => 'resolved', (error: unknown) => error)
 
-      const unknownToThePlan = await failureOf(runIdempotent(owner, request({ key: 'key-2', fingerprint: 'fp-b' }), atomic({ tenantId, onUniqueViolation: async () => undefined })))
+      const unknownToThePlan = await failureOf(runIdempotent(owner, request({ key: 'key-2', fingerprint: 'fp-b' }), atomic({ tenantId, onConstraintViolation: async () => undefined })))
       expect(violatedUniqueConstraint(unknownToThePlan)).toBe('tenants_pkey')
       const withoutHandler = await failureOf(runIdempotent(owner, request({ key: 'key-3', fingerprint: 'fp-c' }), atomic({ tenantId })))
       expect(violatedUniqueConstraint(withoutHandler)).toBe('tenants_pkey')

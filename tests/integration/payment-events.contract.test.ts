@@ -450,7 +450,7 @@ function paymentEventsContract(driver: DatabaseDriver, openLockBackend: () => Pr
       const result = await handle.transact(plan.statements).then(() => plan.result, async (error: unknown) => {
         const constraint = violatedUniqueConstraint(error)
         if (constraint === undefined) throw error
-        return (await plan.onUniqueViolation!(constraint, db))!
+        return (await plan.onConstraintViolation!(constraint, db))!
       })
       const earlier = stored.get(event.eventId)
       if (earlier) {

@@ -219,7 +219,7 @@ const orderRow: OrderRow = {
   id: 'ord_1', tenantId: 'ten_1', cartId: 'cart-1', status: 'payment_failed', currency: 'IDR', amount: 150_000, paymentMethod: 'card',
   items: [{ sku: 'sku-1', quantity: 1, unitPrice: 150_000 }], customer: { email: 'a@example.com' }, idempotencyKey: 'key-1', requestId: 'req_1',
   paymentIntentId: 'pi_1', paymentProvider: 'stripe', paymentNextAction: { type: 'stripe_client_secret', clientSecret: 'pi_1_secret_x' } as OrderRow['paymentNextAction'],
-  paymentError: { code: 'card_declined', message: 'The card was declined.', providerMessage: 'Your card was declined.' } as OrderRow['paymentError'],
+  paymentError: { code: 'card_declined', message: 'The card was declined.', providerMessage: 'Your card was declined.' } as OrderRow['paymentError'], cancelReason: null,
   paymentCheckedAt: null, checkoutSessionId: null, createdAt: t0, updatedAt: t2,
 }
 

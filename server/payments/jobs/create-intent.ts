@@ -7,13 +7,15 @@ import { defineJobKind } from '../../jobs/kind'
 import { paymentCreateIntentJob } from '../../orders/job-types'
 import { loadOrders, requireOrder } from '../../orders/jobs/load-orders'
 import { retryLater } from './provider-errors'
+import { settleReservations } from '../../stock/ledger'
 
 /**
  * Asks the provider for the order's payment, then stores it on the order with what the checkout
  * page does next. The call happens outside our transaction, so a job that runs twice (a crash
  * between the provider's answer and the commit, a lost response) asks twice, with the same
  * idempotency key — and the provider answers with the one payment it created. A definitive refusal
- * is recorded on the order (payment_failed, with the reason the page shows) and ends the job.
+ * is recorded on the order (payment_failed, with the reason the page shows), releases its stock
+ * reservations and ends the job.
  */
 export function paymentCreateIntent(provider: PaymentProvider) {
   return defineJobKind({
@@ -41,6 +43,8 @@ export function paymentCreateIntent(provider: PaymentProvider) {
         return commit(async (tx) => {
           await tx.update(orders).set({ paymentProvider: provider.name, paymentError: refusal, updatedAt: sql`now()` }).where(eq(orders.id, orderId))
           await applyPaymentStatus(tx, orderId, 'payment_failed', { jobId: job.id, requestId: job.requestId ?? undefined })
+          // No payment can follow a refusal: the order's units go back on sale now, not at its expiry.
+          await settleReservations(tx, { tenantId: order.tenantId, orderId }, 'release', 'refused', { jobId: job.id, requestId: job.requestId })
         })
       }
       // The first payment stored stays: a run whose order already has one changes nothing.

@@ -24,8 +24,10 @@ export function placedOrder(overrides: Partial<Order> = {}): Order {
     createdAt: '2026-12-01T10:00:00.000Z',
     paymentIntentId: 'pi_1',
     payment: { provider: 'mockpay', id: 'pi_1', nextAction: { type: 'mockpay' }, error: null, status: 'ready' },
+    cancelReason: null,
     amountRefunded: 0,
     refunds: [],
+    reservations: [],
     ...overrides,
   }
 }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { BoundStatement, Database, DatabaseHandle } from '../db/types'
-import { describeDatabaseError, isLockTimeout, violatedUniqueConstraint } from '../db/errors'
+import { describeDatabaseError, isLockTimeout, violatedConstraint, violatedUniqueConstraint } from '../db/errors'
 import { LockBackendError, type Locks } from '../locks/types'
 import { CACHE_EXPIRY_MARGIN_MS, type FinishedRecord, finishedFromView, type ReplayCache } from './replay-cache'
 import {
@@ -39,11 +39,12 @@ export interface AtomicPlan {
   /** The response those writes produce. */
   result: IdempotentResult
   /**
-   * One of the plan's own constraints was violated (e.g. the cart was ordered under another key): the
-   * deterministic answer, read after the rollback and stored for the key. Throw a 4xx `problem()` to
-   * store a failure; answer undefined for a constraint the plan does not know (the request fails).
+   * One of the plan's own unique or check constraints was violated (the cart was ordered under
+   * another key; stock would be oversold): the deterministic answer, read after the rollback and
+   * stored for the key. Throw a 4xx `problem()` to store a failure; answer undefined for a
+   * constraint the plan does not know (the request fails).
    */
-  onUniqueViolation?: (constraint: string, db: Database) => Promise<IdempotentResult | undefined>
+  onConstraintViolation?: (constraint: string, db: Database) => Promise<IdempotentResult | undefined>
 }
 
 export interface AtomicOperation {
@@ -223,7 +224,7 @@ async function executeAtomically(deps: IdempotencyDeps, request: IdempotentReque
     await deps.database.transact([finishedRecordInsert(db, record), ...plan.statements], { beforeCommit: operation.beforeCommit })
   }
   catch (error) {
-    const constraint = violatedUniqueConstraint(error)
+    const constraint = violatedConstraint(error)
     if (constraint === undefined) {
       if (isLockTimeout(error)) return { kind: 'in_progress', reason: 'running' }
       throw error
@@ -234,7 +235,7 @@ async function executeAtomically(deps: IdempotencyDeps, request: IdempotentReque
     if (constraint === RECORD_KEY_CONSTRAINT || existing) {
       return answerForTakenKey(deps, request, existing, pass, () => executeAtomically(deps, request, operation, pass + 1))
     }
-    const answer = plan.onUniqueViolation && await deterministicAnswer(deps, () => plan.onUniqueViolation!(constraint, db), request)
+    const answer = plan.onConstraintViolation && await deterministicAnswer(deps, () => plan.onConstraintViolation!(constraint, db), request)
     if (!answer) throw error
     return storeAnswer(deps, request, answer, pass)
   }

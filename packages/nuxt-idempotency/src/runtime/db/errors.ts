@@ -85,6 +85,20 @@ export function describeDatabaseError(error: unknown): string | undefined {
 }
 
 /**
+ * The constraint a unique (23505) or check (23514) violation names, else undefined: a business rule
+ * the database refused the writes for (a cart ordered twice, stock that would go below what it
+ * holds), which the same writes would meet again.
+ */
+export function violatedConstraint(error: unknown): string | undefined {
+  for (const e of errorChain(error) as Generator<DriverErrorFields & { constraint_name?: unknown, constraint?: unknown }>) {
+    if (e.code !== '23505' && e.code !== '23514') continue
+    const name = e.constraint_name ?? e.constraint
+    return typeof name === 'string' ? name : ''
+  }
+  return undefined
+}
+
+/**
  * The constraint a unique violation (23505) names, else undefined. postgres.js calls the field
  * `constraint_name`, PGlite `constraint`.
  */
