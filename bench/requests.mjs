@@ -11,6 +11,15 @@ export const orderBody = cartId => JSON.stringify({
   items: [{ sku: 'SKU-1', quantity: 2, unitPrice: 75000 }], customer: { email: 'bench@example.com' },
 })
 
+/** The SKUs of the tracked-stock workload: the bench sets a count for each before it runs (bench/run.mjs). */
+export const trackedSkus = ['BENCH-A', 'BENCH-B', 'BENCH-C']
+
+/** An order of three tracked SKUs: it reserves each in the order's own statement (docs/inventory.md#reservations). */
+const trackedOrderBody = cartId => JSON.stringify({
+  cartId, currency: 'IDR', amount: 150000, paymentMethod: 'bank_transfer',
+  items: trackedSkus.map((sku, i) => ({ sku, quantity: 1, unitPrice: [50000, 60000, 40000][i] })), customer: { email: 'bench@example.com' },
+})
+
 export const orderHeaders = (secretKey, key) => ({ 'content-type': 'application/json', 'authorization': `Bearer ${secretKey}`, 'idempotency-key': key })
 
 /** A signed Standard Webhooks delivery, as a provider sends it (fresh timestamp per attempt). */
@@ -23,7 +32,8 @@ function signedWebhook(webhookId, body = eventBody(webhookId)) {
 }
 
 /**
- * What each request of a workload sends: new key or the same key, order or webhook (or an unknown route). `replay` says
+ * What each request of a workload sends: new key or the same key, order (`trackedOrder`: of three
+ * tracked SKUs) or webhook (or an unknown route). `replay` says
  * that the first request must be sent (and stored) before the run replays it. `paid`: new orders,
  * and in between the confirmations that pay them, as `payer` hands their intents out (bench/payer.mjs).
  */
@@ -38,6 +48,7 @@ export function workload(kind, mode, secretKey, payer) {
     return { path: '/api/webhooks/standard', replay, next: () => (replay ? signedWebhook(redelivered, body) : signedWebhook(`msg_${randomUUID()}`)) }
   }
   const replayKey = `bench-replay-${randomUUID()}`
+  const body = kind === 'trackedOrder' ? trackedOrderBody : orderBody
   return {
     path: '/api/orders',
     replay,
@@ -45,7 +56,7 @@ export function workload(kind, mode, secretKey, payer) {
       const intentId = payer?.take()
       if (intentId) return confirmRequest(intentId)
       const key = replay ? replayKey : randomUUID()
-      return { headers: orderHeaders(secretKey, key), body: orderBody(key) }
+      return { headers: orderHeaders(secretKey, key), body: body(key) }
     },
   }
 }

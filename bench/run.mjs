@@ -29,7 +29,7 @@ import { summarizeProfiles } from './profile.mjs'
 import { startTurnsProxy } from './pg-turns-proxy.mjs'
 import { describeEnvironment, writeBenchmarks } from './report.mjs'
 import { startPayer } from './payer.mjs'
-import { mockpaySecret, webhookSecret, workload } from './requests.mjs'
+import { mockpaySecret, trackedSkus, webhookSecret, workload } from './requests.mjs'
 import { runStorm } from './storm.mjs'
 
 const adminUrl = process.env.BENCH_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/postgres'
@@ -126,6 +126,14 @@ async function startServer(env, entry, stderr, nodeArgs = []) {
 const createTenant = url => fetch(`${url}/api/ops/tenants`, {
   method: 'POST', headers: { 'content-type': 'application/json', 'authorization': `Bearer ${opsToken}` }, body: '{"name":"bench"}',
 }).then(r => r.json())
+
+/** Counts for the tracked-stock workload's SKUs, more than any run reserves. */
+async function trackStock(url, secretKey) {
+  for (const sku of trackedSkus) {
+    const response = await fetch(`${url}/api/inventory/${sku}`, { method: 'PUT', headers: { 'content-type': 'application/json', 'authorization': `Bearer ${secretKey}` }, body: '{"onHand":1000000000}' })
+    if (response.status !== 200) throw new Error(`PUT /api/inventory/${sku} answered ${response.status}: ${await response.text()}`)
+  }
+}
 
 /** `urls`: one server, or several that autocannon's connections are spread over round-robin. */
 async function run(urls, requests, duration) {
@@ -285,6 +293,7 @@ async function scenario(label, env, kind, mode, { meter, duration = seconds, war
     try {
       // The floors need no tenant key: they take the same order requests and ignore the credentials.
       const tenant = floor ? { secretKey: 'none' } : await createTenant(urls[0])
+      if (kind === 'trackedOrder') await trackStock(urls[0], tenant.secretKey)
       const payer = mode === 'paid' ? await startPayer(sql) : undefined
       stopPayer = payer?.stop
       // Until every order is paid and every job has run: a payment creates jobs, and a job still
@@ -329,7 +338,7 @@ async function scenario(label, env, kind, mode, { meter, duration = seconds, war
  * Whatever else the servers send meanwhile (request-log batches, notifications, readiness checks,
  * and with the worker on the jobs' statements) is counted too, and so amortised over the orders.
  */
-async function roundTripScenario(env, mode = 'new', options = {}) {
+async function roundTripScenario(env, mode = 'new', options = {}, kind = 'order') {
   const target = new URL(env.DATABASE_URL)
   const proxy = await startTurnsProxy({ host: target.hostname, port: Number(target.port || 5432) })
   const proxied = new URL(target)
@@ -337,7 +346,7 @@ async function roundTripScenario(env, mode = 'new', options = {}) {
   proxied.port = String(proxy.port)
   try {
     // A second of quiet around each reading: the request log's last batch of the run is in.
-    const { count } = await scenario('through the round-trip counter', { ...env, DATABASE_URL: proxied.toString() }, 'order', mode, {
+    const { count } = await scenario('through the round-trip counter', { ...env, DATABASE_URL: proxied.toString() }, kind, mode, {
       meter: perOrder(proxy.turns, 1000), duration: roundTripSeconds, warmUp: roundTripWarmUpSeconds, ...options,
     })
     return count
@@ -467,6 +476,7 @@ async function report(measured, { production, deployed, asDeployed }) {
   // Round trips of the configurations the cost table compares; with the worker on, the jobs' too.
   const roundTripsOf = {
     newKey: await roundTripScenario(production),
+    trackedNewKey: await roundTripScenario(production, 'new', {}, 'trackedOrder'),
     replay: await roundTripScenario(production, 'replay'),
     deployedNewKey: await roundTripScenario(deployed, 'new', asDeployed),
     deployedPaid: await roundTripScenario(deployed, 'paid', asDeployed),
@@ -513,6 +523,8 @@ async function report(measured, { production, deployed, asDeployed }) {
     ['as deployed replay ≥ 1.5× floor (goal 3×)', `${toFloor('deployedReplay').toFixed(2)}×`, toFloor('deployedReplay') >= 1.5],
     ['commits per new order = 1', perNewOrder(commits, 'commits'), commits.perOrder <= 1.05],
     ['Postgres round trips per new order ≤ 2', perNewOrder(roundTrips, 'round trips'), roundTrips.perOrder <= 2],
+    ['commits per new order of 3 tracked SKUs = 1', perNewOrder(measured.trackedNewKey.count, 'commits'), measured.trackedNewKey.count.perOrder <= 1.05],
+    ['Postgres round trips per new order of 3 tracked SKUs ≤ 2', perNewOrder(roundTripsOf.trackedNewKey, 'round trips'), roundTripsOf.trackedNewKey.perOrder <= 2],
     ['retention capacity ≥ 3× the hot path\'s rows written per second', `${retentionHeadroom.toFixed(2)}×`, retentionHeadroom >= 3],
     ['new-key order while retention works ≥ 0.9× its rate without', `${duringRetention.toFixed(2)}×`, duringRetention >= 0.9],
     ['duplicate storm: exactly one order per key', `${storm.check}, ${problems.length} problems`, problems.length === 0],
@@ -545,6 +557,7 @@ async function report(measured, { production, deployed, asDeployed }) {
   const ratio = (a, b) => `${(rps[a] / rps[b]).toFixed(2)}×`
   const ratios = [
     `new key / the order's own writes on a bare server (what the app adds to the data model's cost): ${ratio('newKey', 'orderWrites')}`,
+    `3 tracked SKUs / untracked (new key; the reservation rides in the order's statement): ${ratio('trackedNewKey', 'newKey')}`,
     `replay / new key: Postgres ${ratio('replay', 'newKey')}, embedded ${ratio('replayEmbedded', 'newKeyEmbedded')}`,
     `embedded / Postgres (new key): ${ratio('newKeyEmbedded', 'newKey')}`,
     `request log on / off (new key): ${ratio('newKey', 'newKeyNoLog')}`,
@@ -632,6 +645,7 @@ try {
     floor: () => scenario('floor: node:http + one INSERT', production, 'floor', 'new'),
     orderWrites: () => scenario('floor: node:http + a new-key order\'s own writes', production, 'writes', 'new'),
     newKey: () => scenario('order, new key · Postgres + Redis', production, 'order', 'new', { meter: commitsPerOrder() }),
+    trackedNewKey: () => scenario('order, new key, 3 tracked SKUs · Postgres + Redis', production, 'trackedOrder', 'new', { meter: commitsPerOrder() }),
     replay: () => scenario('order, replay · Postgres + Redis', production, 'order', 'replay'),
     deployedNewKey: () => scenario(`order, new key · as deployed (${deployedInstances} instances, worker on), not paid`, deployed, 'order', 'new', asDeployed),
     deployedPaid: () => scenario(`order, new key, paid · as deployed (${deployedInstances} instances, worker on)`, deployed, 'order', 'paid', asDeployed),
@@ -661,6 +675,7 @@ try {
   if (only) {
     printRates(measured)
     console.table(Object.values(measured).filter(({ cost }) => cost).map(row => costRow(row)))
+    for (const { label, count } of Object.values(measured)) if (count) console.log(`${label}: ${count.perOrder.toFixed(2)} commits per order (${count.count} / ${count.orders})`)
     const retention = measured.newKeyRetention?.retention
     if (retention) console.log(`retention: deleted ${retention.deleted.toLocaleString('en-US')} of ${retention.seeded.toLocaleString('en-US')} rows in ${(retention.ms / 1000).toFixed(1)} s: ${Math.round(retention.rowsPerSecond).toLocaleString('en-US')} rows/s`)
     if (only.includes('profile')) {
