@@ -208,7 +208,7 @@ describeWithServices('checkout session cookie', ['postgres', 'redis'], () => {
 
       expect(fetched.status, fetched.text).toBe(200)
       const { idempotency: _, ...order } = created.json
-      expect(fetched.json).toEqual({ ...order, paymentIntentId: null, payment: null, amountRefunded: 0, refunds: [] })
+      expect(fetched.json).toEqual({ ...order, paymentIntentId: null, payment: null, cancelReason: null, amountRefunded: 0, refunds: [], reservations: [] })
       // The checkout page lists these as the placed order's items.
       expect(fetched.json.items).toEqual(body.items)
     })
@@ -283,7 +283,7 @@ describeWithServices('checkout session cookie', ['postgres', 'redis'], () => {
 
       const canceled = await cancelWith(cookie(demoCookie), created.json.id)
       expect(canceled.status, canceled.text).toBe(200)
-      expect(canceled.json).toMatchObject({ id: created.json.id, status: 'canceled', amountRefunded: 0, refunds: [] })
+      expect(canceled.json).toMatchObject({ id: created.json.id, status: 'canceled', cancelReason: 'requested', amountRefunded: 0, refunds: [] })
     })
 
     it('never refunds with the session: a refund is the shop\'s act (401), and nothing is written', async () => {

@@ -376,7 +376,7 @@ describeWithServices('POST /api/orders idempotency contract', ['postgres', 'redi
       expect(fetched.headers.get('content-type')).toMatch(/^application\/json\b/)
       // The stored creation response, plus the intent the worker attaches later (no worker runs here).
       const { idempotency: _, ...order } = created.json
-      expect(fetched.json).toEqual({ ...order, paymentIntentId: null, payment: null, amountRefunded: 0, refunds: [] })
+      expect(fetched.json).toEqual({ ...order, paymentIntentId: null, payment: null, cancelReason: null, amountRefunded: 0, refunds: [], reservations: [] })
 
       expectProblem(await getOrder(tenantB.secretKey, created.json.id), 'not-found')
       expectProblem(await getOrder(tenant.secretKey, 'ord_doesnotexist'), 'not-found')

@@ -222,7 +222,7 @@ describeWithServices('refunds and cancellation, two instances on Postgres and Re
       const key = randomUUID()
       const canceled = await postCancel(a(), stack.tenant, orderId, key)
       expect(canceled.status, canceled.text).toBe(200)
-      expect(canceled.json).toMatchObject({ id: orderId, status: 'canceled', amountRefunded: 0, refunds: [], idempotency: { key, replayed: false } })
+      expect(canceled.json).toMatchObject({ id: orderId, status: 'canceled', cancelReason: 'requested', amountRefunded: 0, refunds: [], idempotency: { key, replayed: false } })
       const replay = await postCancel(b(), stack.tenant, orderId, key)
       expect(replay.status).toBe(200)
       expect(replay.headers.get('idempotent-replayed')).toBe('true')
