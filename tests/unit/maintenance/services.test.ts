@@ -11,10 +11,11 @@ describe('the maintenance services', () => {
     expect(appMaintenance(config, unopened, unopened).map(service => service.name).sort()).toEqual([...runnableTasks].sort())
   })
 
-  it('their schedules, set in one place: rescue by JOB_MAINTENANCE_INTERVAL_MS, retention staggered within each minute, cleanup on demand only', () => {
+  it('their schedules, set in one place: rescue by JOB_MAINTENANCE_INTERVAL_MS, expiry every 30 s, retention staggered within each minute, cleanup on demand only', () => {
     const schedule = Object.fromEntries(appMaintenance(config, unopened, unopened).map(service => [service.name, [service.intervalMs, service.offsetMs ?? 0]]))
     expect(schedule).toEqual({
       'jobs:rescue': [15_000, 0],
+      'orders:expire': [30_000, 0],
       'retention:records': [60_000, 0],
       'retention:jobs': [60_000, 20_000],
       'retention:request-log': [60_000, 40_000],
@@ -24,8 +25,8 @@ describe('the maintenance services', () => {
     })
   })
 
-  it('`npm run worker` runs rescue and the three retention services, which need no payment provider', () => {
-    expect(storeMaintenance(config, unopened).map(service => service.name)).toEqual(['jobs:rescue', 'retention:records', 'retention:jobs', 'retention:request-log'])
+  it('`npm run worker` runs rescue, the expiry of unpaid orders and the three retention services, which need no payment provider', () => {
+    expect(storeMaintenance(config, unopened).map(service => service.name)).toEqual(['jobs:rescue', 'orders:expire', 'retention:records', 'retention:jobs', 'retention:request-log'])
   })
 
   it('a run opens the database when it starts, not when the service is built: a failure to open is that run\'s', async () => {
