@@ -2,6 +2,7 @@ import { appendFileSync } from 'node:fs'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, it } from 'vitest'
 import { type AppProcess, fastJobsEnv, stopAll, testSecrets } from '../support/app'
+import { request } from '../support/http'
 import { type FaultProxy, startFaultProxy } from '../support/fault-proxy'
 import { describeCommand, type Sequence, sequenceArbitrary } from '../support/ledger-model/commands'
 import { midtransSide, stripeSide } from '../support/ledger-model/providers'
@@ -20,7 +21,8 @@ import { startWorker } from '../support/worker'
 // keeps under the refund's key); webhooks held
 // back, duplicated and released out of order; reconciliation runs; the standalone worker killed —
 // against each provider's stand-in, and after every command and once each sequence settled, our
-// ledger checked against the provider's. `npm run test:ledger -- --runs N --seed S` runs more.
+// ledger checked against the provider's, and the orders' stock against the stock ledger
+// (tests/support/stock-invariants.ts: every order's SKU is tracked). `npm run test:ledger -- --runs N --seed S` runs more.
 
 const RUNS = Number(process.env.LEDGER_MODEL_RUNS ?? 200)
 const SEED = Number(process.env.LEDGER_MODEL_SEED ?? 39)
@@ -74,6 +76,11 @@ async function startWorld(name: 'stripe' | 'midtrans'): Promise<StartedWorld> {
     stack = await startProviderStack(`ledger_${name}`, env)
     closers.unshift(() => stack!.close())
     instances.push(stack.app, await stack.startInstance(`ledger-${name}-b`))
+    // Every order's SKU is tracked, so each order reserves, and its payment or cancel settles, stock.
+    for (const sku of new Set(provider.orderBodies.flatMap(body => body().items.map(item => item.sku)))) {
+      const set = await request(stack.app.url, `/api/inventory/${sku}`, { method: 'PUT', headers: { 'authorization': `Bearer ${stack.tenant.secretKey}`, 'content-type': 'application/json' }, body: '{"onHand":1000000}' })
+      if (set.status !== 200) throw new Error(`PUT /api/inventory/${sku} answered ${set.status}: ${set.text}`)
+    }
     const worker = await startWorker({ databaseUrl: stack.databaseUrl, redisUrl, redisKeyPrefix: stack.redisKeyPrefix, label: `ledger-${name}-worker`, env })
     const world: World = {
       provider,

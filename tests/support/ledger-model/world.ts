@@ -9,6 +9,7 @@ import { opsRequest } from '../ops'
 import { type OrderBody, postOrder, problemSlug, type TenantCredentials } from '../orders'
 import { redisUrl } from '../services'
 import { StandInRefusal } from '../stripe-api'
+import { stockViolations } from '../stock-invariants'
 import { startWorker, type WorkerProcess } from '../worker'
 import { type Command, describeCommand, type FaultKind, type FaultTarget, type Sequence, type Slot } from './commands'
 
@@ -240,13 +241,16 @@ export async function runSequence(world: World, sequence: Sequence): Promise<Seq
     }
     if (!outcome.startsWith('skipped')) executed[command.kind] = (executed[command.kind] ?? 0) + 1
     log.push(`${describeCommand(command)} → ${outcome}`)
-    violations.push(...(await balanceViolations(world.sql, placed().map(order => order.id))).map(violation => `after ${describeCommand(command)}: ${violation}`))
+    const placedIds = placed().map(order => order.id)
+    const found = [...await balanceViolations(world.sql, placedIds), ...await stockViolations(world.sql, world.tenant.tenantId, placedIds)]
+    violations.push(...found.map(violation => `after ${describeCommand(command)}: ${violation}`))
   }
 
   const settleStarted = Date.now()
   violations.push(...await settle(world, placed().map(order => order.id), mentions, sequence.pendingEnd))
   const settleMs = Date.now() - settleStarted
   for (const order of placed()) violations.push(...await ledgerViolations(world, order))
+  violations.push(...(await stockViolations(world.sql, world.tenant.tenantId, placed().map(order => order.id))).map(violation => `once settled: ${violation}`))
   return { log, violations, executed, settleMs }
 }
 
