@@ -10,10 +10,11 @@ import { describeWithServices } from '../support/services'
 // Unpaid orders expire (docs/inventory.md#unpaid-orders-expire) against the built server on real
 // Postgres and Redis, with ORDER_PAYMENT_TTL_SECONDS=1: the expiry run on demand and the shopper's
 // payment at mockpay in the same second, ten times with fresh orders, the expiry started a little
-// later each time (from 20 ms before the payment to 70 ms after). Whichever comes first settles the reservation, once (docs/inventory.md#settlement):
-// a commit if the payment won; a release (reason expired) if the expiry won, and then a payment
-// that still went through is refunded automatically. Then a restocking refund replayed under its key
-// puts its units back once (docs/inventory.md#restock-on-refund).
+// later each time (from 40 ms before the payment to 320 ms after). Whichever comes first settles
+// the reservation, once (docs/inventory.md#settlement): a commit if the payment won; a release
+// (reason expired) if the expiry won, and then a payment that still went through is refunded
+// automatically. Then a restocking refund replayed under its key puts its units back once
+// (docs/inventory.md#restock-on-refund).
 
 const unitPrice = 75_000
 const rounds = 10
@@ -22,7 +23,7 @@ const rounds = 10
  * applied by the worker tens of milliseconds after its confirm, so the rounds cross over from the
  * expiry winning to the payment winning.
  */
-const expiryLagMs = (round: number) => round * 10 - 20
+const expiryLagMs = (round: number) => round * 40 - 40
 
 describeWithServices('stock of unpaid orders that expire while they are paid', ['postgres', 'redis'], () => {
   let stack: OrdersStack
