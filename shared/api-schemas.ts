@@ -352,7 +352,7 @@ export const EvidenceSchema = z.object({
   truncated: z.boolean(),
 }).meta({ id: 'Evidence', description: 'One chronological timeline, capped at 500 entries (`truncated` says so).' })
 
-const violationKinds = ['side_effect', 'email', 'invoice', 'order_per_cart', 'order_per_key', 'webhook_event', 'refund_per_key', 'refunds_over_amount', 'provider_refund_per_key', 'provider_refunds_over_amount'] as const
+const violationKinds = ['side_effect', 'email', 'invoice', 'order_per_cart', 'order_per_key', 'webhook_event', 'refund_per_key', 'refunds_over_amount', 'provider_refund_per_key', 'provider_refunds_over_amount', 'stock_settled_twice', 'stock_off_ledger'] as const
 export const DuplicatesAuditSchema = z.object({
   healthy: z.boolean().meta({ description: 'True when no exactly-once violation was found; suspects do not count.' }),
   window: z.object({ minutes: z.number().int() }),

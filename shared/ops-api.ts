@@ -168,6 +168,7 @@ export interface BusinessDuplicate {
 export type ViolationKind
   = | 'side_effect' | 'email' | 'invoice' | 'order_per_cart' | 'order_per_key' | 'webhook_event'
     | 'refund_per_key' | 'refunds_over_amount' | 'provider_refund_per_key' | 'provider_refunds_over_amount'
+    | 'stock_settled_twice' | 'stock_off_ledger'
 
 export interface ExactlyOnceViolation {
   kind: ViolationKind

@@ -1,7 +1,7 @@
 import { and, desc, eq, gte, isNotNull, ne, sql } from 'drizzle-orm'
 import type { Database } from 'nuxt-idempotency/db'
 import { rowsOf } from '../db/raw-rows'
-import { invoices, mailbox, orders, orderStatusHistory, paymentIntentRefunds, paymentIntents, refunds, requestLog, sideEffects, webhookEvents } from '../db/schema'
+import { invoices, mailbox, orders, orderStatusHistory, paymentIntentRefunds, paymentIntents, refunds, requestLog, sideEffects, stock, stockMovements, webhookEvents } from '../db/schema'
 import type { BusinessDuplicate, DuplicatesAudit, ExactlyOnceViolation, ViolationKind } from '../../shared/ops-api'
 
 /**
@@ -13,10 +13,12 @@ import type { BusinessDuplicate, DuplicatesAudit, ExactlyOnceViolation, Violatio
  *   an order than the markers that sent them, more than one order per cart, order per idempotency
  *   key (within the key's TTL), stored event per provider event id, or status-history row per
  *   stored event; more than one API refund per idempotency key (within its TTL), refunds not failed
- *   holding more than the order's amount; and, at mockpay (whose ledger is here), a refund made
- *   twice under one key, or refunds of a payment above its amount. The unique constraints and the
- *   order's row lock forbid these; the audit checks the rows, not the fences, so a dropped
- *   constraint or a write around them shows. Empty in a healthy system: any row here makes
+ *   holding more than the order's amount; at mockpay (whose ledger is here), a refund made
+ *   twice under one key, or refunds of a payment above its amount; and in the stock ledger, an
+ *   order's reservation of a SKU settled (committed or released) more than once, or a stock row
+ *   whose counts differ from the sums of its movements. The unique constraints, the order's row
+ *   lock and the ledger's insert trigger forbid these; the audit checks the rows, not the fences,
+ *   so a dropped constraint or a write around them shows. Empty in a healthy system: any row here makes
  *   `healthy` false.
  *
  * Apart, suspects for a human, which a healthy system may well have (they never make it unhealthy):
@@ -110,7 +112,9 @@ async function findExactlyOnceViolations(db: Database, keyTtlSeconds: number): P
   const orderIds = sql<string[]>`array_agg(${orders.id} order by ${orders.createdAt})`
   const refundTotal = sql<number>`sum(${refunds.amount})::float8`.mapWith(Number)
   const providerRefundTotal = sql<number>`sum(${paymentIntentRefunds.amount})::float8`.mapWith(Number)
-  const [markers, emails, issuedInvoices, ordersPerCart, ordersPerKey, eventsPerId, applications, refundsPerKey, refundsOverAmount, providerRefundsPerKey, providerRefundsOverAmount] = await Promise.all([
+  const ledgerOnHand = sql<number>`coalesce(sum(${stockMovements.onHandDelta}), 0)::float8`.mapWith(Number)
+  const ledgerReserved = sql<number>`coalesce(sum(${stockMovements.reservedDelta}), 0)::float8`.mapWith(Number)
+  const [markers, emails, issuedInvoices, ordersPerCart, ordersPerKey, eventsPerId, applications, refundsPerKey, refundsOverAmount, providerRefundsPerKey, providerRefundsOverAmount, settledTwice, offLedger] = await Promise.all([
     db.select({ orderId: sideEffects.orderId, effect: sideEffects.effect, count }).from(sideEffects)
       .groupBy(sideEffects.orderId, sideEffects.effect).having(moreThanOne).limit(AUDIT_LIMIT),
     // An email is written in the statement that inserts its marker: one per marker, several (one per refund) with one subject.
@@ -146,6 +150,16 @@ async function findExactlyOnceViolations(db: Database, keyTtlSeconds: number): P
     db.select({ orderId: paymentIntents.orderId, intentId: paymentIntents.id, amount: paymentIntents.amount, refunded: providerRefundTotal, count }).from(paymentIntentRefunds)
       .innerJoin(paymentIntents, eq(paymentIntents.id, paymentIntentRefunds.intentId))
       .groupBy(paymentIntents.orderId, paymentIntents.id, paymentIntents.amount).having(sql`sum(${paymentIntentRefunds.amount}) > ${paymentIntents.amount}`).limit(AUDIT_LIMIT),
+    // A reservation's units came back or went out twice: the partial unique index stock_movements_settled_once forbids it.
+    db.select({ tenantId: stockMovements.tenantId, orderId: stockMovements.sourceId, sku: stockMovements.sku, kinds: sql<string[]>`array_agg(${stockMovements.kind} order by ${stockMovements.id})`, count })
+      .from(stockMovements).where(sql`${stockMovements.kind} in ('commit', 'release')`)
+      .groupBy(stockMovements.tenantId, stockMovements.sourceId, stockMovements.sku).having(moreThanOne).limit(AUDIT_LIMIT),
+    // Counts moved without a ledger row (the trigger bypassed, an update by hand): count is the SKU's movements.
+    db.select({ tenantId: stock.tenantId, sku: stock.sku, onHand: stock.onHand, reserved: stock.reserved, ledgerOnHand, ledgerReserved, count: sql<number>`count(${stockMovements.id})::int`.mapWith(Number) })
+      .from(stock).leftJoin(stockMovements, and(eq(stockMovements.tenantId, stock.tenantId), eq(stockMovements.sku, stock.sku)))
+      .groupBy(stock.tenantId, stock.sku)
+      .having(sql`${stock.onHand} <> coalesce(sum(${stockMovements.onHandDelta}), 0) or ${stock.reserved} <> coalesce(sum(${stockMovements.reservedDelta}), 0)`)
+      .limit(AUDIT_LIMIT),
   ])
   const violation = (kind: ViolationKind) => ({ count: n, ...ids }: { count: number } & Record<string, unknown>): ExactlyOnceViolation => ({ kind, ids, count: n })
   return [
@@ -160,5 +174,7 @@ async function findExactlyOnceViolations(db: Database, keyTtlSeconds: number): P
     ...refundsOverAmount.map(violation('refunds_over_amount')),
     ...providerRefundsPerKey.map(violation('provider_refund_per_key')),
     ...providerRefundsOverAmount.map(violation('provider_refunds_over_amount')),
+    ...settledTwice.map(violation('stock_settled_twice')),
+    ...offLedger.map(violation('stock_off_ledger')),
   ].slice(0, AUDIT_LIMIT)
 }

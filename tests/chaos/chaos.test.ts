@@ -9,7 +9,7 @@ import { type Fleet, startFleet } from '../support/chaos/fleet'
 import { checkInvariants, invariantNames, type InvariantResult } from '../support/chaos/invariants'
 import { loadClientHeader, readMockpayEvents, runLoad } from '../support/chaos/load'
 import { startPostgresServer, type TestPostgresServer } from '../support/chaos/postgres-server'
-import { printEvidence, printFigures, printInvariants, printRefundRows } from '../support/chaos/report'
+import { printEvidence, printFigures, printInvariants, printRefundRows, printStockRows } from '../support/chaos/report'
 import { createTenant } from '../support/http'
 import { type Pgbouncer, startPgbouncer } from '../support/pgbouncer.mjs'
 import { startRedisServer, type TestRedisServer } from '../support/redis-server'
@@ -17,12 +17,13 @@ import { uniqueRedisPrefix } from '../support/services'
 
 // "Never twice, never lost" under faults: three built app instances and two standalone workers on
 // a Postgres and a Redis this file owns, behind a round-robin balancer, under a fixed-length load
-// of retrying clients that order, pay, refund and cancel, while instances and a worker are
-// SIGKILLed, Redis is flushed and lost, and Postgres crashes. Once everything has settled the rows
-// are checked against what the clients were told and what mockpay recorded; each invariant is one
-// test below. The run is made twice: the instances and workers reaching
-// Postgres directly, then through PgBouncer in transaction mode (no direct URL), which is also
-// SIGKILLed for 5 s.
+// of retrying clients that order (reserving tracked stock, some of it scarce), pay, refund (some
+// refunds restocking) and cancel, while instances and a worker are SIGKILLed, Redis is flushed and
+// lost, and Postgres crashes. Once everything has settled the rows are checked against what the
+// clients were told, what mockpay recorded and the stock ledger (and the counts read during the
+// run); each invariant is one test below. The run is made twice: the instances and workers
+// reaching Postgres directly, then through PgBouncer in transaction mode (no direct URL), which is
+// also SIGKILLed for 5 s.
 
 const durationMs = Number(process.env.CHAOS_SECONDS ?? 90) * 1000
 const virtualClients = 12
@@ -122,6 +123,7 @@ for (const topology of topologies) describe(topology.name, () => {
     results = await checkInvariants({ sql, tenantId: tenant.tenantId, load, answers, baseUrl: balancer.url, fleetEvents: fleet.events })
     printFigures({ durationMs, load, answers, faults, fleetEvents: fleet.events })
     await printRefundRows(sql, tenant.tenantId)
+    await printStockRows(sql, tenant.tenantId)
     printInvariants(results)
     if (results.some(result => result.violations.length)) await printEvidence(balancer.url, results)
   })

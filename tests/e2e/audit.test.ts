@@ -15,7 +15,8 @@ import type { ExactlyOnceViolation } from '../../shared/ops-api'
 // still healthy; and, with a constraint dropped on purpose in the test database, rows that break
 // exactly-once reported as violations, unhealthy: side effects, orders and events, then refunds
 // (one key twice, more than the order's amount held, a provider refund made twice or above the
-// payment). An order refunded in two parts, through mockpay and the worker, stays healthy. The
+// payment), then the stock ledger (a reservation settled twice, counts that are not the ledger's
+// sums). An order refunded in two parts, through mockpay and the worker, stays healthy. The
 // tests run in order and build on each other's rows.
 
 const healthy = { healthy: true, window: { minutes: 10 }, exactlyOnceViolations: [], suspects: { businessDuplicates: [], frequentReplays: [] } }
@@ -213,12 +214,50 @@ describeWithServices('GET /api/ops/audit/duplicates', ['postgres', 'redis'], () 
 
     const found = await audit()
     expect(found.healthy).toBe(false)
-    expect(found.exactlyOnceViolations).toEqual([
+    planted = [
       ...planted,
       { kind: 'refund_per_key', ids: { tenantId, key: refundKey, refundIds: [first, second] }, count: 2 },
       { kind: 'refunds_over_amount', ids: { orderId: over.id, amount: 150_000, refunded: 160_000 }, count: 2 },
       { kind: 'provider_refund_per_key', ids: { orderId: twice.id, intentId: twiceAtProvider, token: `refund:${first}` }, count: 2 },
       { kind: 'provider_refunds_over_amount', ids: { orderId: over.id, intentId: overAtProvider, amount: 150_000, refunded: 160_000 }, count: 2 },
+    ]
+    expect(found.exactlyOnceViolations).toEqual(planted)
+  })
+
+  it('reports the stock ledger broken: a reservation settled twice once its unique index is gone, counts moved without a ledger row', async () => {
+    const tenantId = stack.tenant.tenantId
+    const auth = { authorization: `Bearer ${stack.tenant.secretKey}` }
+    for (const [sku, onHand] of [['AUDIT-TEE', 5], ['AUDIT-MUG', 3]] as const) {
+      const set = await request(stack.app.url, `/api/inventory/${sku}`, { method: 'PUT', headers: auth, body: { onHand } })
+      expect(set.status, set.text).toBe(200)
+    }
+    const tees = (quantity: number) => validOrderBody({ customer: { email: `stock-${randomUUID()}@example.com` }, amount: quantity * 75_000, items: [{ sku: 'AUDIT-TEE', quantity, unitPrice: 75_000 }] })
+    const settledTwice = await order(tees(2))
+    await order(tees(2))
+    const canceled = await order(tees(1))
+    const cancel = await request(stack.app.url, `/api/orders/${canceled.id}/cancel`, { method: 'POST', headers: { ...auth, 'idempotency-key': newIdempotencyKey() } })
+    expect(cancel.status, cancel.text).toBe(200)
+    // Reservations and a release through the API are the ledger at work: nothing new.
+    expect((await audit()).exactlyOnceViolations).toEqual(planted)
+    const [before] = await sql()<[{ onHand: number, reserved: number }]>`select on_hand::int as "onHand", reserved::int as reserved from stock where tenant_id = ${tenantId} and sku = 'AUDIT-TEE'`
+    expect(before).toEqual({ onHand: 5, reserved: 4 })
+
+    // One reservation both released and committed: the index that lets only the first in is gone. The
+    // trigger still moves the counts (5 on hand, 4 reserved → 3 and 0), so they stay the ledger's sums.
+    await sql()`drop index stock_movements_settled_once`
+    await sql()`insert into stock_movements (tenant_id, sku, kind, source_type, source_id, order_id, quantity, on_hand_delta, reserved_delta, reason) values
+      (${tenantId}, 'AUDIT-TEE', 'release', 'order', ${settledTwice.id}, ${settledTwice.id}, 2, 0, -2, 'canceled'),
+      (${tenantId}, 'AUDIT-TEE', 'commit', 'order', ${settledTwice.id}, ${settledTwice.id}, 2, -2, -2, null)`
+    // Seven units found and written straight into the count: no movement says where they came from.
+    await sql()`update stock set on_hand = on_hand + 7 where tenant_id = ${tenantId} and sku = 'AUDIT-MUG'`
+
+    const found = await audit()
+    expect(found.healthy).toBe(false)
+    expect(found.exactlyOnceViolations).toEqual([
+      ...planted,
+      { kind: 'stock_settled_twice', ids: { tenantId, orderId: settledTwice.id, sku: 'AUDIT-TEE', kinds: ['release', 'commit'] }, count: 2 },
+      // Its one movement: the count set to 3.
+      { kind: 'stock_off_ledger', ids: { tenantId, sku: 'AUDIT-MUG', onHand: 10, reserved: 0, ledgerOnHand: 3, ledgerReserved: 0 }, count: 1 },
     ])
   })
 

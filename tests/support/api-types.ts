@@ -1142,7 +1142,7 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
-        /** @description An order with its payment and refunds. */
+        /** @description An order with its payment, refunds and stock reservations. */
         Order: {
             /** @example ord_8cf2b5a4d0e1 */
             id: string;
@@ -1170,10 +1170,14 @@ export interface components {
             createdAt: string;
             paymentIntentId: string | null;
             payment: components["schemas"]["OrderPayment"] | null;
+            /** @description Set when the order is canceled: requested (the API, the page, an operator) or expired (unpaid past ORDER_PAYMENT_TTL_SECONDS). */
+            cancelReason: ("requested" | "expired") | null;
             /** @description Σ of the succeeded refunds, in the order's units. */
             amountRefunded: number;
             /** @description Oldest first. */
             refunds: components["schemas"]["Refund"][];
+            /** @description One per tracked SKU of the items, by SKU; empty when no item is tracked. */
+            reservations: components["schemas"]["Reservation"][];
         };
         /** @description The order's payment at its provider: null until the payment.create_intent job ran. */
         OrderPayment: {
@@ -1266,6 +1270,17 @@ export interface components {
              */
             createdAt: string;
         };
+        /** @description Stock an order holds of one tracked SKU. */
+        Reservation: {
+            sku: string;
+            /** @description The units of this SKU the order holds (its items' quantities summed). */
+            quantity: number;
+            /**
+             * @description reserved: held for the order. committed: taken by its payment (onHand went down). released: given back (canceled, expired or refused).
+             * @enum {string}
+             */
+            status: "reserved" | "committed" | "released";
+        };
         OrderWithIdempotency: {
             /** @example ord_8cf2b5a4d0e1 */
             id: string;
@@ -1293,10 +1308,14 @@ export interface components {
             createdAt: string;
             paymentIntentId: string | null;
             payment: components["schemas"]["OrderPayment"] | null;
+            /** @description Set when the order is canceled: requested (the API, the page, an operator) or expired (unpaid past ORDER_PAYMENT_TTL_SECONDS). */
+            cancelReason: ("requested" | "expired") | null;
             /** @description Σ of the succeeded refunds, in the order's units. */
             amountRefunded: number;
             /** @description Oldest first. */
             refunds: components["schemas"]["Refund"][];
+            /** @description One per tracked SKU of the items, by SKU; empty when no item is tracked. */
+            reservations: components["schemas"]["Reservation"][];
             idempotency: components["schemas"]["Idempotency"];
         };
         /**
@@ -1868,10 +1887,14 @@ export interface components {
             createdAt: string;
             paymentIntentId: string | null;
             payment: components["schemas"]["OrderPayment"] | null;
+            /** @description Set when the order is canceled: requested (the API, the page, an operator) or expired (unpaid past ORDER_PAYMENT_TTL_SECONDS). */
+            cancelReason: ("requested" | "expired") | null;
             /** @description Σ of the succeeded refunds, in the order's units. */
             amountRefunded: number;
             /** @description Oldest first. */
             refunds: components["schemas"]["Refund"][];
+            /** @description One per tracked SKU of the items, by SKU; empty when no item is tracked. */
+            reservations: components["schemas"]["Reservation"][];
             tenantId: string;
         };
         /** @description One chronological timeline, capped at 500 entries (`truncated` says so). */
@@ -1923,7 +1946,7 @@ export interface components {
             };
             exactlyOnceViolations: {
                 /** @enum {string} */
-                kind: "side_effect" | "email" | "invoice" | "order_per_cart" | "order_per_key" | "webhook_event" | "refund_per_key" | "refunds_over_amount" | "provider_refund_per_key" | "provider_refunds_over_amount";
+                kind: "side_effect" | "email" | "invoice" | "order_per_cart" | "order_per_key" | "webhook_event" | "refund_per_key" | "refunds_over_amount" | "provider_refund_per_key" | "provider_refunds_over_amount" | "stock_settled_twice" | "stock_off_ledger";
                 ids: {
                     [key: string]: unknown;
                 };
@@ -2422,6 +2445,11 @@ export interface operations {
                     amount?: number;
                     /** @enum {string} */
                     reason?: "requested_by_customer" | "duplicate" | "fraudulent";
+                    restock?: boolean;
+                    items?: {
+                        sku: string;
+                        quantity: number;
+                    }[];
                 };
             };
         };
@@ -3635,7 +3663,7 @@ export interface operations {
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
-                name: "jobs:rescue" | "retention:records" | "retention:jobs" | "retention:request-log" | "retention:cleanup" | "payments:reconcile" | "payments:ledger-check";
+                name: "jobs:rescue" | "orders:expire" | "retention:records" | "retention:jobs" | "retention:request-log" | "retention:cleanup" | "payments:reconcile" | "payments:ledger-check";
             };
             cookie?: never;
         };
@@ -3837,6 +3865,11 @@ export interface operations {
                     amount?: number;
                     /** @enum {string} */
                     reason?: "requested_by_customer" | "duplicate" | "fraudulent";
+                    restock?: boolean;
+                    items?: {
+                        sku: string;
+                        quantity: number;
+                    }[];
                 };
             };
         };

@@ -14,6 +14,8 @@ export type RequestKind
     | 'webhook standard'
     | 'webhook stripe'
     | 'mockpay delivery (worker)'
+    | 'inventory set'
+    | 'inventory read'
 
 export type Outcome = number | 'network error' | 'balancer 502'
 

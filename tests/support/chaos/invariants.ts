@@ -33,6 +33,12 @@ export const invariantNames = [
   '16. provider refunds ≤ amount paid',
   '17. each refund asked at the provider once, under its own key',
   '18. a canceled order is never confirmed',
+  '19. a key refused for stock made no order',
+  '20. stock never negative, reserved ≤ onHand',
+  '21. stock counts = Σ ledger per SKU',
+  '22. each reservation settled at most once',
+  '23. reservations follow the order',
+  '24. restocked ≤ sold, all of it once a restock was acknowledged',
 ] as const
 
 export type InvariantName = typeof invariantNames[number]
@@ -70,9 +76,14 @@ export async function checkInvariants(input: InvariantInput): Promise<InvariantR
   const ordersPerKey = new Map<string, number>()
   for (const row of orderRows) if (row.key) ordersPerKey.set(row.key, (ordersPerKey.get(row.key) ?? 0) + 1)
 
+  // An intent every copy of which was told 409 insufficient-stock: checked by 19, not 1.
+  const refusedForStock = (intent: LoadResult['orderIntents'][number]) => intent.finals.some(final => final?.problem === 'insufficient-stock')
+  const refusedIntents = load.orderIntents.filter(refusedForStock)
+
   // 1. Every order intent was acknowledged, and every 201 names a row with that key and cart.
-  const acknowledged = result('1. acknowledged orders exist', load.orderIntents.length)
+  const acknowledged = result('1. acknowledged orders exist', load.orderIntents.length - refusedIntents.length)
   for (const intent of load.orderIntents) {
+    if (refusedForStock(intent)) continue
     if (!intent.finals.some(final => final?.status === 201)) {
       acknowledged.violations.push(`${described(intent)}: no 201 (final answers: ${intent.finals.map(final => final?.status ?? 'none').join(', ')})`)
       acknowledged.offenders.push({ key: intent.key, scope })
@@ -391,5 +402,113 @@ export async function checkInvariants(input: InvariantInput): Promise<InvariantR
     }
   }
 
-  return [acknowledged, perKey, perCart, events, effects, finalStatus, drained, explained, outages, audit, answered, caused, refundKeys, held, refundState, providerRefunds, askedOnce, neverConfirmed]
+  // 19. A refusal for stock is an answer like any: stored under the key, so every copy was told it,
+  // and no order was made. Only an intent asking for the scarce SKU may be refused.
+  const refusals = result('19. a key refused for stock made no order', refusedIntents.length)
+  for (const intent of refusedIntents) {
+    const problems = [
+      ...(intent.scarceUnits === 0 ? ['refused, yet it asked for no scarce SKU'] : []),
+      ...(intent.finals.some(final => final?.problem !== 'insufficient-stock') ? [`copies told ${intent.finals.map(final => final ? `${final.status} ${final.problem ?? final.orderId}` : 'none').join(', ')}`] : []),
+      ...(ordersPerKey.get(intent.key) ? [`${ordersPerKey.get(intent.key)} order rows`] : []),
+    ]
+    if (problems.length) {
+      refusals.violations.push(`${described(intent)}: ${problems.join(', ')}`)
+      refusals.offenders.push({ key: intent.key, scope })
+    }
+  }
+
+  // 20. The counts as the shop read them during the run, and as they ended: never below zero, never
+  // more reserved than on hand, available what is left.
+  const stockRows = await sql<Array<{ sku: string, onHand: number, reserved: number, ledgerOnHand: number, ledgerReserved: number }>>`
+    select s.sku, s.on_hand::int as "onHand", s.reserved::int as reserved,
+      (select coalesce(sum(m.on_hand_delta), 0)::int from stock_movements m where m.tenant_id = s.tenant_id and m.sku = s.sku) as "ledgerOnHand",
+      (select coalesce(sum(m.reserved_delta), 0)::int from stock_movements m where m.tenant_id = s.tenant_id and m.sku = s.sku) as "ledgerReserved"
+    from stock s where s.tenant_id = ${tenantId} order by s.sku`
+  const counts = [...load.stockSamples, ...stockRows.map(row => ({ atMs: undefined, ...row, available: row.onHand - row.reserved }))]
+  const bounded = result('20. stock never negative, reserved ≤ onHand', counts.length)
+  for (const { atMs, sku, onHand, reserved, available } of counts) {
+    if (onHand < 0 || reserved < 0 || reserved > onHand || available !== onHand - reserved) {
+      bounded.violations.push(`${sku} ${atMs === undefined ? 'at the end' : `read at +${(atMs / 1000).toFixed(1)} s`}: onHand ${onHand}, reserved ${reserved}, available ${available}`)
+    }
+  }
+
+  // 21. The ledger moves the counts: each SKU's counts are the sums of its movements.
+  const ledgerSums = result('21. stock counts = Σ ledger per SKU', stockRows.length)
+  for (const row of stockRows) {
+    if (row.onHand !== row.ledgerOnHand || row.reserved !== row.ledgerReserved) {
+      ledgerSums.violations.push(`${row.sku}: onHand ${row.onHand}, reserved ${row.reserved}; the ledger sums to ${row.ledgerOnHand} and ${row.ledgerReserved}`)
+    }
+  }
+
+  // The tenant's movements of orders, by order and SKU.
+  type Movement = { orderId: string, sku: string, kind: string, quantity: number, reason: string | null, sourceId: string }
+  const movementRows = await sql<Movement[]>`
+    select order_id as "orderId", sku, kind, quantity::int as quantity, reason, source_id as "sourceId" from stock_movements
+    where tenant_id = ${tenantId} and order_id is not null order by id`
+  const movementsOf = new Map<string, Movement[]>()
+  for (const row of movementRows) movementsOf.set(`${row.orderId} ${row.sku}`, [...(movementsOf.get(`${row.orderId} ${row.sku}`) ?? []), row])
+  const reservations = movementRows.filter(row => row.kind === 'reserve')
+  const settlementsOf = (orderId: string, sku: string) => (movementsOf.get(`${orderId} ${sku}`) ?? []).filter(row => row.kind === 'commit' || row.kind === 'release')
+
+  // 22. Whichever of the payment, a cancel or a refusal comes first settles a reservation; nothing after it does.
+  const settledOnce = result('22. each reservation settled at most once', reservations.length)
+  for (const { orderId, sku } of reservations) {
+    const settlements = settlementsOf(orderId, sku)
+    if (settlements.length > 1) {
+      settledOnce.violations.push(`order ${orderId}, ${sku}: ${settlements.map(row => `${row.kind}${row.reason ? ` (${row.reason})` : ''}`).join(', ')}`)
+      settledOnce.offenders.push({ orderId })
+    }
+  }
+
+  // 23. Each order reserved its tracked items (quantities summed per SKU), and its reservations are
+  // where its state says: committed once paid; released once canceled, even if a payment came after
+  // (it is refunded automatically), or once its payment was refused at creation; held while unpaid.
+  const tracked = new Set(stockRows.map(row => row.sku))
+  const orderStates = await sql<Array<{ id: string, status: string, cancelReason: string | null, paymentRefused: boolean, items: Array<{ sku: string, quantity: number }> }>>`
+    select id, status, cancel_reason as "cancelReason", payment_error is not null as "paymentRefused", items from orders where tenant_id = ${tenantId}`
+  const followsOrder = result('23. reservations follow the order', orderStates.length)
+  for (const order of orderStates) {
+    const wanted = new Map<string, number>()
+    for (const item of order.items) if (tracked.has(item.sku)) wanted.set(item.sku, (wanted.get(item.sku) ?? 0) + item.quantity)
+    const reserved = new Map(reservations.filter(row => row.orderId === order.id).map(row => [row.sku, row.quantity]))
+    const problems: string[] = []
+    if (JSON.stringify([...wanted].sort()) !== JSON.stringify([...reserved].sort())) {
+      problems.push(`reserved ${JSON.stringify(Object.fromEntries(reserved))}, its tracked items ${JSON.stringify(Object.fromEntries(wanted))}`)
+    }
+    const expected = order.cancelReason
+      ? `release ${order.cancelReason === 'requested' ? 'canceled' : order.cancelReason}`
+      : order.paymentRefused ? 'release refused' : isPaid(order.status) ? 'commit' : 'none'
+    for (const sku of reserved.keys()) {
+      const settled = settlementsOf(order.id, sku).map(row => row.kind === 'release' ? `release ${row.reason}` : row.kind).join(', ') || 'none'
+      if (settled !== expected) problems.push(`${sku}: ${settled}, expected ${expected}`)
+    }
+    if (problems.length) {
+      followsOrder.violations.push(`order ${order.id} (${order.status}${order.cancelReason ? `, cancelReason ${order.cancelReason}` : ''}): ${problems.join('; ')}`)
+      followsOrder.offenders.push({ orderId: order.id })
+    }
+  }
+
+  // 24. A refund puts back only what the payment took, once per refund; the first acknowledged
+  // restocking refund of an order (restock: true, no items) put back all of it.
+  const restockAcknowledged = new Set(refundIntents.filter(intent => intent.restock && intent.finals.some(final => final?.status === 201)).map(intent => intent.orderId))
+  const refundOf = new Map(refundRows.map(row => [row.id, row]))
+  const restocks = result('24. restocked ≤ sold, all of it once a restock was acknowledged', movementsOf.size)
+  for (const [orderSku, rows] of movementsOf) {
+    const [orderId, sku] = orderSku.split(' ') as [string, string]
+    const committed = sum(rows.filter(row => row.kind === 'commit').map(row => ({ amount: row.quantity })))
+    const restocked = rows.filter(row => row.kind === 'restock')
+    const put = sum(restocked.map(row => ({ amount: row.quantity })))
+    const problems = [
+      ...(put > committed ? [`${put} restocked of ${committed} sold`] : []),
+      ...(restockAcknowledged.has(orderId) && put !== committed ? [`a restocking refund was acknowledged, yet ${put} of ${committed} sold were put back`] : []),
+      ...restocked.filter(row => refundOf.get(row.sourceId)?.orderId !== orderId).map(row => `restock by ${row.sourceId}, not a refund of the order`),
+      ...(new Set(restocked.map(row => row.sourceId)).size !== restocked.length ? ['a refund restocked twice'] : []),
+    ]
+    if (problems.length) {
+      restocks.violations.push(`order ${orderId}, ${sku}: ${problems.join(', ')}`)
+      restocks.offenders.push({ orderId })
+    }
+  }
+
+  return [acknowledged, perKey, perCart, events, effects, finalStatus, drained, explained, outages, audit, answered, caused, refundKeys, held, refundState, providerRefunds, askedOnce, neverConfirmed, refusals, bounded, ledgerSums, settledOnce, followsOrder, restocks]
 }

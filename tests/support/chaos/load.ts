@@ -23,12 +23,24 @@ import type { AcceptedEvent, CancelOutcome, OrderModel, PaymentPath, Provider, R
  * webhooks is sometimes refunded, which mockpay refuses. Every request is retried with the same
  * key or event until it has a final answer, as a careful client or a provider would. What was
  * acknowledged is remembered: it is the model the database is checked against.
+ *
+ * Stock (docs/inventory.md): both SKUs the orders name are tracked, their counts set at the start.
+ * Every order reserves SKU-CHAOS, of which there is plenty; some also SKU-SCARCE, which runs out (a
+ * few ask for more than there ever is), so some keys are refused 409 insufficient-stock — stored and
+ * replayed like any answer — until cancels and restocking refunds (half the API refunds ask for
+ * `restock: true`) put units back. The counts are read every half second while the load runs.
  */
 
 /** Marks the load generator's requests, so the balancer does not count them a second time. */
 export const loadClientHeader = 'x-chaos-client'
 
 const unitPrice = 75_000
+/** The counts set at the start: plenty of one SKU, few of the other. */
+export const trackedStock = { 'SKU-CHAOS': 1_000_000, 'SKU-SCARCE': 30 } as const
+/** Every 20th intent is a bulk order of more SKU-SCARCE than there ever is: refused whatever else happens. */
+const bulkEvery = 20
+const bulkUnits = 1_000
+const stockSampleMs = 500
 /** Retry-After is honoured but capped, so a client does not sit out a whole outage in one sleep. */
 const maxRetrySleepMs = 500
 const networkRetrySleepMs = 150
@@ -57,11 +69,16 @@ export interface OrderIntent {
   key: string
   cartId: string
   amount: number
+  /** Units of SKU-SCARCE asked for (0: none): only such an order may be refused for stock. */
+  scarceUnits: number
   copies: number
   fault?: 'drop-after-commit' | 'crash-after-commit'
-  /** Each copy's final answer, or undefined when it never got one. */
-  finals: Array<{ status: number, orderId?: string } | undefined>
+  /** Each copy's final answer (a problem's slug with it), or undefined when it never got one. */
+  finals: Array<{ status: number, orderId?: string, problem?: string } | undefined>
 }
+
+/** The counts of one tracked SKU as GET /api/inventory answered them during the run. */
+export interface StockSample { atMs: number, sku: string, onHand: number, reserved: number, available: number }
 
 export interface LoadFigures {
   intents: number
@@ -72,6 +89,8 @@ export interface LoadFigures {
   mockpay: Record<'succeed' | 'fail' | 'refund', { actions: number, deliveriesScheduled: number, refused: number }>
   refunds: { 'keys': number, 'requests': number, 'laterReplays': number, 'drop-after-commit': number, 'created': number, 'replayedAnswers': number, 'refund-exceeds-remaining': number }
   cancels: { 'keys': number, 'requests': number, 'racingThePayment': number, 'canceled': number, 'order-not-cancelable': number, 'paidAfterCancel': number }
+  /** scarceIntents: intents asking for SKU-SCARCE (bulk: more than there ever is); refused: keys answered 409 insufficient-stock. */
+  stock: { scarceIntents: number, bulkIntents: number, refused: number, restockingRefundKeys: number, samples: number }
   /** Final answers nobody should have got (a 4xx to a valid request, say), with what they were. */
   unexpectedFinals: string[]
   /** Requests that had no final answer when their deadline passed, and orders that never reached what was waited for. */
@@ -84,6 +103,7 @@ export interface LoadResult {
   orderIntents: OrderIntent[]
   orders: OrderModel[]
   figures: LoadFigures
+  stockSamples: StockSample[]
 }
 
 type Target = { url: string, route: 'direct' | 'balancer' }
@@ -108,6 +128,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     mockpay: { succeed: { actions: 0, deliveriesScheduled: 0, refused: 0 }, fail: { actions: 0, deliveriesScheduled: 0, refused: 0 }, refund: { actions: 0, deliveriesScheduled: 0, refused: 0 } },
     refunds: { 'keys': 0, 'requests': 0, 'laterReplays': 0, 'drop-after-commit': 0, 'created': 0, 'replayedAnswers': 0, 'refund-exceeds-remaining': 0 },
     cancels: { 'keys': 0, 'requests': 0, 'racingThePayment': 0, 'canceled': 0, 'order-not-cancelable': 0, 'paidAfterCancel': 0 },
+    stock: { scarceIntents: 0, bulkIntents: 0, refused: 0, restockingRefundKeys: 0, samples: 0 },
     unexpectedFinals: [],
     abandoned: [],
     stalledOrders: [],
@@ -157,10 +178,14 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   async function orderIntent(n: number): Promise<OrderIntent> {
     const key = `chaos-${runId}-${n}`
     const quantity = 1 + Math.floor(Math.random() * 4)
+    const bulk = n % bulkEvery === 0
+    const scarceUnits = bulk ? bulkUnits : Math.random() < 0.3 ? 1 + Math.floor(Math.random() * 2) : 0
+    if (scarceUnits) figures.stock.scarceIntents++
+    if (bulk) figures.stock.bulkIntents++
     const body = validOrderBody({
       cartId: `crt_chaos-${runId}-${n}`,
-      amount: quantity * unitPrice,
-      items: [{ sku: 'SKU-CHAOS', quantity, unitPrice }],
+      amount: (quantity + scarceUnits) * unitPrice,
+      items: [{ sku: 'SKU-CHAOS', quantity, unitPrice }, ...(scarceUnits ? [{ sku: 'SKU-SCARCE', quantity: scarceUnits, unitPrice }] : [])],
       // One shopper per order: the audit's business-duplicate heuristic has nothing to report.
       customer: { email: `shopper-${runId}-${n}@chaos.test` },
     })
@@ -189,14 +214,18 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
         headers: { [loadClientHeader]: 'load', ...(copy === 0 && attempt === 0 && fault ? { 'x-fault': fault } : {}) },
       }),
     )))
-    for (const final of finals) if (final && final.status !== 201) unexpected(`order ${key}`, final)
+    // Short of SKU-SCARCE is a final answer, not a finding: the invariants check that it made no order.
+    const refusedForStock = (final: TestResponse) => scarceUnits > 0 && final.status === 409 && problemSlug(final) === 'insufficient-stock'
+    for (const final of finals) if (final && final.status !== 201 && !refusedForStock(final)) unexpected(`order ${key}`, final)
+    if (finals.some(final => final && refusedForStock(final))) figures.stock.refused++
     return {
       key,
       cartId: body.cartId,
       amount: body.amount,
+      scarceUnits,
       copies,
       ...(fault && { fault }),
-      finals: finals.map(final => final && { status: final.status, orderId: final.json?.id }),
+      finals: finals.map(final => final && { status: final.status, orderId: final.json?.id, problem: problemSlug(final) }),
     }
   }
 
@@ -258,15 +287,18 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     const key = `refund-${runId}-${label}`
     const copies = Math.random() < 0.3 ? 2 + Math.floor(Math.random() * 2) : 1
     const fault = Math.random() < 0.1 ? 'drop-after-commit' as const : undefined
+    // All the payment took and no earlier refund put back: after the first such refund, nothing.
+    const restock = Math.random() < 0.5
     const counts = figures.refunds
     counts.keys++
     if (fault) counts[fault]++
+    if (restock) figures.stock.restockingRefundKeys++
     const ask = (target: (attempt: number) => Target, faultOnFirst: boolean) => untilFinal('refund', `${key} ${orderId}`, target, (url, attempt) => {
       counts.requests++
       return request(url, `/api/orders/${orderId}/refunds`, {
         method: 'POST',
         headers: { ...auth, 'idempotency-key': key, ...(faultOnFirst && attempt === 0 && fault ? { 'x-fault': fault } : {}) },
-        body: amount === undefined ? { reason: 'requested_by_customer' } : { amount, reason: 'requested_by_customer' },
+        body: { ...(amount !== undefined && { amount }), reason: 'requested_by_customer', ...(restock && { restock: true }) },
       })
     }, orderId)
     const answers = await Promise.all(Array.from({ length: copies }, (_, copy) => ask(copies > 1 ? direct(copy) : viaBalancer, copy === 0)))
@@ -286,7 +318,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
       return { status: answer.status, ...(answer.status === 201 ? { refundId: answer.json.id as string } : { problem }) }
     })
     if (finals.some(final => final?.status === 201)) counts.created++
-    return { key, orderId, ...(amount !== undefined && { amount }), copies: answers.length, ...(fault && { fault }), finals }
+    return { key, orderId, ...(amount !== undefined && { amount }), ...(restock && { restock }), copies: answers.length, ...(fault && { fault }), finals }
   }
 
   /**
@@ -447,6 +479,28 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     return paid ? [await refund(order.id, `${n}-elsewhere`)] : []
   }
 
+  /** The counts as the shop reads them, every stockSampleMs until the clients are done; a failed read is only an answer in the log. */
+  const stockSamples: StockSample[] = []
+  let clientsDone = false
+  async function watchStock(): Promise<void> {
+    while (!clientsDone) {
+      const sentAt = Date.now()
+      try {
+        const read = await request(options.balancerUrl, '/api/inventory', { headers: auth })
+        const fromBalancer = read.headers.has(balancerHeader)
+        options.answers.record('inventory read', 'balancer', fromBalancer ? 'balancer 502' : read.status, read.headers.get('retry-after'), Date.now() - sentAt)
+        if (read.status === 200 && !fromBalancer) {
+          for (const row of read.json.data) stockSamples.push({ atMs: options.clock(), sku: row.sku, onHand: row.onHand, reserved: row.reserved, available: row.available })
+          figures.stock.samples++
+        }
+      }
+      catch {
+        options.answers.record('inventory read', 'balancer', 'network error', null, Date.now() - sentAt)
+      }
+      await sleep(stockSampleMs)
+    }
+  }
+
   let nextIntent = 0
   async function virtualClient(): Promise<void> {
     while (options.clock() < options.durationMs) {
@@ -474,8 +528,16 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     }
   }
 
+  // The counts first, as a shop sets them before it sells (a count is idempotent: retried until answered).
+  for (const [sku, onHand] of Object.entries(trackedStock)) {
+    const set = await untilFinal('inventory set', sku, viaBalancer, url => request(url, `/api/inventory/${sku}`, { method: 'PUT', headers: auth, body: { onHand } }))
+    if (set && set.status !== 200) unexpected(`PUT /api/inventory/${sku}`, set)
+  }
+  const watching = watchStock()
   await Promise.all(Array.from({ length: options.clients }, () => virtualClient()))
-  return { orderIntents, orders, figures }
+  clientsDone = true
+  await watching
+  return { orderIntents, orders, figures, stockSamples }
 }
 
 /**

@@ -30,6 +30,8 @@ export interface RefundIntent {
   orderId: string
   /** Absent: all that remains. */
   amount?: number
+  /** Asked for `restock: true`: put back all the payment took and no earlier refund did. */
+  restock?: boolean
   copies: number
   fault?: 'drop-after-commit'
   /** Each copy's final answer (201 with the refund's id, or the problem's slug), undefined when it never got one. */

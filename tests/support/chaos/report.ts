@@ -72,6 +72,8 @@ export function printFigures({ durationMs, load, answers, faults, fleetEvents }:
   console.table({ refunds: figures.refunds })
   console.log('Cancels (racing the payment: sent at the same moment as the shopper\'s payment; paid after cancel: the shopper\'s payment went through too):')
   console.table({ cancels: figures.cancels })
+  console.log('Stock (scarce intents: asking for SKU-SCARCE, bulk ones for more than there ever is; refused: keys answered 409 insufficient-stock; samples: counts read during the run):')
+  console.table({ stock: figures.stock })
 
   const paths: Record<string, Record<string, number>> = {}
   for (const order of load.orders) {
@@ -96,6 +98,19 @@ export async function printRefundRows(sql: postgres.Sql, tenantId: string): Prom
     from payment_intent_refunds l join payment_intents p on p.id = l.intent_id join orders o on o.id = p.order_id where o.tenant_id = ${tenantId}`
   console.log('mockpay\'s refund ledger (keyed: asked by the app under refund:<id>; asked again: a key the app repeated, answered with the first refund; dashboard: no key):')
   console.table({ 'provider refunds': ledger })
+}
+
+/** Each tracked SKU's counts at the end, and its movements by kind (units moved, how many rows). */
+export async function printStockRows(sql: postgres.Sql, tenantId: string): Promise<void> {
+  const counts = await sql<Array<{ sku: string, onHand: number, reserved: number }>>`
+    select sku, on_hand::int as "onHand", reserved::int as reserved from stock where tenant_id = ${tenantId} order by sku`
+  console.log('Stock at the end:')
+  console.table(counts)
+  const movements = await sql<Array<{ sku: string, kind: string, reason: string | null, rows: number, units: number }>>`
+    select sku, kind, reason, count(*)::int as rows, sum(quantity)::int as units from stock_movements where tenant_id = ${tenantId}
+    group by sku, kind, reason order by sku, kind, reason`
+  console.log('The stock ledger by SKU, kind and reason:')
+  console.table(movements)
 }
 
 export function printInvariants(results: InvariantResult[]): void {
