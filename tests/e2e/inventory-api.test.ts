@@ -1,8 +1,7 @@
-import http from 'node:http'
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { fastJobsEnv, stopAll } from '../support/app'
-import { createTenant, request, statusAndHeaders, type TestResponse } from '../support/http'
+import { createTenant, request, requestAsSent } from '../support/http'
 import { expectProblem, type OrderItem, type OrdersStack, postOrder, startOrdersStack, type TenantCredentials, validOrderBody } from '../support/orders'
 import { pollUntil } from '../support/poll'
 import { describeWithServices } from '../support/services'
@@ -26,24 +25,6 @@ const stockBody = (sku: string, onHand: number, reserved = 0) => ({ object: 'sto
 const orderOf = (items: Array<Omit<OrderItem, 'unitPrice'>>) => {
   const priced = items.map(item => ({ ...item, unitPrice: UNIT_PRICE }))
   return validOrderBody({ items: priced, amount: priced.reduce((sum, item) => sum + item.quantity * item.unitPrice, 0) })
-}
-
-/** A request with its path exactly as given: fetch would resolve `.` and `%2E%2E` segments before sending. */
-function requestAsSent(baseUrl: string, method: string, path: string, headers: Record<string, string>, body?: unknown): Promise<TestResponse> {
-  const { hostname, port } = new URL(baseUrl)
-  const text = body === undefined ? undefined : JSON.stringify(body)
-  return new Promise((resolve, reject) => {
-    const outgoing = http.request({ host: hostname, port, method, path, headers: { ...headers, ...(text !== undefined && { 'content-type': 'application/json' }), connection: 'close' } }, (incoming) => {
-      const chunks: Buffer[] = []
-      incoming.on('data', (chunk: Buffer) => chunks.push(chunk))
-      incoming.on('end', () => {
-        const responseText = Buffer.concat(chunks).toString('utf8')
-        resolve({ ...statusAndHeaders(incoming), text: responseText, json: /json/.test(incoming.headers['content-type'] ?? '') ? JSON.parse(responseText) : undefined })
-      })
-    })
-    outgoing.on('error', reject)
-    outgoing.end(text)
-  })
 }
 
 describeWithServices('inventory API, built server on Postgres and Redis', ['postgres', 'redis'], () => {
@@ -163,7 +144,8 @@ describeWithServices('inventory API, built server on Postgres and Redis', ['post
       ['GET', '/api/orders/%2E%2E'],
     ])('answers %s %s, a path with a dot segment sent as it is, 404 as no route, and touches no stock', async (method, path) => {
       const before = await stack.sql`select count(*)::int as n from stock_movements`
-      const answer = await requestAsSent(url(), method, path, { ...auth(stack.tenant), 'idempotency-key': randomUUID() }, method === 'GET' ? undefined : { onHand: 1, delta: 1, reason: 'received' })
+      const body = method === 'GET' ? undefined : { onHand: 1, delta: 1, reason: 'received' }
+      const answer = await requestAsSent(url(), path, { method, headers: { ...auth(stack.tenant), 'idempotency-key': randomUUID() }, body })
       expectProblem(answer, 'not-found')
       expect(answer.json.detail).toBe(`No API route matches ${method} ${path}. The routes are described at GET /api/openapi.json and rendered at /docs.`)
       expect(await stack.sql`select count(*)::int as n from stock_movements`).toEqual(before)
