@@ -7,6 +7,8 @@ const REQUEST_ID_PATTERN = /^[\x21-\x7E]{1,128}$/
 const TRACEPARENT_PATTERN = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[\x21-\x7E]*)?$/
 const ALL_ZEROS = /^0+$/
 const ENCODED_QUESTION_MARK = /%3F/i
+/** A `.` or `..` segment, its dots as they are or percent-encoded (`%2E%2E`, `.%2e`). */
+const DOT_SEGMENT = /(?:^|\/)(?:\.|%2E){1,2}(?=\/|$)/i
 
 /**
  * Cross-cutting context only. Every request gets the server's own id (`req_<uuid>`): records,
@@ -24,7 +26,10 @@ const ENCODED_QUESTION_MARK = /%3F/i
  * Routes match on the path as sent: h3 decodes the path before routing and the router then cuts it
  * at the first `?`, so `/api/orders/%3Fx/cancel` would reach POST /api/orders. No route takes a
  * parameter that may hold a `?` (ids and SKUs never do), so a path with an encoded one is 404, as
- * the path as sent names no route (docs/api.md#errors-and-headers).
+ * the path as sent names no route (docs/api.md#errors-and-headers). Nor does a path with a `.` or
+ * `..` segment, encoded or not: URL parsers and proxies resolve it into another path
+ * (`/api/inventory/%2E%2E/adjustments` is `/api/adjustments` to them), while the router would take
+ * it for a SKU or an id as it is.
  */
 export default defineEventHandler(async (event) => {
   if (event.method === 'HEAD') event._method = 'GET'
@@ -38,7 +43,8 @@ export default defineEventHandler(async (event) => {
   setResponseHeader(event, 'X-Request-Id', clientRequestId ?? requestId)
   setResponseHeader(event, 'X-Server-Request-Id', requestId)
   if (!event.path.startsWith('/api/') || event.path === '/api/health') return
-  if (ENCODED_QUESTION_MARK.test(rawRequestPath(event))) throw problem('not-found', noApiRouteDetail(event))
+  const path = rawRequestPath(event)
+  if (ENCODED_QUESTION_MARK.test(path) || DOT_SEGMENT.test(path)) throw problem('not-found', noApiRouteDetail(event))
   try {
     await databaseReady()
   }

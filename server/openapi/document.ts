@@ -27,6 +27,7 @@ const securitySchemes: Record<SecurityName, oas31.SecuritySchemeObject> = {
 const tags: oas31.TagObject[] = [
   { name: 'Orders', description: 'Orders, created exactly once per `Idempotency-Key`.' },
   { name: 'Refunds', description: 'Refunds of paid orders: never more than was paid, each asked of the provider once.' },
+  { name: 'Inventory', description: 'Stock counts per SKU: orders reserve them, payments take them, cancels, expiries and refunds give them back.' },
   { name: 'Webhooks', description: 'What payment providers call: verified on the raw bytes, stored once per event id, processed asynchronously.' },
   { name: 'Checkout', description: 'The demo store\'s session.' },
   { name: 'Mockpay', description: 'The simulated payment provider (embedded and development mode only).' },
@@ -39,7 +40,7 @@ const tags: oas31.TagObject[] = [
   { name: 'Ops: evidence', description: 'The evidence locker, the duplicates audit, idempotency records and the dev mailbox.' },
 ]
 
-const description = `An order, refund and payment-webhook API that executes each request **exactly once**, however often a client, proxy or provider repeats it.
+const description = `An order, inventory, refund and payment-webhook API that executes each request **exactly once**, however often a client, proxy or provider repeats it.
 
 - **Idempotency.** Every state-changing route takes an \`Idempotency-Key\` header (1–255 visible ASCII characters, or one RFC 8941 string: \`"abc"\` is the key \`abc\`). The same key and body answer the first request's status and body again, with \`Idempotent-Replayed: true\`; another body under the key is 422 \`idempotency-key-reused\`; a duplicate of a request still running is 409 \`request-in-progress\` with \`Retry-After\`, or waits for it with \`Prefer: wait=N\`. Webhooks are keyed by the provider's event id.
 - **Errors** are RFC 9457 \`application/problem+json\` with \`type\` \`/problems/<slug>\` (a short page at that address). Bodies over 64 KiB are 413, non-JSON 415, malformed JSON 400 \`malformed-json\`; a request Node's HTTP parser rejects is 400 \`malformed-request\`, headers over 16 KiB 431; a method a path does not serve is 405 \`method-not-allowed\`; the database unreachable is 503 with \`Retry-After\`.
@@ -50,6 +51,9 @@ const description = `An order, refund and payment-webhook API that executes each
 const problemExampleMembers: Partial<Record<ProblemSlug, Record<string, unknown>>> = {
   'validation-failed': { errors: [{ path: 'amount', message: 'must equal the sum of quantity × unitPrice over items (150000)' }] },
   'cart-already-ordered': { orderId: 'ord_8cf2b5a4d0e1', idempotency: { key: '7d1e0b9a-2f1c-4c55-9e3a-1b2c3d4e5f60', replayed: false } },
+  'insufficient-stock': { items: [{ sku: 'SKU-1', requested: 2, available: 1 }], idempotency: { key: '5f0c8a52-3f0e-4c7e-9a59-0c1c6f1f6b1e', replayed: false } },
+  'stock-below-reserved': { onHand: 3, reserved: 2 },
+  'restock-exceeds-committed': { restockable: [{ sku: 'SKU-1', quantity: 1 }], idempotency: { key: '9a1e4c1b-7c0e-4a55-8d0b-5a3f0e2b9c11', replayed: false } },
   'order-not-refundable': { orderStatus: 'pending_payment', idempotency: { key: '9a1e4c1b-7c0e-4a55-8d0b-5a3f0e2b9c11', replayed: false } },
   'refund-exceeds-remaining': { remaining: 40000, idempotency: { key: '9a1e4c1b-7c0e-4a55-8d0b-5a3f0e2b9c11', replayed: false } },
   'order-not-cancelable': { orderStatus: 'paid', idempotency: { key: '2c9e8f7a-6b5d-4c3b-a291-8f7e6d5c4b3a', replayed: false } },

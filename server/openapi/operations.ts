@@ -4,13 +4,15 @@ import {
   CanceledOrderResponseSchema, CheckoutSessionSchema, CreatedOrderResponseSchema, DuplicatesAuditSchema, EvidenceSchema, HealthSchema,
   MockpayActionResultSchema, MockpayIntentSchema, OpsApiKeyListSchema, OpsCreatedTenantSchema, OpsIdempotencyRecordListSchema,
   OpsIssuedApiKeySchema, OpsJobListSchema, OpsJobSchema, OpsMailboxMessageListSchema, OpsOrderSchema, OpsTaskRunSchema,
-  OpsLedgerDiscrepancyListSchema, OpsLedgerDiscrepancySchema, OrderSchema, ReadinessSchema, RefundResponseSchema, RefundSchema, WebhookReceivedSchema,
+  OpsLedgerDiscrepancyListSchema, OpsLedgerDiscrepancySchema, OrderSchema, ReadinessSchema, RefundResponseSchema, RefundSchema, StockListSchema, StockSchema,
+  StockWithIdempotencySchema, WebhookReceivedSchema,
 } from '../../shared/api-schemas'
 import { webhookProviderNames } from '../config'
 import { ConfirmIntentSchema, RefundIntentSchema } from '../payments/mockpay/service'
 import { CreateOrderSchema, OrderIdSchema, exampleOrder } from '../orders/schema'
 import type { ProblemSlug } from '../problems'
 import { CreateRefundSchema, RefundIdSchema } from '../refunds/schema'
+import { AdjustStockSchema, SetStockSchema, SkuSchema, StockListQuery } from '../stock/schema'
 import type { ResponseHeaderOptions, parameterComponents } from './headers'
 import {
   ApiKeyIdParam, AuditQuery, CreateTenantBody, DiscrepanciesQuery, DismissJobBody, EvidenceQuery, IssueKeyBody, JobsQuery, MailboxQuery, RecordsQuery,
@@ -38,7 +40,7 @@ export interface SuccessResponse {
 }
 
 export interface ApiOperation {
-  method: 'get' | 'post' | 'delete'
+  method: 'get' | 'put' | 'post' | 'delete'
   /** The OpenAPI path: `{id}` where the route file has `[id]`; a fixed segment where one file serves several documented paths (webhooks). */
   path: string
   operationId: string
@@ -73,6 +75,15 @@ const ops: SecurityName[][] = [['opsToken']]
 
 const idempotencyExample = { key: '5f0c8a52-3f0e-4c7e-9a59-0c1c6f1f6b1e', replayed: false }
 const createdOrderExample = { id: 'ord_8cf2b5a4d0e1', object: 'order', status: 'pending_payment', ...exampleOrder, createdAt: '2026-12-01T09:14:03.120Z', idempotency: idempotencyExample }
+const skuPath = z.object({
+  // `.` and `..` match the pattern, but a path cannot name them: URL parsers resolve such a segment, and the server answers 404 for one.
+  sku: SkuSchema.meta({
+    description: 'The SKU as orders name it: 1–64 letters, digits or `- . _ ~ : @ ! $ & \' ( ) * + , ; =`, sent as it is (no character of it needs encoding), but not `.` or `..`. Any other value, and a SKU with no count set, is 404.',
+    example: 'SKU-1',
+    override: { not: { enum: ['.', '..'] } },
+  }),
+})
+const stockExample = { object: 'stock', sku: 'SKU-1', onHand: 40, reserved: 2, available: 38, updatedAt: '2026-12-01T09:14:03.120Z' }
 const refundExample = {
   id: 're_51b0c3e2a9f4', object: 'refund', orderId: 'ord_8cf2b5a4d0e1', amount: 60000, currency: 'IDR', status: 'pending',
   reason: 'requested_by_customer', source: 'api', createdAt: '2026-12-01T10:02:11.480Z',
@@ -101,7 +112,8 @@ export const apiOperations: ApiOperation[] = [
     summary: 'Create an order, exactly once per Idempotency-Key',
     description: 'The order, its idempotency record and its `payment.create_intent` job commit in one transaction. '
       + 'The same key and body again — a retry after a timeout, a double click, another instance — answers the **same** status and body with `idempotency.replayed: true` and `Idempotent-Replayed: true`. '
-      + 'Key order, whitespace and unknown fields do not change the request\'s fingerprint. A body that fails validation stores nothing: the key stays free for the corrected order.',
+      + 'Key order, whitespace and unknown fields do not change the request\'s fingerprint. A body that fails validation stores nothing: the key stays free for the corrected order. '
+      + 'Items whose SKU has a count (`PUT /api/inventory/{sku}`) are reserved in the same transaction, all or none: a SKU short of units is 409 `insufficient-stock` with `items` (`requested`, `available`), nothing reserved and no order made, stored and replayed under the key. Items of SKUs with no count are not tracked.',
     tag: 'Orders',
     security: tenantOrSession,
     idempotent: true,
@@ -118,14 +130,16 @@ export const apiOperations: ApiOperation[] = [
       headers: { location: true, ...keyedAnswer },
       examples: { created: { value: createdOrderExample }, replayed: { summary: 'The same request again', value: { ...createdOrderExample, idempotency: { ...idempotencyExample, replayed: true } } } },
     }],
-    problems: ['unauthorized', ...keyed, ...jsonBody, 'currency-not-supported', 'cart-already-ordered'],
+    problems: ['unauthorized', ...keyed, ...jsonBody, 'currency-not-supported', 'cart-already-ordered', 'insufficient-stock'],
   },
   {
     method: 'get',
     path: '/api/orders/{id}',
     operationId: 'getOrder',
     summary: 'Read an order with its payment and refunds',
-    description: 'The payment appears once the worker asked the provider for it; `refunds` are oldest first. Another tenant\'s order is 404, and so is, for a checkout session, an order another session placed.',
+    description: 'The payment appears once the worker asked the provider for it; `refunds` are oldest first. `reservations` lists the stock the order holds per tracked SKU and how it was settled '
+      + '(`reserved`, then `committed` by the payment or `released` by a cancel, an expiry or a refused payment); `cancelReason` says why a canceled order was canceled (`requested` or `expired`). '
+      + 'Another tenant\'s order is 404, and so is, for a checkout session, an order another session placed.',
     tag: 'Orders',
     security: tenantOrSession,
     pathParams: orderPath,
@@ -137,7 +151,7 @@ export const apiOperations: ApiOperation[] = [
     path: '/api/orders/{id}/cancel',
     operationId: 'cancelOrder',
     summary: 'Cancel an unpaid order',
-    description: 'By the shop\'s key or by the checkout session that placed the order. The provider\'s payment is canceled through the outbox; a payment that still arrives is refunded automatically. '
+    description: 'By the shop\'s key or by the checkout session that placed the order. Its stock reservations are released (`cancelReason: requested`). The provider\'s payment is canceled through the outbox; a payment that still arrives is refunded automatically. '
       + 'Canceling a canceled order answers it as it is; a paid or refunded order is 409 `order-not-cancelable`, stored and replayed under the key. Takes no body.',
     tag: 'Orders',
     security: tenantOrSession,
@@ -154,7 +168,8 @@ export const apiOperations: ApiOperation[] = [
     description: 'The shop\'s act: the secret key only (the checkout session is 401). Admitted under the order\'s row lock, so the refunds that have not failed never exceed what was paid, across instances. '
       + 'Refusals (`order-not-refundable` for an unpaid, failed or canceled order; `refund-exceeds-remaining` with `remaining`, 0 for a refunded order) are stored and replayed under the key. '
       + 'An amount the provider cannot refund exactly (Stripe: whole units of a zero-decimal currency such as MGA, a last digit of 0 in a three-decimal one such as KWD) is 400 `validation-failed` naming the step and what to ask instead; nothing is stored and the key stays free. '
-      + 'The provider is asked once, under a key derived from the refund.',
+      + 'The provider is asked once, under a key derived from the refund. '
+      + 'With `restock: true` the refund also puts units back on sale, once: the `items` named, or all that the payment took from tracked stock and no earlier refund put back; more is 409 `restock-exceeds-committed` with `restockable`, stored and replayed.',
     tag: 'Refunds',
     security: [['secretKey']],
     pathParams: orderPath,
@@ -162,8 +177,12 @@ export const apiOperations: ApiOperation[] = [
     body: {
       schema: CreateRefundSchema,
       required: false,
-      description: '`amount` defaults to all that remains. No body (or `{}`) refunds everything that remains.',
-      examples: { partial: { value: { amount: 60000, reason: 'requested_by_customer' } }, everything: { value: {} } },
+      description: '`amount` defaults to all that remains. No body (or `{}`) refunds everything that remains. `restock: true` puts back the `items` named (with `restock` only), or all the payment took from stock.',
+      examples: {
+        partial: { value: { amount: 60000, reason: 'requested_by_customer' } },
+        everything: { value: {} },
+        restockPart: { summary: 'Refund everything, one unit back on sale', value: { restock: true, items: [{ sku: 'SKU-1', quantity: 1 }] } },
+      },
     },
     success: [{
       status: 201,
@@ -172,7 +191,7 @@ export const apiOperations: ApiOperation[] = [
       headers: { location: true, ...keyedAnswer },
       examples: { admitted: { value: { ...refundExample, idempotency: { key: '9a1e4c1b-7c0e-4a55-8d0b-5a3f0e2b9c11', replayed: false } } } },
     }],
-    problems: ['unauthorized', 'not-found', ...keyed, ...jsonBody, 'order-not-refundable', 'refund-exceeds-remaining'],
+    problems: ['unauthorized', 'not-found', ...keyed, ...jsonBody, 'order-not-refundable', 'refund-exceeds-remaining', 'restock-exceeds-committed'],
   },
   {
     method: 'get',
@@ -185,6 +204,69 @@ export const apiOperations: ApiOperation[] = [
     pathParams: z.object({ ...id, refundId: RefundIdSchema.meta({ description: 'A refund id, `re_…`; any other value is 404.', example: 're_51b0c3e2a9f4' }) }),
     success: [{ status: 200, description: 'The refund.', schema: RefundSchema, examples: { pending: { value: refundExample } } }],
     problems: ['unauthorized', 'not-found'],
+  },
+
+  // ---------------------------------------------------------------------------------------------
+  // inventory
+  // ---------------------------------------------------------------------------------------------
+  {
+    method: 'get',
+    path: '/api/inventory',
+    operationId: 'listStock',
+    summary: 'List the tracked SKUs with their counts',
+    description: 'By SKU, `limit` at a time (default 100); the next page starts after the last SKU of this one (`startingAfter`) while `hasMore` is true. The checkout session reads the demo store\'s.',
+    tag: 'Inventory',
+    security: tenantOrSession,
+    query: StockListQuery,
+    success: [{ status: 200, description: 'A page of SKUs.', schema: StockListSchema, examples: { page: { value: { object: 'list', data: [stockExample], hasMore: false } } } }],
+    problems: ['unauthorized', 'validation-failed'],
+  },
+  {
+    method: 'get',
+    path: '/api/inventory/{sku}',
+    operationId: 'getStock',
+    summary: 'Read a SKU\'s counts',
+    description: '`available` (onHand − reserved) is what a new order can take. A SKU with no count set is 404, and so is another tenant\'s. The checkout session reads the demo store\'s.',
+    tag: 'Inventory',
+    security: tenantOrSession,
+    pathParams: skuPath,
+    success: [{ status: 200, description: 'The counts.', schema: StockSchema, examples: { stock: { value: stockExample } } }],
+    problems: ['unauthorized', 'not-found'],
+  },
+  {
+    method: 'put',
+    path: '/api/inventory/{sku}',
+    operationId: 'setStock',
+    summary: 'Set a SKU\'s count (a stocktake)',
+    description: 'The shop\'s act: the secret key only (the checkout session is 401). Tracks the SKU from now on when it was not; the same count again changes nothing, so it takes no Idempotency-Key. '
+      + 'The difference is written to the stock ledger. A count below what unpaid orders hold is 409 `stock-below-reserved` with `onHand` and `reserved` as they are.',
+    tag: 'Inventory',
+    security: [['secretKey']],
+    pathParams: skuPath,
+    body: { schema: SetStockSchema, required: true, examples: { count: { value: { onHand: 40 } } } },
+    success: [{ status: 200, description: 'The counts after the stocktake.', schema: StockSchema, examples: { stock: { value: stockExample } } }],
+    problems: ['unauthorized', 'not-found', ...jsonBody, 'stock-below-reserved'],
+  },
+  {
+    method: 'post',
+    path: '/api/inventory/{sku}/adjustments',
+    operationId: 'adjustStock',
+    summary: 'Add or remove units, exactly once per Idempotency-Key',
+    description: 'The shop\'s act: the secret key only. `delta` units received (positive) or lost (negative), counted once however often the request is repeated: the same key and body answer the stored result with `Idempotent-Replayed: true`. '
+      + 'A SKU with no count set is 404 and an adjustment taking onHand below `reserved` is 409 `stock-below-reserved`, both stored and replayed under the key.',
+    tag: 'Inventory',
+    security: [['secretKey']],
+    pathParams: skuPath,
+    idempotent: true,
+    body: { schema: AdjustStockSchema, required: true, examples: { received: { value: { delta: 12, reason: 'received' } }, damaged: { value: { delta: -1, reason: 'damaged' } } } },
+    success: [{
+      status: 201,
+      description: 'Counted — or the replay of the adjustment this key made.',
+      schema: StockWithIdempotencySchema,
+      headers: keyedAnswer,
+      examples: { counted: { value: { ...stockExample, idempotency: { key: '3b6f1d2e-8a4c-4e1f-9b7a-2c5d8e0f1a3b', replayed: false } } } },
+    }],
+    problems: ['unauthorized', 'not-found', ...keyed, ...jsonBody, 'stock-below-reserved'],
   },
 
   // ---------------------------------------------------------------------------------------------
@@ -514,7 +596,7 @@ export const apiOperations: ApiOperation[] = [
     idempotent: true,
     body: { schema: CreateRefundSchema, required: false, examples: { partial: { value: { amount: 60000, reason: 'requested_by_customer' } } } },
     success: [{ status: 201, description: 'Admitted — or the replay of the refund this key made.', schema: RefundResponseSchema, headers: { location: true, ...keyedAnswer } }],
-    problems: ['unauthorized', 'not-found', ...keyed, ...jsonBody, 'order-not-refundable', 'refund-exceeds-remaining'],
+    problems: ['unauthorized', 'not-found', ...keyed, ...jsonBody, 'order-not-refundable', 'refund-exceeds-remaining', 'restock-exceeds-committed'],
   },
   {
     method: 'get',

@@ -1,5 +1,4 @@
 import { getRouterParam, type H3Event } from 'h3'
-import { z } from 'zod'
 import { transaction } from 'nuxt-idempotency/db'
 import { requireIdempotencyKey } from 'nuxt-idempotency/server'
 import { useConfig } from '../config'
@@ -9,7 +8,7 @@ import { runCheckoutIdempotent } from '../http/idempotent'
 import { problem } from '../problems'
 import type { StockView } from '../../shared/orders'
 import { tenantScope } from '../../shared/resources'
-import { AdjustStockSchema, SetStockSchema, SkuSchema } from './schema'
+import { AdjustStockSchema, SetStockSchema, SkuSchema, StockListQuery } from './schema'
 import { adjustStock, findStock, listStock, serializeStock, setStock, unknownSkuProblem } from './service'
 
 /**
@@ -30,11 +29,6 @@ export async function readStock(event: H3Event, tenantId: string): Promise<Stock
   if (!row) throw unknownSkuProblem(sku)
   return serializeStock(row)
 }
-
-export const StockListQuery = z.object({
-  limit: z.coerce.number().int('must be an integer').min(1, 'must be 1 or more').max(1000, 'must be at most 1000').default(100),
-  startingAfter: SkuSchema.optional(),
-}).strict()
 
 /** GET /api/inventory */
 export async function readStockList(event: H3Event, tenantId: string) {

@@ -11,6 +11,12 @@ export const SkuSchema = z.string().regex(SKU_PATTERN, 'must be 1–64 letters, 
 
 const MAX_UNITS = 1_000_000_000
 
+/** GET /api/inventory (docs/inventory.md#read-stock): a page of SKUs after `startingAfter`. */
+export const StockListQuery = z.object({
+  limit: z.coerce.number().int('must be an integer').min(1, 'must be 1 or more').max(1000, 'must be at most 1000').default(100),
+  startingAfter: SkuSchema.optional(),
+}).strict()
+
 /** PUT /api/inventory/:sku (docs/inventory.md#set-a-count). */
 export const SetStockSchema = z.object({
   onHand: z.number().int('must be an integer').min(0, 'must be 0 or more').max(MAX_UNITS, `must be at most ${MAX_UNITS}`),

@@ -26,7 +26,7 @@ const ajv = new Ajv2020({ strict: false, allErrors: true, formats: {
 ajv.addSchema(document as object, 'openapi.json')
 const pointer = (...segments: string[]) => segments.map(segment => segment.replaceAll('~', '~0').replaceAll('/', '~1')).join('/')
 
-type Method = 'get' | 'post' | 'delete'
+type Method = 'get' | 'put' | 'post' | 'delete'
 const resolved = <T>(value: T | oas31.ReferenceObject): T => {
   if (!value || typeof value !== 'object' || !('$ref' in value)) return value as T
   return value.$ref.slice(2).split('/').reduce<any>((node, key) => node[key.replaceAll('~1', '/').replaceAll('~0', '~')], document) as T
@@ -130,6 +130,8 @@ describeWithServices('OpenAPI document against the built server', ['postgres'], 
     expect((await exchange('get', '/api/orders/{id}/refunds/{refundId}', `${orderPath}/refunds/${refunded.json.id}`, { headers: tenantHeaders() })).status).toBe(200)
     const tooMuch = await exchange('post', '/api/orders/{id}/refunds', `${orderPath}/refunds`, { headers: { ...tenantHeaders(), 'idempotency-key': newIdempotencyKey() }, body: { amount: 10_000_000 } })
     expect(tooMuch.json.type).toBe('/problems/refund-exceeds-remaining')
+    const untrackedRestock = await exchange('post', '/api/orders/{id}/refunds', `${orderPath}/refunds`, { headers: { ...tenantHeaders(), 'idempotency-key': newIdempotencyKey() }, body: { amount: 1000, restock: true, items: [{ sku: 'SKU-1', quantity: 1 }] } })
+    expect(untrackedRestock.json.type).toBe('/problems/restock-exceeds-committed')
 
     const dashboardRefund = await exchange('post', '/api/mockpay/intents/{id}/refund', `/api/mockpay/intents/${paid.intentId}/refund`, { body: { amount: 1000, chaos: { duplicates: 0, maxDelayMs: 0 } } })
     expect(dashboardRefund.status, dashboardRefund.text).toBe(200)
@@ -144,6 +146,27 @@ describeWithServices('OpenAPI document against the built server', ['postgres'], 
     expect(notRefundable.json.type).toBe('/problems/order-not-refundable')
     const notCancelable = await exchange('post', '/api/orders/{id}/cancel', `${orderPath}/cancel`, { headers: { ...tenantHeaders(), 'idempotency-key': newIdempotencyKey() } })
     expect(notCancelable.json.type).toBe('/problems/order-not-cancelable')
+  })
+
+  it('the inventory routes, and an order short of stock, answer as documented', async () => {
+    const stockPath = '/api/inventory/OAS-1'
+    expect((await exchange('put', '/api/inventory/{sku}', stockPath, { headers: tenantHeaders(), body: { onHand: 3 } })).status).toBe(200)
+    expect((await exchange('get', '/api/inventory/{sku}', stockPath, { headers: tenantHeaders() })).status).toBe(200)
+    expect((await exchange('get', '/api/inventory', '/api/inventory?limit=1', { headers: tenantHeaders() })).json.object).toBe('list')
+    expect((await exchange('get', '/api/inventory/{sku}', '/api/inventory/OAS-NONE', { headers: tenantHeaders() })).status).toBe(404)
+    const adjustment = { headers: { ...tenantHeaders(), 'idempotency-key': newIdempotencyKey() }, body: { delta: 2, reason: 'received' } }
+    expect((await exchange('post', '/api/inventory/{sku}/adjustments', `${stockPath}/adjustments`, adjustment)).status).toBe(201)
+    expect((await exchange('post', '/api/inventory/{sku}/adjustments', `${stockPath}/adjustments`, adjustment)).headers.get('idempotent-replayed')).toBe('true')
+
+    const items = [{ sku: 'OAS-1', quantity: 4, unitPrice: 1000 }]
+    const order = { headers: { ...tenantHeaders(), 'idempotency-key': newIdempotencyKey() }, body: validOrderBody({ items, amount: 4000 }) }
+    expect((await exchange('post', '/api/orders', '/api/orders', order)).status).toBe(201)
+    const short = await exchange('post', '/api/orders', '/api/orders', { ...order, headers: { ...order.headers, 'idempotency-key': newIdempotencyKey() }, body: validOrderBody({ items, amount: 4000 }) })
+    expect(short.json.type).toBe('/problems/insufficient-stock')
+    const below = await exchange('post', '/api/inventory/{sku}/adjustments', `${stockPath}/adjustments`, { headers: { ...tenantHeaders(), 'idempotency-key': newIdempotencyKey() }, body: { delta: -2, reason: 'damaged' } })
+    expect(below.json.type).toBe('/problems/stock-below-reserved')
+    expect((await exchange('put', '/api/inventory/{sku}', stockPath, { headers: tenantHeaders(), body: { onHand: 1 } })).json.type).toBe('/problems/stock-below-reserved')
+    expect((await exchange('put', '/api/inventory/{sku}', stockPath, { headers: tenantHeaders(), body: { onHand: -1 } })).json.type).toBe('/problems/validation-failed')
   })
 
   it('every webhook provider\'s endpoint answers as documented', async () => {
@@ -227,7 +250,7 @@ describeWithServices('OpenAPI document against the built server', ['postgres'], 
   })
 
   it('exchanged with every documented operation', () => {
-    const documented = Object.entries(document.paths ?? {}).flatMap(([path, item]) => (['get', 'post', 'delete'] as const).filter(method => item[method]).map(method => `${method} ${path}`))
+    const documented = Object.entries(document.paths ?? {}).flatMap(([path, item]) => (['get', 'put', 'post', 'delete'] as const).filter(method => item[method]).map(method => `${method} ${path}`))
     expect([...exercised].sort()).toEqual(documented.sort())
   })
 })

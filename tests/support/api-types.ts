@@ -16,7 +16,7 @@ export interface paths {
         put?: never;
         /**
          * Create an order, exactly once per Idempotency-Key
-         * @description The order, its idempotency record and its `payment.create_intent` job commit in one transaction. The same key and body again — a retry after a timeout, a double click, another instance — answers the **same** status and body with `idempotency.replayed: true` and `Idempotent-Replayed: true`. Key order, whitespace and unknown fields do not change the request's fingerprint. A body that fails validation stores nothing: the key stays free for the corrected order.
+         * @description The order, its idempotency record and its `payment.create_intent` job commit in one transaction. The same key and body again — a retry after a timeout, a double click, another instance — answers the **same** status and body with `idempotency.replayed: true` and `Idempotent-Replayed: true`. Key order, whitespace and unknown fields do not change the request's fingerprint. A body that fails validation stores nothing: the key stays free for the corrected order. Items whose SKU has a count (`PUT /api/inventory/{sku}`) are reserved in the same transaction, all or none: a SKU short of units is 409 `insufficient-stock` with `items` (`requested`, `available`), nothing reserved and no order made, stored and replayed under the key. Items of SKUs with no count are not tracked.
          */
         post: operations["createOrder"];
         delete?: never;
@@ -34,7 +34,7 @@ export interface paths {
         };
         /**
          * Read an order with its payment and refunds
-         * @description The payment appears once the worker asked the provider for it; `refunds` are oldest first. Another tenant's order is 404, and so is, for a checkout session, an order another session placed.
+         * @description The payment appears once the worker asked the provider for it; `refunds` are oldest first. `reservations` lists the stock the order holds per tracked SKU and how it was settled (`reserved`, then `committed` by the payment or `released` by a cancel, an expiry or a refused payment); `cancelReason` says why a canceled order was canceled (`requested` or `expired`). Another tenant's order is 404, and so is, for a checkout session, an order another session placed.
          */
         get: operations["getOrder"];
         put?: never;
@@ -56,7 +56,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel an unpaid order
-         * @description By the shop's key or by the checkout session that placed the order. The provider's payment is canceled through the outbox; a payment that still arrives is refunded automatically. Canceling a canceled order answers it as it is; a paid or refunded order is 409 `order-not-cancelable`, stored and replayed under the key. Takes no body.
+         * @description By the shop's key or by the checkout session that placed the order. Its stock reservations are released (`cancelReason: requested`). The provider's payment is canceled through the outbox; a payment that still arrives is refunded automatically. Canceling a canceled order answers it as it is; a paid or refunded order is 409 `order-not-cancelable`, stored and replayed under the key. Takes no body.
          */
         post: operations["cancelOrder"];
         delete?: never;
@@ -76,7 +76,7 @@ export interface paths {
         put?: never;
         /**
          * Refund (part of) a paid order, exactly once per Idempotency-Key
-         * @description The shop's act: the secret key only (the checkout session is 401). Admitted under the order's row lock, so the refunds that have not failed never exceed what was paid, across instances. Refusals (`order-not-refundable` for an unpaid, failed or canceled order; `refund-exceeds-remaining` with `remaining`, 0 for a refunded order) are stored and replayed under the key. An amount the provider cannot refund exactly (Stripe: whole units of a zero-decimal currency such as MGA, a last digit of 0 in a three-decimal one such as KWD) is 400 `validation-failed` naming the step and what to ask instead; nothing is stored and the key stays free. The provider is asked once, under a key derived from the refund.
+         * @description The shop's act: the secret key only (the checkout session is 401). Admitted under the order's row lock, so the refunds that have not failed never exceed what was paid, across instances. Refusals (`order-not-refundable` for an unpaid, failed or canceled order; `refund-exceeds-remaining` with `remaining`, 0 for a refunded order) are stored and replayed under the key. An amount the provider cannot refund exactly (Stripe: whole units of a zero-decimal currency such as MGA, a last digit of 0 in a three-decimal one such as KWD) is 400 `validation-failed` naming the step and what to ask instead; nothing is stored and the key stays free. The provider is asked once, under a key derived from the refund. With `restock: true` the refund also puts units back on sale, once: the `items` named, or all that the payment took from tracked stock and no earlier refund put back; more is 409 `restock-exceeds-committed` with `restockable`, stored and replayed.
          */
         post: operations["createRefund"];
         delete?: never;
@@ -99,6 +99,70 @@ export interface paths {
         get: operations["getRefund"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/inventory": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the tracked SKUs with their counts
+         * @description By SKU, `limit` at a time (default 100); the next page starts after the last SKU of this one (`startingAfter`) while `hasMore` is true. The checkout session reads the demo store's.
+         */
+        get: operations["listStock"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/inventory/{sku}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a SKU's counts
+         * @description `available` (onHand − reserved) is what a new order can take. A SKU with no count set is 404, and so is another tenant's. The checkout session reads the demo store's.
+         */
+        get: operations["getStock"];
+        /**
+         * Set a SKU's count (a stocktake)
+         * @description The shop's act: the secret key only (the checkout session is 401). Tracks the SKU from now on when it was not; the same count again changes nothing, so it takes no Idempotency-Key. The difference is written to the stock ledger. A count below what unpaid orders hold is 409 `stock-below-reserved` with `onHand` and `reserved` as they are.
+         */
+        put: operations["setStock"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/inventory/{sku}/adjustments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add or remove units, exactly once per Idempotency-Key
+         * @description The shop's act: the secret key only. `delta` units received (positive) or lost (negative), counted once however often the request is repeated: the same key and body answer the stored result with `Idempotent-Replayed: true`. A SKU with no count set is 404 and an adjustment taking onHand below `reserved` is 409 `stock-below-reserved`, both stored and replayed under the key.
+         */
+        post: operations["adjustStock"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1124,6 +1188,32 @@ export interface components {
             [key: string]: unknown;
         };
         /**
+         * Insufficient stock
+         * @description A tracked item has fewer units available than the order asks for (GET /api/inventory/{sku}). `items` lists each such item with `requested` and `available`. Nothing was reserved and no order was made; the answer is stored under the key: order fewer units or other items under a new key.
+         */
+        InsufficientStockProblem: {
+            /**
+             * @description Resolves (relative to the API's origin) to a short page about this problem.
+             * @constant
+             */
+            type: "/problems/insufficient-stock";
+            /** @constant */
+            title: "Insufficient stock";
+            /** @constant */
+            status: 409;
+            /** @description What happened to this request, and what to do. */
+            detail: string;
+            /** @description Each tracked item short of units (its quantities summed), with what is available now. */
+            items: {
+                sku: string;
+                requested: number;
+                available: number;
+            }[];
+            idempotency: components["schemas"]["Idempotency"];
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * Idempotency key reused with a different request
          * @description This key was already used for a request with a different method, route or body. Retries must resend exactly the same request; a new operation needs a new key.
          */
@@ -1414,6 +1504,99 @@ export interface components {
             idempotency: components["schemas"]["Idempotency"];
         } & {
             [key: string]: unknown;
+        };
+        /**
+         * Restock exceeds what was sold
+         * @description A refund can put back only units its order's payment took from stock and no earlier refund put back. `restockable` lists them per SKU: name at most those in `items`, under a new key.
+         */
+        RestockExceedsCommittedProblem: {
+            /**
+             * @description Resolves (relative to the API's origin) to a short page about this problem.
+             * @constant
+             */
+            type: "/problems/restock-exceeds-committed";
+            /** @constant */
+            title: "Restock exceeds what was sold";
+            /** @constant */
+            status: 409;
+            /** @description What happened to this request, and what to do. */
+            detail: string;
+            /** @description Per SKU, the units the refund may still put back. */
+            restockable: {
+                sku: string;
+                quantity: number;
+            }[];
+            idempotency: components["schemas"]["Idempotency"];
+        } & {
+            [key: string]: unknown;
+        };
+        StockList: {
+            /** @constant */
+            object: "list";
+            /** @description By SKU, at most `limit`. */
+            data: components["schemas"]["Stock"][];
+            /** @description More SKUs follow: ask again with `startingAfter` set to the last SKU of this page. */
+            hasMore: boolean;
+        };
+        /** @description A tracked SKU's counts. */
+        Stock: {
+            /** @constant */
+            object: "stock";
+            /** @example SKU-1 */
+            sku: string;
+            /** @description Units on the shelf, reserved ones included. */
+            onHand: number;
+            /** @description Units held by unpaid orders. */
+            reserved: number;
+            /** @description onHand − reserved: what a new order can take. */
+            available: number;
+            /**
+             * Format: date-time
+             * @description ISO 8601 date and time (UTC, `Z`).
+             * @example 2026-12-01T09:14:03.120Z
+             */
+            updatedAt: string;
+        };
+        /**
+         * Stock below reserved
+         * @description The count would go below the units that unpaid orders hold (`reserved`). `onHand` and `reserved` are the counts as they are. Count again, or wait until those orders are paid, canceled or expire.
+         */
+        StockBelowReservedProblem: {
+            /**
+             * @description Resolves (relative to the API's origin) to a short page about this problem.
+             * @constant
+             */
+            type: "/problems/stock-below-reserved";
+            /** @constant */
+            title: "Stock below reserved";
+            /** @constant */
+            status: 409;
+            /** @description What happened to this request, and what to do. */
+            detail: string;
+            onHand: number;
+            reserved: number;
+            idempotency?: components["schemas"]["Idempotency"];
+        } & {
+            [key: string]: unknown;
+        };
+        StockWithIdempotency: {
+            /** @constant */
+            object: "stock";
+            /** @example SKU-1 */
+            sku: string;
+            /** @description Units on the shelf, reserved ones included. */
+            onHand: number;
+            /** @description Units held by unpaid orders. */
+            reserved: number;
+            /** @description onHand − reserved: what a new order can take. */
+            available: number;
+            /**
+             * Format: date-time
+             * @description ISO 8601 date and time (UTC, `Z`).
+             * @example 2026-12-01T09:14:03.120Z
+             */
+            updatedAt: string;
+            idempotency: components["schemas"]["Idempotency"];
         };
         /** @description The event is stored with its processing job (or was already): processing is asynchronous. */
         WebhookReceived: {
@@ -2250,7 +2433,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            /** @description `request-in-progress`: Request with this key is in progress. `cart-already-ordered`: Cart already ordered. */
+            /** @description `request-in-progress`: Request with this key is in progress. `cart-already-ordered`: Cart already ordered. `insufficient-stock`: Insufficient stock. */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2261,7 +2444,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["RequestInProgressProblem"] | components["schemas"]["CartAlreadyOrderedProblem"];
+                    "application/problem+json": components["schemas"]["RequestInProgressProblem"] | components["schemas"]["CartAlreadyOrderedProblem"] | components["schemas"]["InsufficientStockProblem"];
                 };
             };
             413: components["responses"]["PayloadTooLarge"];
@@ -2438,7 +2621,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description `amount` defaults to all that remains. No body (or `{}`) refunds everything that remains. */
+        /** @description `amount` defaults to all that remains. No body (or `{}`) refunds everything that remains. `restock: true` puts back the `items` named (with `restock` only), or all the payment took from stock. */
         requestBody?: {
             content: {
                 "application/json": {
@@ -2494,7 +2677,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["NotFoundProblem"];
                 };
             };
-            /** @description `request-in-progress`: Request with this key is in progress. `order-not-refundable`: Order not refundable. `refund-exceeds-remaining`: Refund exceeds what remains. */
+            /** @description `request-in-progress`: Request with this key is in progress. `order-not-refundable`: Order not refundable. `refund-exceeds-remaining`: Refund exceeds what remains. `restock-exceeds-committed`: Restock exceeds what was sold. */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2505,7 +2688,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["RequestInProgressProblem"] | components["schemas"]["OrderNotRefundableProblem"] | components["schemas"]["RefundExceedsRemainingProblem"];
+                    "application/problem+json": components["schemas"]["RequestInProgressProblem"] | components["schemas"]["OrderNotRefundableProblem"] | components["schemas"]["RefundExceedsRemainingProblem"] | components["schemas"]["RestockExceedsCommittedProblem"];
                 };
             };
             413: components["responses"]["PayloadTooLarge"];
@@ -2561,6 +2744,260 @@ export interface operations {
             400: components["responses"]["MalformedRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listStock: {
+        parameters: {
+            query?: {
+                limit?: number;
+                startingAfter?: string;
+            };
+            header?: {
+                /**
+                 * @description Your correlation id, echoed in `X-Request-Id` when it is 1–128 visible ASCII characters (anything else is ignored and the server's id is echoed instead).
+                 * @example checkout-7f3a
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of SKUs. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StockList"];
+                };
+            };
+            /** @description `validation-failed`: Validation failed. `malformed-request`: Malformed HTTP request. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ValidationFailedProblem"] | components["schemas"]["MalformedRequestProblem"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getStock: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Your correlation id, echoed in `X-Request-Id` when it is 1–128 visible ASCII characters (anything else is ignored and the server's id is echoed instead).
+                 * @example checkout-7f3a
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The SKU as orders name it: 1–64 letters, digits or `- . _ ~ : @ ! $ & ' ( ) * + , ; =`, sent as it is (no character of it needs encoding), but not `.` or `..`. Any other value, and a SKU with no count set, is 404. */
+                sku: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The counts. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Stock"];
+                };
+            };
+            400: components["responses"]["MalformedRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    setStock: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Your correlation id, echoed in `X-Request-Id` when it is 1–128 visible ASCII characters (anything else is ignored and the server's id is echoed instead).
+                 * @example checkout-7f3a
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The SKU as orders name it: 1–64 letters, digits or `- . _ ~ : @ ! $ & ' ( ) * + , ; =`, sent as it is (no character of it needs encoding), but not `.` or `..`. Any other value, and a SKU with no count set, is 404. */
+                sku: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    onHand: number;
+                };
+            };
+        };
+        responses: {
+            /** @description The counts after the stocktake. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Stock"];
+                };
+            };
+            /** @description `malformed-json`: Malformed JSON. `validation-failed`: Validation failed. `malformed-request`: Malformed HTTP request. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["MalformedJsonProblem"] | components["schemas"]["ValidationFailedProblem"] | components["schemas"]["MalformedRequestProblem"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description `stock-below-reserved`: Stock below reserved. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["StockBelowReservedProblem"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    adjustStock: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description One key per intended operation (a UUID v4 is a good choice), reused on every retry of it: 1–255 visible ASCII characters (0x21–0x7E). It may also be sent as an RFC 8941 string, as the IETF draft writes it: `"abc"` is the key `abc`. Missing: 400 `idempotency-key-missing`; malformed: 400 `idempotency-key-invalid`. The same key with another body or route: 422 `idempotency-key-reused`. A key is remembered for 24 hours from its first request by default (the server's `IDEMPOTENCY_TTL_SECONDS`, 86400 seconds); after that it is a new key. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+                /**
+                 * @description `wait=N` (N ≤ 10 seconds): while a request with the same key and body is still running, wait up to N seconds for its answer and replay it, instead of an immediate 409 `request-in-progress`. Larger N counts as 10; `Preference-Applied` says what was applied.
+                 * @example wait=10
+                 */
+                Prefer?: components["parameters"]["Prefer"];
+                /**
+                 * @description Your correlation id, echoed in `X-Request-Id` when it is 1–128 visible ASCII characters (anything else is ignored and the server's id is echoed instead).
+                 * @example checkout-7f3a
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The SKU as orders name it: 1–64 letters, digits or `- . _ ~ : @ ! $ & ' ( ) * + , ; =`, sent as it is (no character of it needs encoding), but not `.` or `..`. Any other value, and a SKU with no count set, is 404. */
+                sku: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    delta: number;
+                    /** @enum {string} */
+                    reason: "received" | "counted" | "damaged" | "returned" | "other";
+                };
+            };
+        };
+        responses: {
+            /** @description Counted — or the replay of the adjustment this key made. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "Preference-Applied": components["headers"]["Preference-Applied"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StockWithIdempotency"];
+                };
+            };
+            /** @description `idempotency-key-missing`: Idempotency-Key header missing. `idempotency-key-invalid`: Idempotency-Key header invalid. `malformed-json`: Malformed JSON. `validation-failed`: Validation failed. `malformed-request`: Malformed HTTP request. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    "Preference-Applied": components["headers"]["Preference-Applied"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["IdempotencyKeyMissingProblem"] | components["schemas"]["IdempotencyKeyInvalidProblem"] | components["schemas"]["MalformedJsonProblem"] | components["schemas"]["ValidationFailedProblem"] | components["schemas"]["MalformedRequestProblem"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description `not-found`: Not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "Preference-Applied": components["headers"]["Preference-Applied"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["NotFoundProblem"];
+                };
+            };
+            /** @description `request-in-progress`: Request with this key is in progress. `stock-below-reserved`: Stock below reserved. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "Preference-Applied": components["headers"]["Preference-Applied"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["RequestInProgressProblem"] | components["schemas"]["StockBelowReservedProblem"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /** @description `idempotency-key-reused`: Idempotency key reused with a different request. */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    "Preference-Applied": components["headers"]["Preference-Applied"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["IdempotencyKeyReusedProblem"];
+                };
+            };
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -3914,7 +4351,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["NotFoundProblem"];
                 };
             };
-            /** @description `request-in-progress`: Request with this key is in progress. `order-not-refundable`: Order not refundable. `refund-exceeds-remaining`: Refund exceeds what remains. */
+            /** @description `request-in-progress`: Request with this key is in progress. `order-not-refundable`: Order not refundable. `refund-exceeds-remaining`: Refund exceeds what remains. `restock-exceeds-committed`: Restock exceeds what was sold. */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3925,7 +4362,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["RequestInProgressProblem"] | components["schemas"]["OrderNotRefundableProblem"] | components["schemas"]["RefundExceedsRemainingProblem"];
+                    "application/problem+json": components["schemas"]["RequestInProgressProblem"] | components["schemas"]["OrderNotRefundableProblem"] | components["schemas"]["RefundExceedsRemainingProblem"] | components["schemas"]["RestockExceedsCommittedProblem"];
                 };
             };
             413: components["responses"]["PayloadTooLarge"];

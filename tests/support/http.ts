@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http'
+import http, { type IncomingMessage } from 'node:http'
 import { testSecrets } from './app'
 
 /** What a test needs from a response: never thrown on a non-2xx status. */
@@ -62,6 +62,37 @@ export async function request(baseUrl: string, path: string, options: RequestOpt
     }
   }
   return { status: response.status, statusText: response.statusText, headers: response.headers, text, json }
+}
+
+/**
+ * Like request, but the path goes out byte for byte over node:http: fetch resolves `.` and `..`
+ * segments, `%2E%2E` included, before sending, so it cannot ask what a raw client or proxy may.
+ */
+export function requestAsSent(baseUrl: string, path: string, options: RequestOptions = {}): Promise<TestResponse> {
+  const { method = 'GET', headers = {}, body, timeoutMs = 15_000 } = options
+  const { hostname, port } = new URL(baseUrl)
+  const sentBody = body === undefined || typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body)
+  const sentHeaders = { ...(sentBody !== undefined && typeof body !== 'string' && !(body instanceof Uint8Array) && { 'content-type': 'application/json' }), ...headers, connection: 'close' }
+  return new Promise((resolve, reject) => {
+    const outgoing = http.request({ host: hostname, port, method, path, headers: sentHeaders, timeout: timeoutMs }, (incoming) => {
+      const chunks: Buffer[] = []
+      incoming.on('data', (chunk: Buffer) => chunks.push(chunk))
+      incoming.on('error', reject)
+      incoming.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8')
+        const isJson = /[/+]json\b/.test(incoming.headers['content-type'] ?? '')
+        try {
+          resolve({ ...statusAndHeaders(incoming), text, json: isJson && text !== '' ? JSON.parse(text) : undefined })
+        }
+        catch {
+          reject(new Error(`${method} ${path} answered ${incoming.statusCode} with a JSON content-type but a body that does not parse:\n${text}`))
+        }
+      })
+    })
+    outgoing.on('timeout', () => outgoing.destroy(new Error(`${method} ${path} got no response within ${timeoutMs} ms`)))
+    outgoing.on('error', reject)
+    outgoing.end(sentBody)
+  })
 }
 
 /** A tenant created through the ops API, with the one-time secret key its requests authenticate with. */

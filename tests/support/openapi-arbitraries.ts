@@ -39,6 +39,12 @@ export interface FuzzRequest {
   body?: string
   /** Whether the caller should leave out its credentials. */
   withoutCredentials?: boolean
+  /**
+   * The path holds encoded router characters or dot segments, to be sent byte for byte (fetch would
+   * resolve `%2E%2E`): no resource is named so, so the answer must be 404 whichever route the path
+   * would reach once decoded or resolved.
+   */
+  pathAsSent?: boolean
 }
 
 const httpMethods = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'] as const
@@ -96,6 +102,11 @@ function valueArbitrary(document: OpenApiDocument, rawSchema: JsonSchema | boole
 }
 
 function generatedValue(document: OpenApiDocument, schema: JsonSchema, depth: number): fc.Arbitrary<unknown> {
+  const excluded: unknown[] | undefined = schema.not?.enum
+  if (Array.isArray(excluded)) {
+    const { not: _, ...allowed } = schema
+    return generatedValue(document, allowed, depth).filter(value => !excluded.includes(value))
+  }
   if ('const' in schema) return fc.constant(schema.const)
   if (Array.isArray(schema.enum)) return fc.constantFrom(...schema.enum)
   const alternatives = schema.oneOf ?? schema.anyOf
@@ -224,13 +235,15 @@ function partsArbitrary(document: OpenApiDocument, operation: Operation, options
   return fc.record({ pathValues: record('path'), query: record('query'), headers: record('header'), body })
 }
 
-function assemble(operation: Operation, parts: RequestParts, variant: string, withoutCredentials = false): FuzzRequest {
-  const path = operation.path.replace(/\{([^}]+)\}/g, (_, name: string) => encodeURIComponent(parts.pathValues[name] ?? ''))
+/** `encodedPathValues` go into the path as they are, already percent-encoded; the others are encoded. */
+function assemble(operation: Operation, parts: RequestParts, variant: string, withoutCredentials = false, encodedPathValues: Record<string, string> = {}): FuzzRequest {
+  const path = operation.path.replace(/\{([^}]+)\}/g, (_, name: string) => encodedPathValues[name] ?? encodeURIComponent(parts.pathValues[name] ?? ''))
   const query = new URLSearchParams(parts.query).toString()
   const headers = Object.fromEntries(Object.entries(parts.headers).map(([name, value]) => [name.toLowerCase(), value]))
   const body = parts.body === undefined ? undefined : JSON.stringify(parts.body)
   if (body !== undefined) headers['content-type'] = 'application/json'
-  return { variant, method: operation.method, path: query ? `${path}?${query}` : path, headers, body, ...(withoutCredentials && { withoutCredentials }) }
+  const pathAsSent = Object.keys(encodedPathValues).length > 0
+  return { variant, method: operation.method, path: query ? `${path}?${query}` : path, headers, body, ...(withoutCredentials && { withoutCredentials }), ...(pathAsSent && { pathAsSent }) }
 }
 
 /** Paths to every property of a body value, for mutations to pick one (at most two levels deep). */
@@ -275,6 +288,19 @@ export function requestArbitrary(document: OpenApiDocument, operation: Operation
     const badPathValue = fc.oneof(fc.string({ minLength: 1 }).filter(value => value !== '.' && value !== '..'), routerCharacters, fc.constantFrom('...', '%', '%00', ' ', 'ord_\u00e9', '\u202e'), fc.constant('x'.repeat(2000)))
     mutations.push(fc.tuple(parts, fc.constantFrom(...pathNames), badPathValue)
       .map(([p, name, value]) => assemble(operation, { ...p, pathValues: { ...p.pathValues, [name]: value } }, `bad path parameter ${name}`)))
+    // The same characters encoded by hand, and dot segments (`%2E%2E` too, which fetch resolves),
+    // in place of a value or after one naming a resource that exists: `/api/inventory/SKU-1%2Fadjustments`,
+    // `/api/inventory/%2E%2E/adjustments`, `/api/inventory/SKU-1/%2E%2E`. Every route must match on the path as sent.
+    const encodedRouterCharacters = fc.constantFrom('%3F', '%3Fx', 'a%3Fb', '%23', '%23x', 'a%23b', '%2F', 'a%2Fb', '%2F..', '..%2Fx')
+    const dotSegments = fc.constantFrom('%2E%2E', '%2e%2e', '.%2E', '%2E', '..', '.')
+    const encodedPathValue = fc.oneof(
+      fc.tuple(encodedRouterCharacters, fc.boolean()).map(([encoded, afterValue]) => ({ encoded, afterValue, separator: '' })),
+      fc.tuple(dotSegments, fc.boolean()).map(([encoded, afterValue]) => ({ encoded, afterValue, separator: '/' })),
+    )
+    mutations.push(fc.tuple(parts, fc.constantFrom(...pathNames), encodedPathValue)
+      .map(([p, name, { encoded, afterValue, separator }]) => assemble(operation, p, `encoded ${encoded} in path parameter ${name}`, false, {
+        [name]: afterValue ? `${encodeURIComponent(p.pathValues[name] ?? '')}${separator}${encoded}` : encoded,
+      })))
   }
   if (operation.parameters.some(candidate => candidate.in === 'header' && candidate.name.toLowerCase() === idempotencyKeyHeader)) {
     // Only values fetch sends: tab, 0x20–0x7E and 0x80–0xFF (the other control characters are fuzz.test.ts's, over node:http).

@@ -26,14 +26,14 @@ const methods = ['get', 'post', 'put', 'patch', 'delete'] as const
 
 interface RouteFile { file: string, method: string, path: string, source: string }
 
-/** `server/api/orders/[id]/refunds.post.ts` → POST /api/orders/{id}/refunds. */
+/** `server/api/orders/[id]/refunds.post.ts` → POST /api/orders/{id}/refunds; `inventory/index.get.ts` → GET /api/inventory. */
 function routeFiles(dir = apiDir): RouteFile[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const full = join(dir, entry.name)
     if (entry.isDirectory()) return routeFiles(full)
     const name = relative(apiDir, full).replace(/\.ts$/, '')
     const method = name.slice(name.lastIndexOf('.') + 1)
-    const path = `/api/${name.slice(0, name.lastIndexOf('.'))}`.replace(/\[(\w+)\]/g, '{$1}')
+    const path = `/api/${name.slice(0, name.lastIndexOf('.'))}`.replace(/\/index$/, '').replace(/\[(\w+)\]/g, '{$1}')
     return [{ file: relative(projectRoot, full), method, path, source: readFileSync(full, 'utf8') }]
   })
 }
@@ -84,9 +84,10 @@ describe('the OpenAPI document and the route files', () => {
   })
 
   it('declares the Idempotency-Key header on every route that requires one', () => {
-    // A route requires the key itself or through the refund and cancel helpers (server/refunds/route.ts).
-    const keyed = files.filter(route => /requireIdempotencyKey|refundOrder|cancelOrderRoute/.test(route.source))
+    // A route requires the key itself or through the refund, cancel and adjustment helpers (server/refunds/route.ts, server/stock/route.ts).
+    const keyed = files.filter(route => /requireIdempotencyKey|refundOrder|cancelOrderRoute|postAdjustment/.test(route.source))
     expect(keyed.map(route => `${route.method} ${route.path}`).sort()).toEqual([
+      'post /api/inventory/{sku}/adjustments',
       'post /api/ops/orders/{id}/refunds',
       'post /api/orders',
       'post /api/orders/{id}/cancel',
