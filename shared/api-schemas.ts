@@ -194,7 +194,13 @@ export const ReadinessSchema = z.object({
 export const CheckoutSessionSchema = z.object({
   tenant: z.object({ id: z.string(), name: z.string() }),
   currency,
-  catalogue: z.array(z.object({ sku: z.string(), name: z.string(), description: z.string(), unitPrice: minorUnits })),
+  catalogue: z.array(z.object({
+    sku: z.string(),
+    name: z.string(),
+    description: z.string(),
+    unitPrice: minorUnits,
+    available: z.number().int().min(0).nullable().meta({ description: 'Units an order can take now (onHand − reserved, docs/inventory.md#read-stock); null when the SKU is not tracked.' }),
+  })),
   mockpay: z.boolean().meta({ description: 'Whether the simulated provider\'s buttons are offered.' }),
   faults: z.boolean().meta({ description: 'Whether the X-Fault test header is honoured.' }),
 }).meta({ id: 'CheckoutSession', description: 'The demo store, and (in Set-Cookie) the page\'s session.' })
