@@ -126,7 +126,7 @@ export interface EvidenceQuery {
   keyId?: string
 }
 
-export type EvidenceKind = 'request' | 'idempotency_record' | 'job' | 'job_attempt' | 'webhook_event' | 'order' | 'refund' | 'order_status' | 'side_effect' | 'email' | 'invoice' | 'operator_action' | 'ledger_discrepancy'
+export type EvidenceKind = 'request' | 'idempotency_record' | 'job' | 'job_attempt' | 'webhook_event' | 'order' | 'refund' | 'order_status' | 'side_effect' | 'email' | 'invoice' | 'operator_action' | 'ledger_discrepancy' | 'stock_movement'
 
 export interface EvidenceIds {
   requestId?: string
