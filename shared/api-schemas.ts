@@ -139,8 +139,15 @@ export const StockMovementSchema = z.object({
   createdAt: isoTime,
 }).meta({ id: 'StockMovement', description: 'One row of the stock ledger.' })
 
+/** GET /api/ops/inventory rows: a tracked SKU's counts, and whose they are. */
+export const OpsStockSchema = StockSchema.extend({ tenantId: z.string() }).meta({ id: 'OpsStock' })
+export const OpsStockListSchema = z.object({
+  object: z.literal('list'),
+  data: z.array(OpsStockSchema).meta({ description: 'Most recently moved first, at most 100.' }),
+}).meta({ id: 'OpsStockList' })
+
 export const OpsInventorySchema = z.object({
-  stock: StockSchema.extend({ tenantId: z.string() }),
+  stock: OpsStockSchema,
   movements: z.array(StockMovementSchema).meta({ description: 'Newest first, at most 100.' }),
   holders: z.array(z.object({ orderId: z.string(), quantity: z.number().int().min(1), createdAt: isoTime })).meta({ description: 'Orders holding a reservation of this SKU, oldest first.' }),
   ledger: z.object({ onHand: z.number().int(), reserved: z.number().int() }).meta({ description: 'Σ of the ledger\'s deltas: equal to the counts.' }),
