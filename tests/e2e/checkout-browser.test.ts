@@ -20,10 +20,10 @@ const EMAIL = 'shopper@example.com'
 /** 2 × Organic cotton tee (149 000) + 1 × Enamel camp mug (89 000). */
 const CART_TOTAL = 387_000
 const REPLAYED_NOTE = 'Your first attempt already went through — no second order was created.'
-/** The placed cart's rows in the order's items table, as the page writes them (Intl puts a no-break space after IDR). */
+/** The placed cart's rows in the order's items table: name, quantity × price, total (Intl puts a no-break space after IDR). */
 const CART_ROWS = [
-  ['Organic cotton tee', '2', 'IDR\u00A0149,000', 'IDR\u00A0298,000'],
-  ['Enamel camp mug', '1', 'IDR\u00A089,000', 'IDR\u00A089,000'],
+  ['Organic cotton tee', '2 × IDR\u00A0149,000', 'IDR\u00A0298,000'],
+  ['Enamel camp mug', '1 × IDR\u00A089,000', 'IDR\u00A089,000'],
 ]
 /** An empty cart's words; \s also matches the no-break space. */
 const EMPTY_CART = /IDR\s0\b|Your cart is empty/
@@ -171,10 +171,10 @@ describeWithServices('checkout page in Chromium: one order per checkout intent',
     expect(await recordsOfKey(key)).toEqual([{ key, status: 'succeeded', responseStatus: 201, resourceType: 'order', resourceId: orderId, attempts: 1 }])
   }
 
-  /** The rows of the shown order's items table. */
+  /** The rows of the shown order's items table: each item's name, quantity × price and total. */
   function itemRows(page: Page): Promise<string[][]> {
     return page.getByTestId('order-items').locator('tbody tr').evaluateAll(rows => rows.map(row =>
-      Array.from((row as unknown as { querySelectorAll: (selector: string) => Array<{ textContent: string | null }> }).querySelectorAll('th, td'), cell => cell.textContent?.trim() ?? '')))
+      Array.from((row as unknown as { querySelectorAll: (selector: string) => Array<{ textContent: string | null }> }).querySelectorAll('[data-testid^="item-"]'), cell => cell.textContent?.trim() ?? '')))
   }
 
   /** Holds the page's reads of the order (GET /api/orders/:id) until released: what it shows cannot move meanwhile. */
