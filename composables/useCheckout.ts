@@ -8,7 +8,16 @@ import { newIdempotencyKey, type Problem, useIdempotentRequest } from './useIdem
  * polled live, and mockpay's buttons where the simulated provider is on.
  */
 
-export interface CatalogueItem { sku: string, name: string, description: string, unitPrice: number }
+/** A product of the store; `available` is what an order can take now, null when the shop does not count its stock. */
+export interface CatalogueItem { sku: string, name: string, description: string, unitPrice: number, available: number | null }
+
+/** At or below this many left, the shop says how many. */
+export const LOW_STOCK = 5
+/** The most of one item a cart holds (the quantity field's max). */
+const MAX_QUANTITY = 99
+
+/** The most of an item the cart may hold: what is available, when counted. */
+export const maxQuantityOf = (item: CatalogueItem) => Math.min(MAX_QUANTITY, item.available ?? MAX_QUANTITY)
 
 export interface StoreSession {
   tenant: { id: string, name: string }
@@ -88,6 +97,7 @@ const shopperSummaries: Record<string, string> = {
   'not-found': 'The store is not open right now. Please come back later.',
   'payload-too-large': 'Your cart is too large to order at once. Remove some items and press Pay again.',
   'currency-not-supported': 'The store cannot take payments for this order right now. Nothing was charged; please come back later.',
+  'insufficient-stock': 'Some items sold out or ran low while you shopped, so nothing was ordered or charged. Change the marked items and press Pay again.',
 }
 const cancelSummaries: Record<string, string> = {
   'order-not-cancelable': 'Your payment arrived before the order could be canceled, so the order stands. Ask the shop for a refund if you no longer want it.',
@@ -158,9 +168,15 @@ export function useCheckout() {
     intentName: () => `cancel:${order.value?.id}`,
   })
 
+  /** The cart's items; `short` when the cart holds more than is available (a restored cart, or a 409 insufficient-stock). */
   const lines = computed(() => (session.value?.catalogue ?? [])
     .filter(item => (cart.quantities[item.sku] ?? 0) > 0)
-    .map(item => ({ ...item, quantity: cart.quantities[item.sku]!, total: item.unitPrice * cart.quantities[item.sku]! })))
+    .map((item) => {
+      const quantity = cart.quantities[item.sku]!
+      return { ...item, quantity, total: item.unitPrice * quantity, short: item.available !== null && quantity > item.available }
+    }))
+  /** Pay waits until no line asks for more than there is. */
+  const shortLines = computed(() => lines.value.filter(line => line.short))
   const total = computed(() => lines.value.reduce((sum, line) => sum + line.total, 0))
   const busy = computed(() => ['submitting', 'retrying'].includes(request.state.value.phase))
   const canceling = computed(() => ['submitting', 'retrying'].includes(cancelRequest.state.value.phase))
@@ -176,8 +192,31 @@ export function useCheckout() {
 
   watch(cart, value => localStorage.setItem(CART_KEY, JSON.stringify(value)), { deep: true })
 
+  /** Never more than is available: the + stops there, and a typed number is brought down to it. */
   function setQuantity(sku: string, quantity: number) {
-    cart.quantities[sku] = Math.max(0, Math.min(99, Math.floor(quantity) || 0))
+    const item = session.value?.catalogue.find(product => product.sku === sku)
+    cart.quantities[sku] = Math.max(0, Math.min(item ? maxQuantityOf(item) : MAX_QUANTITY, Math.floor(quantity) || 0))
+  }
+
+  /** Reads the store again: what is available now (after an order, or a refused one). A failure keeps what is shown. */
+  async function refreshStore() {
+    try {
+      const response = await fetch('/api/checkout/session', { credentials: 'same-origin' })
+      if (response.ok) session.value = await response.json()
+    }
+    catch {
+      // Offline for a moment: the counts shown stay until the next read.
+    }
+  }
+
+  /** A 409 insufficient-stock: its counts at once, then the whole store as it is now. */
+  function showShortItems(items: unknown) {
+    const shown = session.value
+    if (shown && Array.isArray(items)) {
+      const available = new Map((items as Array<{ sku: string, available: number }>).map(item => [item.sku, item.available]))
+      session.value = { ...shown, catalogue: shown.catalogue.map(item => (available.has(item.sku) ? { ...item, available: available.get(item.sku)! } : item)) }
+    }
+    return refreshStore()
   }
 
   let pollTimer: ReturnType<typeof setTimeout> | undefined
@@ -214,6 +253,8 @@ export function useCheckout() {
     // The intent ended with this order: the next purchase is a new cart and a new key.
     Object.assign(cart, newCart())
     void refreshOrder(placed.id)
+    // The order took its units: the shop shows what is left.
+    void refreshStore()
   }
 
   async function settle(outcome: Promise<ReturnType<typeof request.snapshot>>) {
@@ -226,10 +267,13 @@ export function useCheckout() {
       await refreshOrder(snapshot.problem.orderId)
       if (order.value) showOrder(order.value, 'already-ordered')
     }
+    else if (snapshot.phase === 'failed' && snapshot.problem?.type === '/problems/insufficient-stock') {
+      await showShortItems(snapshot.problem.items)
+    }
   }
 
   async function pay() {
-    if (!session.value || busy.value) return
+    if (!session.value || busy.value || shortLines.value.length) return
     orderNote.value = undefined
     const fault = trouble.value === 'delay-before-commit' ? `delay-before-commit=${SLOW_COMMIT_MS}` : trouble.value === 'drop-after-commit' ? 'drop-after-commit' : undefined
     await settle(request.submit(orderBody(), { firstAttemptHeaders: fault ? { 'x-fault': fault } : {} }))
@@ -285,6 +329,8 @@ export function useCheckout() {
     localStorage.removeItem(LAST_ORDER_KEY)
     request.forget()
     cancelRequest.forget()
+    // A canceled order gave its units back: the new cart starts from the counts as they are now.
+    void refreshStore()
   }
 
   async function start() {
@@ -328,6 +374,7 @@ export function useCheckout() {
     storeUnavailable,
     cart,
     lines,
+    shortLines,
     total,
     busy,
     opening,
