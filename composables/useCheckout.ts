@@ -1,3 +1,4 @@
+import { appendResponseHeader } from 'h3'
 import { computed, onBeforeUnmount, reactive, ref, watch } from 'vue'
 import type { OrderView } from '#shared/orders'
 import { newIdempotencyKey, type Problem, useIdempotentRequest } from './useIdempotentRequest'
@@ -49,6 +50,7 @@ export interface Cart {
 /** A test fault for the next Pay (X-Fault), shown in the "network trouble" panel when faults are on. */
 export type NetworkTrouble = 'none' | 'drop-after-commit' | 'delay-before-commit'
 
+const STORE_PATH = '/api/checkout/session'
 const CART_KEY = 'checkout:cart'
 const LAST_ORDER_KEY = 'checkout:last-order'
 const POLL_MS = 1000
@@ -143,7 +145,14 @@ export function shopperCancelProblem(snapshot: { phase: string, problem?: Proble
   return { type, summary }
 }
 
+/** What GET /api/checkout/session answered: the store, or why there is none to open. */
+type StoreAnswer = { session: StoreSession } | { unavailable: 'closed' | 'unreachable' }
+
 export function useCheckout() {
+  // On the server the store is read through the page's own request, and the session cookie it sets
+  // goes to the browser with the page (setup-time only: capture them now).
+  const requestCookie = import.meta.server ? useRequestHeaders(['cookie']) : undefined
+  const requestEvent = import.meta.server ? useRequestEvent() : undefined
   const session = ref<StoreSession>()
   /** Why the store cannot open: `closed` where there is no store to open here (404), else `unreachable`. */
   const storeUnavailable = ref<'closed' | 'unreachable'>()
@@ -198,15 +207,44 @@ export function useCheckout() {
     cart.quantities[sku] = Math.max(0, Math.min(item ? maxQuantityOf(item) : MAX_QUANTITY, Math.floor(quantity) || 0))
   }
 
-  /** Reads the store again: what is available now (after an order, or a refused one). A failure keeps what is shown. */
-  async function refreshStore() {
+  /** GET /api/checkout/session: in the browser its cookie is kept by the browser, on the server passed on with the page. */
+  async function readStore(): Promise<StoreAnswer> {
+    if (requestEvent) {
+      try {
+        // The renderer's own $fetch calls the route in-process, with the shopper's cookie (a session to renew).
+        const response = await $fetch.raw<StoreSession>(STORE_PATH as string, { headers: requestCookie })
+        for (const cookie of response.headers.getSetCookie()) appendResponseHeader(requestEvent, 'set-cookie', cookie)
+        return { session: response._data! }
+      }
+      catch (error) {
+        return { unavailable: (error as { response?: Response }).response?.status === 404 ? 'closed' : 'unreachable' }
+      }
+    }
     try {
-      const response = await fetch('/api/checkout/session', { credentials: 'same-origin' })
-      if (response.ok) session.value = await response.json()
+      const response = await fetch(STORE_PATH, { credentials: 'same-origin' })
+      if (response.ok) return { session: await response.json() }
+      return { unavailable: response.status === 404 ? 'closed' : 'unreachable' }
     }
     catch {
-      // Offline for a moment: the counts shown stay until the next read.
+      return { unavailable: 'unreachable' }
     }
+  }
+
+  /**
+   * Opens the store while the page is set up: rendered on the server, the catalogue is in the page's
+   * HTML (and its payload), so the shop shows before the page's script runs. Call it in setup.
+   */
+  async function openStore() {
+    const { data } = await useAsyncData('checkout:store', readStore)
+    const answer = data.value
+    if (answer && 'session' in answer) session.value = answer.session
+    else if (answer) storeUnavailable.value = answer.unavailable
+  }
+
+  /** Reads the store again: what is available now (after an order, or a refused one). A failure keeps what is shown. */
+  async function refreshStore() {
+    const answer = await readStore()
+    if ('session' in answer) session.value = answer.session
   }
 
   /** A 409 insufficient-stock: its counts at once, then the whole store as it is now. */
@@ -338,14 +376,7 @@ export function useCheckout() {
     if (saved?.cartId) Object.assign(cart, saved)
     const lastOrder = localStorage.getItem(LAST_ORDER_KEY)
     if (lastOrder || request.pendingIntent()) opening.value = 'order'
-    try {
-      const response = await fetch('/api/checkout/session', { credentials: 'same-origin' })
-      if (response.ok) session.value = await response.json()
-      else storeUnavailable.value = response.status === 404 ? 'closed' : 'unreachable'
-    }
-    catch {
-      storeUnavailable.value = 'unreachable'
-    }
+    // Opened while the page was set up (on the server, or in the browser after a client-side navigation).
     if (!session.value) {
       opening.value = false
       return
@@ -391,6 +422,7 @@ export function useCheckout() {
     cancelOrder,
     provider,
     startOver,
+    openStore,
     start,
   }
 }

@@ -640,6 +640,24 @@ describeWithServices('checkout page in Chromium: one order per checkout intent',
     return db()<Array<{ to: string, subject: string }>>`select "to", subject from mailbox where order_id = ${orderId} order by created_at, id`
   }
 
+  it('with JavaScript off the shop is server-rendered: the catalogue, its stock notes and the session cookie come with the page', async () => {
+    const context = await browser!.newContext({ baseURL: app.url, viewport: desktopViewport, javaScriptEnabled: false })
+    try {
+      const page = await context.newPage()
+      const response = await page.goto('/')
+      expect(response?.status()).toBe(200)
+      expect(await page.locator('[data-testid^="product-"]').evaluateAll(products => products.map(product => (product as unknown as { dataset: { testid: string } }).dataset.testid)))
+        .toEqual(['product-TEE-ORGANIC', 'product-MUG-ENAMEL', 'product-TOTE-CANVAS', 'product-CAP-WOOL'])
+      expect((await page.getByTestId('stock-TOTE-CANVAS').textContent())?.trim()).toBe('Only 3 left')
+      expect(await page.getByText('Opening the store…').count()).toBe(0)
+      expect((await context.cookies()).map(cookie => cookie.name)).toContain('ic_checkout')
+      await screenshot(page, 'checkout-server-rendered')
+    }
+    finally {
+      await context.close()
+    }
+  })
+
   it('the low tote says "Only 3 left" and stops the cart at 3; buying them sells it out: "Sold out" at once and after a reload, and the stock row holds them', async () => {
     const { page, pageErrors } = await open()
     const tote = page.getByTestId('stock-TOTE-CANVAS')
