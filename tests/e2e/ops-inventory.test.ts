@@ -111,6 +111,16 @@ describeWithServices('ops inventory routes: GET /api/ops/inventory and /api/ops/
     expect(rows.every(row => row.requestId?.startsWith('req_'))).toBe(true)
   })
 
+  it('the canceled order\'s evidence tells its stock movements in order: reserved when placed, back on sale when canceled', async () => {
+    const evidence = await opsRequest(stack.app.url, `/api/ops/evidence?orderId=${canceled}`)
+    expect(evidence.status, evidence.text).toBe(200)
+    const movements = (evidence.json.timeline as Array<{ kind: string, summary: string, ids: Record<string, string> }>).filter(entry => entry.kind === 'stock_movement')
+    expect(movements.map(({ summary, ids }) => ({ summary, orderId: ids.orderId, tenantId: ids.tenantId }))).toEqual([
+      { summary: `Order ${canceled} reserved 1 × ${SKU}: held for it until it is paid, canceled or expires (reserved +1).`, orderId: canceled, tenantId: stack.tenant.tenantId },
+      { summary: `Order ${canceled}'s 1 × ${SKU} went back on sale: the order was canceled (reserved −1).`, orderId: canceled, tenantId: stack.tenant.tenantId },
+    ])
+  })
+
   it('404 for a SKU the tenant does not track, or a path that cannot name one, saying where the tracked ones are listed', async () => {
     const untracked = await opsRequest(stack.app.url, `/api/ops/inventory/${other.tenantId}/NO-SUCH`)
     expect(untracked.status).toBe(404)
