@@ -1,3 +1,4 @@
+import { appendResponseHeader } from 'h3'
 import { computed, onBeforeUnmount, reactive, ref, watch } from 'vue'
 import type { OrderView } from '#shared/orders'
 import { newIdempotencyKey, type Problem, useIdempotentRequest } from './useIdempotentRequest'
@@ -8,7 +9,16 @@ import { newIdempotencyKey, type Problem, useIdempotentRequest } from './useIdem
  * polled live, and mockpay's buttons where the simulated provider is on.
  */
 
-export interface CatalogueItem { sku: string, name: string, description: string, unitPrice: number }
+/** A product of the store; `available` is what an order can take now, null when the shop does not count its stock. */
+export interface CatalogueItem { sku: string, name: string, description: string, unitPrice: number, available: number | null }
+
+/** At or below this many left, the shop says how many. */
+export const LOW_STOCK = 5
+/** The most of one item a cart holds (the quantity field's max). */
+const MAX_QUANTITY = 99
+
+/** The most of an item the cart may hold: what is available, when counted. */
+export const maxQuantityOf = (item: CatalogueItem) => Math.min(MAX_QUANTITY, item.available ?? MAX_QUANTITY)
 
 export interface StoreSession {
   tenant: { id: string, name: string }
@@ -40,6 +50,7 @@ export interface Cart {
 /** A test fault for the next Pay (X-Fault), shown in the "network trouble" panel when faults are on. */
 export type NetworkTrouble = 'none' | 'drop-after-commit' | 'delay-before-commit'
 
+const STORE_PATH = '/api/checkout/session'
 const CART_KEY = 'checkout:cart'
 const LAST_ORDER_KEY = 'checkout:last-order'
 const POLL_MS = 1000
@@ -88,6 +99,7 @@ const shopperSummaries: Record<string, string> = {
   'not-found': 'The store is not open right now. Please come back later.',
   'payload-too-large': 'Your cart is too large to order at once. Remove some items and press Pay again.',
   'currency-not-supported': 'The store cannot take payments for this order right now. Nothing was charged; please come back later.',
+  'insufficient-stock': 'Some items sold out or ran low while you shopped, so nothing was ordered or charged. Change the marked items and press Pay again.',
 }
 const cancelSummaries: Record<string, string> = {
   'order-not-cancelable': 'Your payment arrived before the order could be canceled, so the order stands. Ask the shop for a refund if you no longer want it.',
@@ -133,7 +145,14 @@ export function shopperCancelProblem(snapshot: { phase: string, problem?: Proble
   return { type, summary }
 }
 
+/** What GET /api/checkout/session answered: the store, or why there is none to open. */
+type StoreAnswer = { session: StoreSession } | { unavailable: 'closed' | 'unreachable' }
+
 export function useCheckout() {
+  // On the server the store is read through the page's own request, and the session cookie it sets
+  // goes to the browser with the page (setup-time only: capture them now).
+  const requestCookie = import.meta.server ? useRequestHeaders(['cookie']) : undefined
+  const requestEvent = import.meta.server ? useRequestEvent() : undefined
   const session = ref<StoreSession>()
   /** Why the store cannot open: `closed` where there is no store to open here (404), else `unreachable`. */
   const storeUnavailable = ref<'closed' | 'unreachable'>()
@@ -158,9 +177,15 @@ export function useCheckout() {
     intentName: () => `cancel:${order.value?.id}`,
   })
 
+  /** The cart's items; `short` when the cart holds more than is available (a restored cart, or a 409 insufficient-stock). */
   const lines = computed(() => (session.value?.catalogue ?? [])
     .filter(item => (cart.quantities[item.sku] ?? 0) > 0)
-    .map(item => ({ ...item, quantity: cart.quantities[item.sku]!, total: item.unitPrice * cart.quantities[item.sku]! })))
+    .map((item) => {
+      const quantity = cart.quantities[item.sku]!
+      return { ...item, quantity, total: item.unitPrice * quantity, short: item.available !== null && quantity > item.available }
+    }))
+  /** Pay waits until no line asks for more than there is. */
+  const shortLines = computed(() => lines.value.filter(line => line.short))
   const total = computed(() => lines.value.reduce((sum, line) => sum + line.total, 0))
   const busy = computed(() => ['submitting', 'retrying'].includes(request.state.value.phase))
   const canceling = computed(() => ['submitting', 'retrying'].includes(cancelRequest.state.value.phase))
@@ -176,8 +201,60 @@ export function useCheckout() {
 
   watch(cart, value => localStorage.setItem(CART_KEY, JSON.stringify(value)), { deep: true })
 
+  /** Never more than is available: the + stops there, and a typed number is brought down to it. */
   function setQuantity(sku: string, quantity: number) {
-    cart.quantities[sku] = Math.max(0, Math.min(99, Math.floor(quantity) || 0))
+    const item = session.value?.catalogue.find(product => product.sku === sku)
+    cart.quantities[sku] = Math.max(0, Math.min(item ? maxQuantityOf(item) : MAX_QUANTITY, Math.floor(quantity) || 0))
+  }
+
+  /** GET /api/checkout/session: in the browser its cookie is kept by the browser, on the server passed on with the page. */
+  async function readStore(): Promise<StoreAnswer> {
+    if (requestEvent) {
+      try {
+        // The renderer's own $fetch calls the route in-process, with the shopper's cookie (a session to renew).
+        const response = await $fetch.raw<StoreSession>(STORE_PATH as string, { headers: requestCookie })
+        for (const cookie of response.headers.getSetCookie()) appendResponseHeader(requestEvent, 'set-cookie', cookie)
+        return { session: response._data! }
+      }
+      catch (error) {
+        return { unavailable: (error as { response?: Response }).response?.status === 404 ? 'closed' : 'unreachable' }
+      }
+    }
+    try {
+      const response = await fetch(STORE_PATH, { credentials: 'same-origin' })
+      if (response.ok) return { session: await response.json() }
+      return { unavailable: response.status === 404 ? 'closed' : 'unreachable' }
+    }
+    catch {
+      return { unavailable: 'unreachable' }
+    }
+  }
+
+  /**
+   * Opens the store while the page is set up: rendered on the server, the catalogue is in the page's
+   * HTML (and its payload), so the shop shows before the page's script runs. Call it in setup.
+   */
+  async function openStore() {
+    const { data } = await useAsyncData('checkout:store', readStore)
+    const answer = data.value
+    if (answer && 'session' in answer) session.value = answer.session
+    else if (answer) storeUnavailable.value = answer.unavailable
+  }
+
+  /** Reads the store again: what is available now (after an order, or a refused one). A failure keeps what is shown. */
+  async function refreshStore() {
+    const answer = await readStore()
+    if ('session' in answer) session.value = answer.session
+  }
+
+  /** A 409 insufficient-stock: its counts at once, then the whole store as it is now. */
+  function showShortItems(items: unknown) {
+    const shown = session.value
+    if (shown && Array.isArray(items)) {
+      const available = new Map((items as Array<{ sku: string, available: number }>).map(item => [item.sku, item.available]))
+      session.value = { ...shown, catalogue: shown.catalogue.map(item => (available.has(item.sku) ? { ...item, available: available.get(item.sku)! } : item)) }
+    }
+    return refreshStore()
   }
 
   let pollTimer: ReturnType<typeof setTimeout> | undefined
@@ -214,6 +291,8 @@ export function useCheckout() {
     // The intent ended with this order: the next purchase is a new cart and a new key.
     Object.assign(cart, newCart())
     void refreshOrder(placed.id)
+    // The order took its units: the shop shows what is left.
+    void refreshStore()
   }
 
   async function settle(outcome: Promise<ReturnType<typeof request.snapshot>>) {
@@ -226,10 +305,13 @@ export function useCheckout() {
       await refreshOrder(snapshot.problem.orderId)
       if (order.value) showOrder(order.value, 'already-ordered')
     }
+    else if (snapshot.phase === 'failed' && snapshot.problem?.type === '/problems/insufficient-stock') {
+      await showShortItems(snapshot.problem.items)
+    }
   }
 
   async function pay() {
-    if (!session.value || busy.value) return
+    if (!session.value || busy.value || shortLines.value.length) return
     orderNote.value = undefined
     const fault = trouble.value === 'delay-before-commit' ? `delay-before-commit=${SLOW_COMMIT_MS}` : trouble.value === 'drop-after-commit' ? 'drop-after-commit' : undefined
     await settle(request.submit(orderBody(), { firstAttemptHeaders: fault ? { 'x-fault': fault } : {} }))
@@ -285,6 +367,8 @@ export function useCheckout() {
     localStorage.removeItem(LAST_ORDER_KEY)
     request.forget()
     cancelRequest.forget()
+    // A canceled order gave its units back: the new cart starts from the counts as they are now.
+    void refreshStore()
   }
 
   async function start() {
@@ -292,14 +376,7 @@ export function useCheckout() {
     if (saved?.cartId) Object.assign(cart, saved)
     const lastOrder = localStorage.getItem(LAST_ORDER_KEY)
     if (lastOrder || request.pendingIntent()) opening.value = 'order'
-    try {
-      const response = await fetch('/api/checkout/session', { credentials: 'same-origin' })
-      if (response.ok) session.value = await response.json()
-      else storeUnavailable.value = response.status === 404 ? 'closed' : 'unreachable'
-    }
-    catch {
-      storeUnavailable.value = 'unreachable'
-    }
+    // Opened while the page was set up (on the server, or in the browser after a client-side navigation).
     if (!session.value) {
       opening.value = false
       return
@@ -328,6 +405,7 @@ export function useCheckout() {
     storeUnavailable,
     cart,
     lines,
+    shortLines,
     total,
     busy,
     opening,
@@ -344,6 +422,7 @@ export function useCheckout() {
     cancelOrder,
     provider,
     startOver,
+    openStore,
     start,
   }
 }

@@ -139,8 +139,15 @@ export const StockMovementSchema = z.object({
   createdAt: isoTime,
 }).meta({ id: 'StockMovement', description: 'One row of the stock ledger.' })
 
+/** GET /api/ops/inventory rows: a tracked SKU's counts, and whose they are. */
+export const OpsStockSchema = StockSchema.extend({ tenantId: z.string() }).meta({ id: 'OpsStock' })
+export const OpsStockListSchema = z.object({
+  object: z.literal('list'),
+  data: z.array(OpsStockSchema).meta({ description: 'Most recently moved first, at most 100.' }),
+}).meta({ id: 'OpsStockList' })
+
 export const OpsInventorySchema = z.object({
-  stock: StockSchema.extend({ tenantId: z.string() }),
+  stock: OpsStockSchema,
   movements: z.array(StockMovementSchema).meta({ description: 'Newest first, at most 100.' }),
   holders: z.array(z.object({ orderId: z.string(), quantity: z.number().int().min(1), createdAt: isoTime })).meta({ description: 'Orders holding a reservation of this SKU, oldest first.' }),
   ledger: z.object({ onHand: z.number().int(), reserved: z.number().int() }).meta({ description: 'Σ of the ledger\'s deltas: equal to the counts.' }),
@@ -194,7 +201,13 @@ export const ReadinessSchema = z.object({
 export const CheckoutSessionSchema = z.object({
   tenant: z.object({ id: z.string(), name: z.string() }),
   currency,
-  catalogue: z.array(z.object({ sku: z.string(), name: z.string(), description: z.string(), unitPrice: minorUnits })),
+  catalogue: z.array(z.object({
+    sku: z.string(),
+    name: z.string(),
+    description: z.string(),
+    unitPrice: minorUnits,
+    available: z.number().int().min(0).nullable().meta({ description: 'Units an order can take now (onHand − reserved, docs/inventory.md#read-stock); null when the SKU is not tracked.' }),
+  })),
   mockpay: z.boolean().meta({ description: 'Whether the simulated provider\'s buttons are offered.' }),
   faults: z.boolean().meta({ description: 'Whether the X-Fault test header is honoured.' }),
 }).meta({ id: 'CheckoutSession', description: 'The demo store, and (in Set-Cookie) the page\'s session.' })
@@ -325,7 +338,7 @@ export const OpsLedgerDiscrepancyListSchema = opsList(OpsLedgerDiscrepancySchema
 
 export const OpsTaskRunSchema = z.object({ result: z.unknown().optional().meta({ description: 'What the task reported.' }) }).meta({ id: 'OpsTaskRun' })
 
-const evidenceKinds = ['request', 'idempotency_record', 'job', 'job_attempt', 'webhook_event', 'order', 'refund', 'order_status', 'side_effect', 'email', 'invoice', 'operator_action', 'ledger_discrepancy'] as const
+const evidenceKinds = ['request', 'idempotency_record', 'job', 'job_attempt', 'webhook_event', 'order', 'refund', 'order_status', 'side_effect', 'email', 'invoice', 'operator_action', 'ledger_discrepancy', 'stock_movement'] as const
 const optionalText = z.string().optional()
 export const EvidenceQuerySchema = z.object({ key: optionalText, scope: optionalText, orderId: optionalText, eventId: optionalText, requestId: optionalText, keyId: optionalText }).meta({ id: 'EvidenceQuery' })
 export const EvidenceEntrySchema = z.object({

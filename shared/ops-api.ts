@@ -1,7 +1,7 @@
 import type { z } from 'zod'
 import type * as Schemas from './api-schemas'
 import type { OrderView, RefundView } from './orders'
-import type { IdempotencyStatus, JobStatus, LedgerDiscrepancyKind, LedgerDiscrepancyStatus, RefundReason } from './statuses'
+import type { IdempotencyStatus, JobStatus, LedgerDiscrepancyKind, LedgerDiscrepancyStatus, RefundReason, StockMovementKind, StockSourceType } from './statuses'
 
 /**
  * The answers of /api/ops/**, shared by the server (each route's return value must satisfy its
@@ -126,7 +126,7 @@ export interface EvidenceQuery {
   keyId?: string
 }
 
-export type EvidenceKind = 'request' | 'idempotency_record' | 'job' | 'job_attempt' | 'webhook_event' | 'order' | 'refund' | 'order_status' | 'side_effect' | 'email' | 'invoice' | 'operator_action' | 'ledger_discrepancy'
+export type EvidenceKind = 'request' | 'idempotency_record' | 'job' | 'job_attempt' | 'webhook_event' | 'order' | 'refund' | 'order_status' | 'side_effect' | 'email' | 'invoice' | 'operator_action' | 'ledger_discrepancy' | 'stock_movement'
 
 export interface EvidenceIds {
   requestId?: string
@@ -242,6 +242,48 @@ export interface OpsLedgerDiscrepancy<Time extends OpsTime = string> {
   updatedAt: Time
 }
 
+/** GET /api/ops/inventory rows: a tracked SKU's counts (GET /api/inventory/{sku}), and whose they are. */
+export interface OpsStock<Time extends OpsTime = string> {
+  object: 'stock'
+  tenantId: string
+  sku: string
+  onHand: number
+  reserved: number
+  /** onHand − reserved. */
+  available: number
+  updatedAt: Time
+}
+
+/** One row of the stock ledger (docs/inventory.md#the-stock-ledger). */
+export interface OpsStockMovement {
+  id: number
+  sku: string
+  kind: StockMovementKind
+  sourceType: StockSourceType
+  /** The order, refund or adjustment id; for a count set, the request id. */
+  sourceId: string
+  orderId: string | null
+  quantity: number
+  onHandDelta: number
+  reservedDelta: number
+  /** An adjustment's reason; a release's cause (canceled, expired, refused). */
+  reason: string | null
+  requestId: string | null
+  jobId: string | null
+  createdAt: string
+}
+
+/** GET /api/ops/inventory/{tenantId}/{sku}: the counts, the latest movements, who holds reservations, and the ledger's sums. */
+export interface OpsInventory {
+  stock: OpsStock
+  /** Newest first, at most 100. */
+  movements: OpsStockMovement[]
+  /** Orders holding a reservation of the SKU, oldest first. */
+  holders: Array<{ orderId: string, quantity: number, createdAt: string }>
+  /** Σ of the ledger's deltas: equal to the counts. */
+  ledger: { onHand: number, reserved: number }
+}
+
 /** POST /api/ops/ledger/discrepancies/{id}/resolve. */
 export interface OpsResolveDiscrepancyRequest { note: string, operator: string }
 
@@ -267,4 +309,8 @@ export type OpsTypesMatchSchemas = [
   Holds<Same<OpsRefund, z.output<typeof Schemas.RefundResponseSchema>>>,
   Holds<Same<OpsLedgerDiscrepancy, z.output<typeof Schemas.OpsLedgerDiscrepancySchema>>>,
   Holds<Same<OpsList<OpsLedgerDiscrepancy>, z.output<typeof Schemas.OpsLedgerDiscrepancyListSchema>>>,
+  Holds<Same<OpsStock, z.output<typeof Schemas.OpsStockSchema>>>,
+  Holds<Same<OpsList<OpsStock>, z.output<typeof Schemas.OpsStockListSchema>>>,
+  Holds<Same<OpsStockMovement, z.output<typeof Schemas.StockMovementSchema>>>,
+  Holds<Same<OpsInventory, z.output<typeof Schemas.OpsInventorySchema>>>,
 ]

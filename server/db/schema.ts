@@ -5,7 +5,7 @@ import { idempotencyRecords } from 'nuxt-idempotency/schema'
 import {
   type IdempotencyStatus, idempotencyStatuses, type JobStatus, jobStatuses, type LedgerDiscrepancyKind, ledgerDiscrepancyKinds, type LedgerDiscrepancyStatus,
   ledgerDiscrepancyStatuses, type RefundSource, refundSources, type RefundStatus, refundStatuses, type WebhookEventSource, webhookEventSources,
-  type WebhookEventStatus, webhookEventStatuses, type CancelReason, cancelReasons, stockMovementKinds, stockSourceTypes,
+  type WebhookEventStatus, webhookEventStatuses, type CancelReason, cancelReasons, stockMovementKinds, type StockMovementKind, stockSourceTypes, type StockSourceType,
 } from '../../shared/statuses'
 import type { LedgerView, OpsJobError } from '../../shared/ops-api'
 
@@ -439,8 +439,8 @@ export const stockMovements = pgTable('stock_movements', {
   id: bigserial('id', { mode: 'number' }).primaryKey(),
   tenantId: text('tenant_id').notNull(),
   sku: text('sku').notNull(),
-  kind: text('kind').notNull(),
-  sourceType: text('source_type').notNull(),
+  kind: text('kind').$type<StockMovementKind>().notNull(),
+  sourceType: text('source_type').$type<StockSourceType>().notNull(),
   /** The order, refund or adjustment id; for a count set by PUT, the request's id. */
   sourceId: text('source_id').notNull(),
   /** The order the movement is about (a reservation, its settlement, a refund's restock): its evidence timeline. */

@@ -37,6 +37,7 @@ const tags: oas31.TagObject[] = [
   { name: 'Ops: tenants', description: 'Tenants and their secret keys.' },
   { name: 'Ops: jobs', description: 'The outbox worker\'s jobs and maintenance tasks.' },
   { name: 'Ops: orders', description: 'Any tenant\'s orders, and operators\' refunds.' },
+  { name: 'Ops: inventory', description: 'Every tenant\'s tracked stock, with its ledger and the orders holding it.' },
   { name: 'Ops: evidence', description: 'The evidence locker, the duplicates audit, idempotency records and the dev mailbox.' },
 ]
 

@@ -4,8 +4,8 @@ import {
   CanceledOrderResponseSchema, CheckoutSessionSchema, CreatedOrderResponseSchema, DuplicatesAuditSchema, EvidenceSchema, HealthSchema,
   MockpayActionResultSchema, MockpayIntentSchema, OpsApiKeyListSchema, OpsCreatedTenantSchema, OpsIdempotencyRecordListSchema,
   OpsIssuedApiKeySchema, OpsJobListSchema, OpsJobSchema, OpsMailboxMessageListSchema, OpsOrderSchema, OpsTaskRunSchema,
-  OpsLedgerDiscrepancyListSchema, OpsLedgerDiscrepancySchema, OrderSchema, ReadinessSchema, RefundResponseSchema, RefundSchema, StockListSchema, StockSchema,
-  StockWithIdempotencySchema, WebhookReceivedSchema,
+  OpsInventorySchema, OpsLedgerDiscrepancyListSchema, OpsLedgerDiscrepancySchema, OpsStockListSchema, OrderSchema, ReadinessSchema, RefundResponseSchema, RefundSchema,
+  StockListSchema, StockSchema, StockWithIdempotencySchema, WebhookReceivedSchema,
 } from '../../shared/api-schemas'
 import { webhookProviderNames } from '../config'
 import { ConfirmIntentSchema, RefundIntentSchema } from '../payments/mockpay/service'
@@ -15,7 +15,7 @@ import { CreateRefundSchema, RefundIdSchema } from '../refunds/schema'
 import { AdjustStockSchema, SetStockSchema, SkuSchema, StockListQuery } from '../stock/schema'
 import type { ResponseHeaderOptions, parameterComponents } from './headers'
 import {
-  ApiKeyIdParam, AuditQuery, CreateTenantBody, DiscrepanciesQuery, DismissJobBody, EvidenceQuery, IssueKeyBody, JobsQuery, MailboxQuery, RecordsQuery,
+  ApiKeyIdParam, AuditQuery, CreateTenantBody, DiscrepanciesQuery, DismissJobBody, EvidenceQuery, InventoryListQuery, InventoryPathParams, IssueKeyBody, JobsQuery, MailboxQuery, RecordsQuery,
   ResolveDiscrepancyBody, TaskNameParam, TenantIdParam,
 } from './route-inputs'
 import { MidtransNotification, StandardWebhookEvent, StripeWebhookEvent } from './webhook-payloads'
@@ -597,6 +597,30 @@ export const apiOperations: ApiOperation[] = [
     body: { schema: CreateRefundSchema, required: false, examples: { partial: { value: { amount: 60000, reason: 'requested_by_customer' } } } },
     success: [{ status: 201, description: 'Admitted — or the replay of the refund this key made.', schema: RefundResponseSchema, headers: { location: true, ...keyedAnswer } }],
     problems: ['unauthorized', 'not-found', ...keyed, ...jsonBody, 'order-not-refundable', 'refund-exceeds-remaining', 'restock-exceeds-committed'],
+  },
+  {
+    method: 'get',
+    path: '/api/ops/inventory',
+    operationId: 'listOpsInventory',
+    summary: 'List tracked SKUs of every tenant',
+    description: 'Each tracked SKU\'s counts with its tenant, the most recently moved first (docs/inventory.md#read-stock), at most 100.',
+    tag: 'Ops: inventory',
+    security: ops,
+    query: InventoryListQuery,
+    success: [{ status: 200, description: 'The tracked SKUs.', schema: OpsStockListSchema }],
+    problems: ['unauthorized', 'validation-failed'],
+  },
+  {
+    method: 'get',
+    path: '/api/ops/inventory/{tenantId}/{sku}',
+    operationId: 'getOpsInventory',
+    summary: 'A SKU\'s counts, stock ledger and holding orders',
+    description: 'The counts, the latest 100 ledger rows (docs/inventory.md#the-stock-ledger), the orders holding a reservation, and the ledger\'s sums, which equal the counts.',
+    tag: 'Ops: inventory',
+    security: ops,
+    pathParams: InventoryPathParams,
+    success: [{ status: 200, description: 'The SKU\'s inventory.', schema: OpsInventorySchema }],
+    problems: ['unauthorized', 'not-found'],
   },
   {
     method: 'get',

@@ -1,4 +1,4 @@
-import { AuditQuery, DiscrepanciesQuery, DismissSchema, EvidenceQuery, JobsQuery, MailboxQuery, RecordsQuery, ResolveDiscrepancySchema, TaskNameSchema } from '../ops/schemas'
+import { AuditQuery, DiscrepanciesQuery, DismissSchema, EvidenceQuery, InventoryPath, InventoryQuery, JobsQuery, MailboxQuery, RecordsQuery, ResolveDiscrepancySchema, TaskNameSchema } from '../ops/schemas'
 import { ApiKeyIdSchema, CreateTenantSchema, IssueKeySchema, TenantIdSchema } from '../tenants/schema'
 
 /**
@@ -13,5 +13,13 @@ export const IssueKeyBody = IssueKeySchema.meta({ id: 'IssueApiKeyRequest', desc
 export const DismissJobBody = DismissSchema.meta({ id: 'DismissJobRequest', example: { reason: 'The order was deleted; nothing left to confirm.' } })
 export const ResolveDiscrepancyBody = ResolveDiscrepancySchema.meta({ id: 'ResolveDiscrepancyRequest', example: { note: 'Refunded the shopper by hand in the dashboard; the provider confirmed the first refund failed.', operator: 'dana' } })
 export { AuditQuery, DiscrepanciesQuery, EvidenceQuery, JobsQuery, MailboxQuery, RecordsQuery }
+export const InventoryListQuery = InventoryQuery.extend({
+  tenantId: InventoryQuery.shape.tenantId.meta({ description: 'Only this tenant\'s SKUs.', example: 'ten_demo_store' }),
+  sku: InventoryQuery.shape.sku.meta({ description: 'Only this SKU (of any tenant, unless `tenantId` narrows it).', example: 'TOTE-CANVAS' }),
+})
+export const InventoryPathParams = InventoryPath.extend({
+  tenantId: InventoryPath.shape.tenantId.meta({ description: 'The tenant whose stock it is, `ten_…`.', example: 'ten_demo_store' }),
+  sku: InventoryPath.shape.sku.meta({ description: 'A SKU the tenant tracks, as it is (no encoding needed); any other value is 404.', example: 'TOTE-CANVAS' }),
+})
 /** Any other name is 404. */
 export const TaskNameParam = TaskNameSchema

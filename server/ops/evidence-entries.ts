@@ -1,4 +1,4 @@
-import type { idempotencyRecords, invoices, jobs, ledgerDiscrepancies, mailbox, operatorActions, orders, orderStatusHistory, refunds, requestLog, sideEffects, webhookEvents } from '../db/schema'
+import type { idempotencyRecords, invoices, jobs, ledgerDiscrepancies, mailbox, operatorActions, orders, orderStatusHistory, refunds, requestLog, sideEffects, stockMovements, webhookEvents } from '../db/schema'
 import { paymentIdempotencyKey, refundIdempotencyKey } from '../payments/keys'
 import type { EvidenceEntry, EvidenceIds } from '../../shared/ops-api'
 import { orderIdOfResource, isProviderScope, providerScope, resourceLockKey, tenantScope } from '../../shared/resources'
@@ -30,6 +30,7 @@ export const rankOf = {
   operator_action: 1,
   ledger_discrepancy: 1,
   order_status: 2,
+  stock_movement: 2,
   job: 3,
   stored: 4,
   job_attempt: 5,
@@ -51,6 +52,7 @@ export type EmailRow = typeof mailbox.$inferSelect
 export type InvoiceRow = typeof invoices.$inferSelect
 export type RefundRow = typeof refunds.$inferSelect
 export type LedgerDiscrepancyRow = typeof ledgerDiscrepancies.$inferSelect
+export type StockMovementRow = typeof stockMovements.$inferSelect
 
 /** The provider's event id of a stored webhook event (by its row id), when that event was seen. */
 export type EventIdOf = (webhookEventId: string) => string | undefined
@@ -294,5 +296,35 @@ export function invoiceEntry(invoice: InvoiceRow): RankedEntry {
     summary: `Invoice ${invoice.id} issued for order ${invoice.orderId} (${money(invoice.amount, invoice.currency)}).`,
     ids: idsOf({ orderId: invoice.orderId }),
     detail: { ...invoice, createdAt: iso(invoice.createdAt) },
+  })
+}
+
+/** Why a reservation was given back, as the release row's reason says (server/stock/ledger.ts). */
+const releaseCauses: Record<string, string> = {
+  canceled: 'the order was canceled',
+  expired: 'the order expired unpaid',
+  refused: 'the provider refused the payment',
+}
+
+/** What one stock ledger row did (docs/inventory.md#the-stock-ledger), in a sentence. */
+function stockMovementSummary(row: StockMovementRow): string {
+  const units = `${row.quantity} × ${row.sku}`
+  const signed = (delta: number) => (delta > 0 ? `+${delta}` : `−${-delta}`)
+  switch (row.kind) {
+    case 'reserve': return `Order ${row.orderId} reserved ${units}: held for it until it is paid, canceled or expires (reserved ${signed(row.reservedDelta)}).`
+    case 'commit': return `The payment of order ${row.orderId} took its ${units} off the shelf (on hand ${signed(row.onHandDelta)}, reserved ${signed(row.reservedDelta)}).`
+    case 'release': return `Order ${row.orderId}'s ${units} went back on sale: ${releaseCauses[row.reason ?? ''] ?? row.reason ?? 'no reason recorded'} (reserved ${signed(row.reservedDelta)}).`
+    case 'restock': return `Refund ${row.sourceId} of order ${row.orderId} put ${units} back on the shelf (on hand ${signed(row.onHandDelta)}).`
+    case 'adjust': return `${row.sku} adjusted by hand${row.reason ? ` (${row.reason})` : ''}: on hand ${signed(row.onHandDelta)}.`
+    case 'set': return `${row.sku} counted: on hand set ${signed(row.onHandDelta)}.`
+  }
+}
+
+export function stockMovementEntry(row: StockMovementRow): RankedEntry {
+  return ranked(`stock_movement:${serial(row.id)}`, rankOf.stock_movement, row.createdAt, {
+    kind: 'stock_movement',
+    summary: stockMovementSummary(row),
+    ids: idsOf({ orderId: row.orderId, requestId: row.requestId, jobId: row.jobId, tenantId: row.tenantId }),
+    detail: { ...row, createdAt: iso(row.createdAt) },
   })
 }

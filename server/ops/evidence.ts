@@ -1,13 +1,13 @@
 import { and, asc, eq, inArray, like, or, type SQL } from 'drizzle-orm'
 import type { Database } from 'nuxt-idempotency/db'
-import { idempotencyRecords, invoices, jobs, ledgerDiscrepancies, mailbox, operatorActions, orders, orderStatusHistory, refunds, requestLog, sideEffects, webhookEvents } from '../db/schema'
+import { idempotencyRecords, invoices, jobs, ledgerDiscrepancies, mailbox, operatorActions, orders, orderStatusHistory, refunds, requestLog, sideEffects, stockMovements, webhookEvents } from '../db/schema'
 import { problem } from '../problems'
 import { type Evidence, type EvidenceEntry, type EvidenceQuery, evidenceSubjects } from '../../shared/ops-api'
 import { ANY_PROVIDER_SCOPE, OPS_SCOPE, orderResource, providerScope, tenantScope } from '../../shared/resources'
 import {
   emailEntry, type EventIdOf, historyEntry, type HistoryRow, invoiceEntry, jobEntries, type JobRow, ledgerDiscrepancyEntries, operatorActionEntry,
   type OperatorActionRow, orderEntry, type RankedEntry, recordEntries, type RecordRow, refundEntry, requestEntry, type RequestRow, sideEffectEntry,
-  webhookEventEntry, type WebhookEventRow,
+  stockMovementEntry, webhookEventEntry, type WebhookEventRow,
 } from './evidence-entries'
 
 /**
@@ -140,13 +140,13 @@ export async function collectEvidence(db: Database, query: EvidenceQuery): Promi
     addHistory(capped(history))
   }
 
-  /** The order, its creating key, its jobs, payment events, status history and effects. */
+  /** The order, its creating key, its jobs, payment events, status history, stock movements and effects. */
   async function expandOrder(orderId: string): Promise<void> {
     if (!firstTime(orderResource(orderId))) return
     const [order] = await db.select().from(orders).where(eq(orders.id, orderId))
     if (!order) return
     add(orderEntry(order))
-    const [events, orderJobs, history, effects, emails, orderInvoices, orderRefunds, discrepancies] = await Promise.all([
+    const [events, orderJobs, history, effects, emails, orderInvoices, orderRefunds, discrepancies, movements] = await Promise.all([
       db.select().from(webhookEvents).where(eq(webhookEvents.orderId, orderId)).orderBy(asc(webhookEvents.receivedAt)).limit(MAX_EXPANSIONS),
       db.select().from(jobs).where(eq(jobs.resourceId, orderResource(orderId))).orderBy(asc(jobs.createdAt)).limit(ROWS_PER_LOOKUP),
       db.select().from(orderStatusHistory).where(eq(orderStatusHistory.orderId, orderId)).orderBy(asc(orderStatusHistory.id)).limit(ROWS_PER_LOOKUP),
@@ -155,6 +155,7 @@ export async function collectEvidence(db: Database, query: EvidenceQuery): Promi
       db.select().from(invoices).where(eq(invoices.orderId, orderId)).limit(ROWS_PER_LOOKUP),
       db.select().from(refunds).where(eq(refunds.orderId, orderId)).orderBy(asc(refunds.createdAt)).limit(ROWS_PER_LOOKUP),
       db.select().from(ledgerDiscrepancies).where(eq(ledgerDiscrepancies.orderId, orderId)).orderBy(asc(ledgerDiscrepancies.createdAt)).limit(ROWS_PER_LOOKUP),
+      db.select().from(stockMovements).where(eq(stockMovements.orderId, orderId)).orderBy(asc(stockMovements.id)).limit(ROWS_PER_LOOKUP),
     ])
     // Events first: jobs and history rows are then named by the provider's event id too.
     await expandWebhookEvents(capped(events, MAX_EXPANSIONS))
@@ -165,6 +166,7 @@ export async function collectEvidence(db: Database, query: EvidenceQuery): Promi
     for (const invoice of capped(orderInvoices)) add(invoiceEntry(invoice))
     for (const refund of capped(orderRefunds)) add(refundEntry(refund))
     for (const discrepancy of capped(discrepancies)) ledgerDiscrepancyEntries(discrepancy).forEach(add)
+    for (const movement of capped(movements)) add(stockMovementEntry(movement))
     // The operators' resolutions of its discrepancies, with the requests that made them.
     if (discrepancies.length) addOperatorActions(capped(await actionsWhere(inArray(operatorActions.subjectId, discrepancies.map(row => row.id)))))
     if (order.idempotencyKey) await expandKey(order.idempotencyKey, tenantScope(order.tenantId))

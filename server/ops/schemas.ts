@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { idempotencyStatuses, jobStatuses, ledgerDiscrepancyStatuses } from '../../shared/statuses'
+import { SkuSchema } from '../stock/schema'
 import { listQuery } from './list'
 
 /** What the ops routes validate: their bodies, queries and path names. */
@@ -48,6 +49,18 @@ export const MailboxQuery = listQuery({ orderId: text(200) })
 export const DiscrepanciesQuery = listQuery({
   status: z.enum(ledgerDiscrepancyStatuses).optional(),
   orderId: text(200),
+})
+
+/** GET /api/ops/inventory: at most 100 rows, so no limit to choose. */
+export const InventoryQuery = z.object({
+  tenantId: text(200),
+  sku: SkuSchema.optional(),
+}).strict()
+
+/** GET /api/ops/inventory/{tenantId}/{sku}: a path that cannot name a tracked SKU is 404, like one that names none. */
+export const InventoryPath = z.object({
+  tenantId: z.string().min(1).max(200),
+  sku: SkuSchema,
 })
 
 /** POST /api/ops/ledger/discrepancies/{id}/resolve: what was done about it, and who did it. */

@@ -20,10 +20,10 @@ const EMAIL = 'shopper@example.com'
 /** 2 × Organic cotton tee (149 000) + 1 × Enamel camp mug (89 000). */
 const CART_TOTAL = 387_000
 const REPLAYED_NOTE = 'Your first attempt already went through — no second order was created.'
-/** The placed cart's rows in the order's items table, as the page writes them (Intl puts a no-break space after IDR). */
+/** The placed cart's rows in the order's items table: name, quantity × price, total (Intl puts a no-break space after IDR). */
 const CART_ROWS = [
-  ['Organic cotton tee', '2', 'IDR\u00A0149,000', 'IDR\u00A0298,000'],
-  ['Enamel camp mug', '1', 'IDR\u00A089,000', 'IDR\u00A089,000'],
+  ['Organic cotton tee', '2 × IDR\u00A0149,000', 'IDR\u00A0298,000'],
+  ['Enamel camp mug', '1 × IDR\u00A089,000', 'IDR\u00A089,000'],
 ]
 /** An empty cart's words; \s also matches the no-break space. */
 const EMPTY_CART = /IDR\s0\b|Your cart is empty/
@@ -46,7 +46,10 @@ const phoneViewport = { width: 375, height: 812 }
 
 /** The page's globals these tests read (the tests compile without the DOM types; the callbacks run in the page). */
 interface PageGlobals {
-  document: { documentElement: { scrollWidth: number } }
+  document: {
+    documentElement: { scrollWidth: number }
+    createRange: () => { selectNodeContents: (node: unknown) => void, getClientRects: () => ArrayLike<unknown> }
+  }
   scrollTo: (x: number, y: number) => void
   getComputedStyle: (element: unknown) => { color: string, backgroundColor: string, opacity: string }
 }
@@ -171,10 +174,10 @@ describeWithServices('checkout page in Chromium: one order per checkout intent',
     expect(await recordsOfKey(key)).toEqual([{ key, status: 'succeeded', responseStatus: 201, resourceType: 'order', resourceId: orderId, attempts: 1 }])
   }
 
-  /** The rows of the shown order's items table. */
+  /** The rows of the shown order's items table: each item's name, quantity × price and total. */
   function itemRows(page: Page): Promise<string[][]> {
     return page.getByTestId('order-items').locator('tbody tr').evaluateAll(rows => rows.map(row =>
-      Array.from((row as unknown as { querySelectorAll: (selector: string) => Array<{ textContent: string | null }> }).querySelectorAll('th, td'), cell => cell.textContent?.trim() ?? '')))
+      Array.from((row as unknown as { querySelectorAll: (selector: string) => Array<{ textContent: string | null }> }).querySelectorAll('[data-testid^="item-"]'), cell => cell.textContent?.trim() ?? '')))
   }
 
   /** Holds the page's reads of the order (GET /api/orders/:id) until released: what it shows cannot move meanwhile. */
@@ -541,8 +544,13 @@ describeWithServices('checkout page in Chromium: one order per checkout intent',
     await page.getByTestId('pay').click()
     const orderId = await shownOrderId(page)
     expect(await orderThroughApi(page, orderId)).toMatchObject({ id: orderId, amount: CART_TOTAL, paymentMethod: 'card' })
-    // The placed order, with its items table, fits the phone too.
+    // The placed order, with its items table, fits the phone too: each item's name on one line.
     expect(await page.evaluate(() => (globalThis as unknown as PageGlobals).document.documentElement.scrollWidth)).toBeLessThanOrEqual(phoneViewport.width)
+    expect(await page.getByTestId('item-name').evaluateAll(names => names.map((name) => {
+      const range = (globalThis as unknown as PageGlobals).document.createRange()
+      range.selectNodeContents(name)
+      return range.getClientRects().length
+    }))).toEqual([1, 1])
     expect(pageErrors).toEqual([])
   })
 
@@ -631,6 +639,54 @@ describeWithServices('checkout page in Chromium: one order per checkout intent',
   function mailOf(orderId: string) {
     return db()<Array<{ to: string, subject: string }>>`select "to", subject from mailbox where order_id = ${orderId} order by created_at, id`
   }
+
+  it('with JavaScript off the shop is server-rendered: the catalogue, its stock notes and the session cookie come with the page', async () => {
+    const context = await browser!.newContext({ baseURL: app.url, viewport: desktopViewport, javaScriptEnabled: false })
+    try {
+      const page = await context.newPage()
+      const response = await page.goto('/')
+      expect(response?.status()).toBe(200)
+      expect(await page.locator('[data-testid^="product-"]').evaluateAll(products => products.map(product => (product as unknown as { dataset: { testid: string } }).dataset.testid)))
+        .toEqual(['product-TEE-ORGANIC', 'product-MUG-ENAMEL', 'product-TOTE-CANVAS', 'product-CAP-WOOL'])
+      expect((await page.getByTestId('stock-TOTE-CANVAS').textContent())?.trim()).toBe('Only 3 left')
+      expect(await page.getByText('Opening the store…').count()).toBe(0)
+      expect((await context.cookies()).map(cookie => cookie.name)).toContain('ic_checkout')
+      await screenshot(page, 'checkout-server-rendered')
+    }
+    finally {
+      await context.close()
+    }
+  })
+
+  it('the low tote says "Only 3 left" and stops the cart at 3; buying them sells it out: "Sold out" at once and after a reload, and the stock row holds them', async () => {
+    const { page, pageErrors } = await open()
+    const tote = page.getByTestId('stock-TOTE-CANVAS')
+    expect((await tote.textContent())?.trim()).toBe('Only 3 left')
+    // Plenty of the rest: nothing said.
+    expect(await page.locator('[data-testid^="stock-"]').count()).toBe(1)
+    const add = page.getByTestId('add-TOTE-CANVAS')
+    for (let click = 0; click < 3; click++) await add.click()
+    expect(await add.isDisabled()).toBe(true)
+    expect((await storedCart(page)).quantities).toEqual({ 'TOTE-CANVAS': 3 })
+    await screenshot(page, 'checkout-only-3-left')
+
+    await page.getByLabel('Email for the receipt').fill(EMAIL)
+    await page.getByTestId('pay').click()
+    const orderId = await shownOrderId(page)
+    await page.locator('[data-testid="stock-TOTE-CANVAS"]', { hasText: 'Sold out' }).waitFor()
+    const [row] = await db()<Array<{ onHand: number, reserved: number }>>`select on_hand::int as "onHand", reserved::int as reserved from stock where tenant_id = ${DEMO_TENANT} and sku = 'TOTE-CANVAS'`
+    expect(row).toEqual({ onHand: 3, reserved: 3 })
+    expect(await orderThroughApi(page, orderId)).toMatchObject({ reservations: [{ sku: 'TOTE-CANVAS', quantity: 3, status: 'reserved' }] })
+
+    await page.reload()
+    await shownOrderId(page)
+    await page.getByRole('button', { name: 'Start a new order' }).click()
+    await page.locator('[data-testid="stock-TOTE-CANVAS"]', { hasText: 'Sold out' }).waitFor()
+    expect(await page.getByTestId('add-TOTE-CANVAS').isDisabled()).toBe(true)
+    expect(await page.getByTestId('add-TEE-ORGANIC').isEnabled()).toBe(true)
+    await screenshot(page, 'checkout-sold-out')
+    expect(pageErrors).toEqual([])
+  })
 })
 
 afterAll(async () => {

@@ -129,11 +129,12 @@ describeWithServices('checkout session cookie', ['postgres', 'redis'], () => {
       expect(response.json).toEqual({
         tenant: { id: DEMO_TENANT_ID, name: 'Demo store' },
         currency: 'IDR',
+        // What each item has available, as the store first counts it (no order yet).
         catalogue: [
-          { sku: 'TEE-ORGANIC', name: 'Organic cotton tee', description: 'Heavyweight, garment-dyed, made to last.', unitPrice: 149_000 },
-          { sku: 'MUG-ENAMEL', name: 'Enamel camp mug', description: 'Chip-resistant, 350 ml, stacks neatly.', unitPrice: 89_000 },
-          { sku: 'TOTE-CANVAS', name: 'Canvas tote', description: 'Waxed canvas with an inside pocket.', unitPrice: 119_000 },
-          { sku: 'CAP-WOOL', name: 'Wool cap', description: 'Merino blend, one size fits most.', unitPrice: 99_000 },
+          { sku: 'TEE-ORGANIC', name: 'Organic cotton tee', description: 'Heavyweight, garment-dyed, made to last.', unitPrice: 149_000, available: 50 },
+          { sku: 'MUG-ENAMEL', name: 'Enamel camp mug', description: 'Chip-resistant, 350 ml, stacks neatly.', unitPrice: 89_000, available: 50 },
+          { sku: 'TOTE-CANVAS', name: 'Canvas tote', description: 'Waxed canvas with an inside pocket.', unitPrice: 119_000, available: 3 },
+          { sku: 'CAP-WOOL', name: 'Wool cap', description: 'Merino blend, one size fits most.', unitPrice: 99_000, available: 20 },
         ],
         // The test environment sets FAULTS_ENABLED=true and MOCKPAY_ENABLED=true.
         mockpay: true,
@@ -169,6 +170,32 @@ describeWithServices('checkout session cookie', ['postgres', 'redis'], () => {
       const [{ keys }] = await stack.sql<[{ keys: number }]>`select count(*)::int as keys from api_keys where tenant_id = ${DEMO_TENANT_ID}`
       expect(keys).toBe(0)
     })
+
+    it('counts the catalogue\'s stock once: an order\'s reservation stands when the store opens again, on this app or another on the same database (a restart)', async () => {
+      const placed = await postWith(cookie(demoCookie), newIdempotencyKey(), demoOrderBody())
+      expect(placed.status, placed.text).toBe(201)
+      const restarted = await startApp({ databaseUrl: database.url, redisUrl, label: 'checkout-session-restart', env: { CHECKOUT_DEMO_ENABLED: 'true' } })
+      try {
+        for (const url of [stack.app.url, restarted.url]) {
+          const opened = await startSession(url)
+          expect(opened.status, opened.text).toBe(200)
+          // 1 tee and 2 mugs held by the order; the tote and the cap as first counted.
+          expect(opened.json.catalogue.map(({ sku, available }: { sku: string, available: number }) => [sku, available]))
+            .toEqual([['TEE-ORGANIC', 49], ['MUG-ENAMEL', 48], ['TOTE-CANVAS', 3], ['CAP-WOOL', 20]])
+        }
+      }
+      finally {
+        await restarted.stop()
+      }
+      const counts = await stack.sql`select sku, on_hand::int as "onHand", (select count(*)::int from stock_movements m where m.tenant_id = s.tenant_id and m.sku = s.sku and m.kind = 'set') as sets
+        from stock s where tenant_id = ${DEMO_TENANT_ID} order by sku`
+      expect(counts).toEqual([
+        { sku: 'CAP-WOOL', onHand: 20, sets: 1 },
+        { sku: 'MUG-ENAMEL', onHand: 50, sets: 1 },
+        { sku: 'TEE-ORGANIC', onHand: 50, sets: 1 },
+        { sku: 'TOTE-CANVAS', onHand: 3, sets: 1 },
+      ])
+    })
   })
 
   describe('orders with the session cookie and no Authorization', () => {
@@ -199,7 +226,7 @@ describeWithServices('checkout session cookie', ['postgres', 'redis'], () => {
       expect(await countRows(stack.sql)).toEqual(before)
     })
 
-    it('answers GET /api/orders/:id with the cookie: 200, the order with its items and paymentIntentId null (no worker runs)', async () => {
+    it('answers GET /api/orders/:id with the cookie: 200, the order with its items, the stock they hold, and paymentIntentId null (no worker runs)', async () => {
       const body = demoOrderBody()
       const created = await postWith(cookie(demoCookie), newIdempotencyKey(), body)
       expect(created.status, created.text).toBe(201)
@@ -208,7 +235,9 @@ describeWithServices('checkout session cookie', ['postgres', 'redis'], () => {
 
       expect(fetched.status, fetched.text).toBe(200)
       const { idempotency: _, ...order } = created.json
-      expect(fetched.json).toEqual({ ...order, paymentIntentId: null, payment: null, cancelReason: null, amountRefunded: 0, refunds: [], reservations: [] })
+      // The demo store counts its stock: the order holds its units, by SKU.
+      const reservations = [{ sku: 'MUG-ENAMEL', quantity: 2, status: 'reserved' }, { sku: 'TEE-ORGANIC', quantity: 1, status: 'reserved' }]
+      expect(fetched.json).toEqual({ ...order, paymentIntentId: null, payment: null, cancelReason: null, amountRefunded: 0, refunds: [], reservations })
       // The checkout page lists these as the placed order's items.
       expect(fetched.json.items).toEqual(body.items)
     })

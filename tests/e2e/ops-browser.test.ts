@@ -585,6 +585,40 @@ describeWithServices('ops console in Chromium: token gate, redrive, evidence tim
     expect(actions).toHaveLength(2)
     expect(pageErrors).toEqual([])
   })
+
+  it('inventory: a tenant\'s SKU listed with its counts; opened, its ledger rows and the order holding units, which opens in the order panel', async () => {
+    const tenantAuth = { authorization: `Bearer ${tenant.secretKey}` }
+    const set = await request(app.url, '/api/inventory/LAMP-1', { method: 'PUT', headers: tenantAuth, body: { onHand: 5 } })
+    expect(set.status, set.text).toBe(200)
+    const placed = await postOrder(app.url, { secretKey: tenant.secretKey, key: newIdempotencyKey(), body: validOrderBody({ amount: 80_000, items: [{ sku: 'LAMP-1', quantity: 2, unitPrice: 40_000 }] }) })
+    expect(placed.status, placed.text).toBe(201)
+    const orderId: string = placed.json.id
+
+    const page = await openOps('/ops', wideViewport)
+    await signIn(page)
+    const panel = page.getByTestId('inventory-panel')
+    await panel.getByLabel('Tenant id').fill(tenant.tenantId)
+    await page.getByTestId('inventory-refresh').click()
+    const row = panel.locator(`[data-testid="inventory-row"][data-sku="LAMP-1"][data-tenant-id="${tenant.tenantId}"]`)
+    await row.waitFor()
+    expect(await panel.getByTestId('inventory-row').count()).toBe(1)
+    expect((await row.locator('th, td').allTextContents()).slice(0, 5).map(cell => cell.trim())).toEqual(['LAMP-1', tenant.tenantId, '5', '2', '3'])
+
+    await row.getByTestId('inventory-open').click()
+    await panel.getByTestId('inventory-counts').waitFor()
+    expect(await Promise.all(['onHand', 'reserved', 'available'].map(async count => (await panel.getByTestId(`count-${count}`).textContent())?.trim()))).toEqual(['5', '2', '3'])
+    expect(await panel.getByTestId('inventory-ledger-check').getAttribute('data-agrees')).toBe('true')
+    const movements = await panel.getByTestId('movement').evaluateAll(rows => rows.map(movement =>
+      Array.from((movement as unknown as { querySelectorAll: (selector: string) => Array<{ textContent: string | null }> }).querySelectorAll('td'), cell => cell.textContent?.trim() ?? '').slice(1)))
+    expect(movements).toEqual([['reserve', '0', '+2', `order ${orderId}`, '—'], ['set', '+5', '0', expect.stringMatching(/^count cnt_/), '—']])
+    expect(await panel.getByTestId('holder').getAttribute('data-order-id')).toBe(orderId)
+    await screenshotPanel(page, 'inventory', 'inventory-sku')
+
+    await panel.getByTestId('holder-open-order').click()
+    await page.getByTestId('order-heading').getByText(`Order ${orderId}`).waitFor()
+    expect((await page.getByTestId('order-status').textContent())?.trim()).toBe('pending payment')
+    expect(pageErrors).toEqual([])
+  })
 })
 
 afterAll(async () => {

@@ -1,9 +1,9 @@
 import { mountSuspended, registerEndpoint } from '@nuxt/test-utils/runtime'
-import { getHeader, type H3Event, setResponseHeader, setResponseStatus } from 'h3'
+import { getHeader, type H3Event, readBody, setResponseHeader, setResponseStatus } from 'h3'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import IndexPage from '~/pages/index.vue'
-import type { Order } from '~/composables/useCheckout'
-import { deferred, placedOrder, storeSession } from './support/checkout'
+import type { CatalogueItem, Order } from '~/composables/useCheckout'
+import { catalogue, deferred, placedOrder, storeSession } from './support/checkout'
 
 // The checkout page mounted in the Nuxt environment, its API answered by registered endpoints:
 // what the shopper sees at each step, in the words the page uses.
@@ -16,6 +16,8 @@ const order = placedOrder()
 let orderAnswer: () => Promise<Order> | Order
 /** The answer GET /api/checkout/session gives: the demo store, unless a test closes it. */
 let sessionAnswer: (event: H3Event) => unknown
+/** The answer POST /api/orders gives: a validation problem, unless a test says otherwise. */
+let placeAnswer: (event: H3Event) => unknown
 let confirmations = 0
 
 /** A problem document (RFC 9457) with its status. */
@@ -34,25 +36,19 @@ registerEndpoint('/api/mockpay/intents/pi_1/confirm', {
     return { id: 'pi_1', status: 'succeeded' }
   },
 })
-registerEndpoint('/api/orders', {
-  method: 'POST',
-  handler: (event) => {
-    setResponseStatus(event, 400)
-    setResponseHeader(event, 'content-type', 'application/problem+json')
-    return {
-      type: '/problems/validation-failed',
-      title: 'Validation failed',
-      status: 400,
-      detail: 'The order body is invalid: customer.email: Invalid email address. Fix the fields listed in errors and send the request again with the same Idempotency-Key.',
-      errors: [{ path: 'customer.email', message: 'Invalid email address' }],
-    }
-  },
+registerEndpoint('/api/orders', { method: 'POST', handler: event => placeAnswer(event) })
+const invalidEmail = (event: H3Event) => answerProblem(event, 400, {
+  type: '/problems/validation-failed',
+  title: 'Validation failed',
+  detail: 'The order body is invalid: customer.email: Invalid email address. Fix the fields listed in errors and send the request again with the same Idempotency-Key.',
+  errors: [{ path: 'customer.email', message: 'Invalid email address' }],
 })
 
 beforeEach(() => {
   localStorage.clear()
   orderAnswer = () => order
   sessionAnswer = () => storeSession
+  placeAnswer = invalidEmail
   confirmations = 0
 })
 afterEach(() => {
@@ -251,6 +247,83 @@ describe('checkout page: Cancel order', () => {
     expect(wrapper.text()).not.toContain('POST /api/orders')
     expect(wrapper.find('[data-testid="cancel-order"]').exists()).toBe(false)
     expect(cancelKeys).toHaveLength(1)
+    wrapper.unmount()
+  })
+})
+
+describe('checkout page: stock', () => {
+  const [tee, mug] = catalogue as [CatalogueItem, CatalogueItem]
+  /** The store with `available` set per SKU. */
+  const storeWith = (available: Record<string, number | null>) => ({ ...storeSession, catalogue: catalogue.map(item => ({ ...item, available: available[item.sku] ?? null })) })
+
+  it('says "Only N left" at 5 or fewer, "Sold out" at 0 with its + disabled, nothing when plenty or untracked; the cart never takes more than is left', async () => {
+    sessionAnswer = () => storeWith({ 'TEE-ORGANIC': 2, 'MUG-ENAMEL': 0 })
+    const wrapper = await mountSuspended(IndexPage)
+    await vi.waitFor(() => expect(wrapper.find(`[data-testid="stock-${tee.sku}"]`).exists()).toBe(true))
+    expect(wrapper.get(`[data-testid="stock-${tee.sku}"]`).text()).toBe('Only 2 left')
+    expect(wrapper.get(`[data-testid="stock-${mug.sku}"]`).text()).toBe('Sold out')
+    expect(wrapper.get(`[data-testid="add-${mug.sku}"]`).attributes('disabled')).toBeDefined()
+    expect(wrapper.get(`#qty-${mug.sku}`).attributes('disabled')).toBeDefined()
+
+    const add = wrapper.get(`[data-testid="add-${tee.sku}"]`)
+    await add.trigger('click')
+    await add.trigger('click')
+    expect(add.attributes('disabled')).toBeDefined()
+    await add.trigger('click')
+    expect(wrapper.get(`#qty-${tee.sku}`).attributes('max')).toBe('2')
+    // A typed number is brought down to what is left.
+    await wrapper.get(`#qty-${tee.sku}`).setValue('9')
+    await wrapper.get(`#qty-${tee.sku}`).trigger('change')
+    expect((wrapper.get(`#qty-${tee.sku}`).element as HTMLInputElement).value).toBe('2')
+    expect(JSON.parse(localStorage.getItem('checkout:cart')!).quantities).toEqual({ [tee.sku]: 2 })
+    wrapper.unmount()
+
+    sessionAnswer = () => storeWith({ 'TEE-ORGANIC': 6, 'MUG-ENAMEL': null })
+    const plenty = await mountSuspended(IndexPage)
+    await vi.waitFor(() => expect(plenty.find(`[data-testid="add-${tee.sku}"]`).exists()).toBe(true))
+    expect(plenty.findAll('[data-testid^="stock-"]')).toHaveLength(0)
+    plenty.unmount()
+  })
+
+  it('a 409 insufficient-stock: the short and sold-out lines say how many are left (the store read again), Pay waits until the cart fits, and no generic error', async () => {
+    const sessions: number[] = []
+    // Plenty when the page opens; read again after the 409, the counts as they are now.
+    sessionAnswer = () => sessions.push(sessions.length) === 1 ? storeSession : storeWith({ 'TEE-ORGANIC': 1, 'MUG-ENAMEL': 0 })
+    const placed: unknown[] = []
+    placeAnswer = async (event) => {
+      placed.push(await readBody(event))
+      return answerProblem(event, 409, {
+        type: '/problems/insufficient-stock',
+        title: 'Insufficient stock',
+        detail: 'Not enough stock for MUG-ENAMEL (1 asked, 0 available), TEE-ORGANIC (2 asked, 1 available). Nothing was reserved: order fewer units or other items, under a new Idempotency-Key.',
+        items: [{ sku: mug.sku, requested: 1, available: 0 }, { sku: tee.sku, requested: 2, available: 1 }],
+        idempotency: { key: getHeader(event, 'idempotency-key'), replayed: false },
+      })
+    }
+    const wrapper = await mountSuspended(IndexPage)
+    await vi.waitFor(() => expect(wrapper.find(`[data-testid="add-${tee.sku}"]`).exists()).toBe(true))
+    await wrapper.get(`[data-testid="add-${tee.sku}"]`).trigger('click')
+    await wrapper.get(`[data-testid="add-${tee.sku}"]`).trigger('click')
+    await wrapper.get(`[data-testid="add-${mug.sku}"]`).trigger('click')
+    await wrapper.get('#email').setValue('shopper@example.com')
+    await wrapper.get('form').trigger('submit')
+
+    await vi.waitFor(() => expect(wrapper.find(`[data-testid="short-${tee.sku}"]`).exists()).toBe(true))
+    expect(placed).toHaveLength(1)
+    await vi.waitFor(() => expect(sessions).toHaveLength(2))
+    expect(wrapper.get(`[data-testid="short-${tee.sku}"]`).text()).toBe('Only 1 left: lower the quantity to order.')
+    expect(wrapper.get(`[data-testid="short-${mug.sku}"]`).text()).toBe('Sold out: remove it to order the rest.')
+    expect(wrapper.get('[data-testid="problem-detail"]').text()).toBe('Some items sold out or ran low while you shopped, so nothing was ordered or charged. Change the marked items and press Pay again.')
+    expect(wrapper.get(`[data-testid="stock-${mug.sku}"]`).text()).toBe('Sold out')
+    expect(wrapper.get('[data-testid="pay"]').attributes('disabled')).toBeDefined()
+    expect(wrapper.text()).not.toMatch(/Something went wrong|Idempotency-Key|asked/)
+
+    // Down to what is left: the marks go, Pay is back.
+    await wrapper.get(`[aria-label="One less ${tee.name}"]`).trigger('click')
+    await wrapper.get(`[aria-label="One less ${mug.name}"]`).trigger('click')
+    expect(wrapper.findAll('[data-testid^="short-"]')).toHaveLength(0)
+    expect(wrapper.get('[data-testid="pay"]').attributes('disabled')).toBeUndefined()
+    expect(wrapper.get('[data-testid="pay"]').text()).toBe('Pay IDR\u00A0149,000')
     wrapper.unmount()
   })
 })

@@ -14,8 +14,11 @@ const factsOf = (wrapper: Wrapper) => {
   const values = wrapper.findAll('dd').map((value: DOMWrapper<Element>) => value.text())
   return Object.fromEntries(terms.map((term: string, index: number) => [term, values[index]]))
 }
-const rowsOf = (wrapper: Wrapper, part: 'thead' | 'tbody' | 'tfoot') =>
+const rowsOf = (wrapper: Wrapper, part: 'thead' | 'tfoot') =>
   wrapper.findAll(`[data-testid="order-items"] ${part} tr`).map((row: DOMWrapper<Element>) => row.findAll('th, td').map((cell: DOMWrapper<Element>) => cell.text()))
+/** Each item row: its name, quantity × unit price (the line under the name), and its total. */
+const itemsOf = (wrapper: Wrapper) => wrapper.findAll('[data-testid="order-items"] tbody tr').map((row: DOMWrapper<Element>) =>
+  ['item-name', 'item-each', 'item-total'].map(part => row.get(`[data-testid="${part}"]`).text()))
 
 describe('OrderResult', () => {
   it('shows the order id and its payment status in words', async () => {
@@ -27,13 +30,13 @@ describe('OrderResult', () => {
     expect(wrapper.find('[data-testid="mockpay"]').exists()).toBe(false)
   })
 
-  it('lists each item by name with its quantity, unit price and line total, then the order total', async () => {
+  it('lists each item by name with its quantity × unit price under it and its line total, then the order total', async () => {
     const wrapper = await mountSuspended(OrderResult, { props: { order: placedOrder(), catalogue, mockpay: true } })
 
-    expect(rowsOf(wrapper, 'thead')).toEqual([['Item', 'Qty', 'Price', 'Total']])
-    expect(rowsOf(wrapper, 'tbody')).toEqual([
-      ['Organic cotton tee', '2', idr('149,000'), idr('298,000')],
-      ['Enamel camp mug', '1', idr('89,000'), idr('89,000')],
+    expect(rowsOf(wrapper, 'thead')).toEqual([['Item', 'Total']])
+    expect(itemsOf(wrapper)).toEqual([
+      ['Organic cotton tee', `2 × ${idr('149,000')}`, idr('298,000')],
+      ['Enamel camp mug', `1 × ${idr('89,000')}`, idr('89,000')],
     ])
     expect(rowsOf(wrapper, 'tfoot')).toEqual([['Total', idr('387,000')]])
   })
@@ -42,7 +45,7 @@ describe('OrderResult', () => {
     const order = placedOrder({ amount: 10_000, items: [{ sku: 'RETIRED-1', quantity: 1, unitPrice: 10_000 }] })
     const wrapper = await mountSuspended(OrderResult, { props: { order, catalogue, mockpay: false } })
 
-    expect(rowsOf(wrapper, 'tbody')).toEqual([['RETIRED-1', '1', idr('10,000'), idr('10,000')]])
+    expect(itemsOf(wrapper)).toEqual([['RETIRED-1', `1 × ${idr('10,000')}`, idr('10,000')]])
   })
 
   it('while an approval is under way: that button says "Approving…" and is busy, and every mockpay button is disabled', async () => {

@@ -644,6 +644,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/ops/inventory": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List tracked SKUs of every tenant
+         * @description Each tracked SKU's counts with its tenant, the most recently moved first (docs/inventory.md#read-stock), at most 100.
+         */
+        get: operations["listOpsInventory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/ops/inventory/{tenantId}/{sku}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A SKU's counts, stock ledger and holding orders
+         * @description The counts, the latest 100 ledger rows (docs/inventory.md#the-stock-ledger), the orders holding a reservation, and the ledger's sums, which equal the counts.
+         */
+        get: operations["getOpsInventory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/ops/evidence": {
         parameters: {
             query?: never;
@@ -1660,6 +1700,8 @@ export interface components {
                 name: string;
                 description: string;
                 unitPrice: number;
+                /** @description Units an order can take now (onHand − reserved, docs/inventory.md#read-stock); null when the SKU is not tracked. */
+                available: number | null;
             }[];
             /** @description Whether the simulated provider's buttons are offered. */
             mockpay: boolean;
@@ -2080,6 +2122,79 @@ export interface components {
             reservations: components["schemas"]["Reservation"][];
             tenantId: string;
         };
+        OpsStockList: {
+            /** @constant */
+            object: "list";
+            /** @description Most recently moved first, at most 100. */
+            data: components["schemas"]["OpsStock"][];
+        };
+        OpsStock: {
+            /** @constant */
+            object: "stock";
+            /** @example SKU-1 */
+            sku: string;
+            /** @description Units on the shelf, reserved ones included. */
+            onHand: number;
+            /** @description Units held by unpaid orders. */
+            reserved: number;
+            /** @description onHand − reserved: what a new order can take. */
+            available: number;
+            /**
+             * Format: date-time
+             * @description ISO 8601 date and time (UTC, `Z`).
+             * @example 2026-12-01T09:14:03.120Z
+             */
+            updatedAt: string;
+            tenantId: string;
+        };
+        OpsInventory: {
+            stock: components["schemas"]["OpsStock"];
+            /** @description Newest first, at most 100. */
+            movements: components["schemas"]["StockMovement"][];
+            /** @description Orders holding a reservation of this SKU, oldest first. */
+            holders: {
+                orderId: string;
+                quantity: number;
+                /**
+                 * Format: date-time
+                 * @description ISO 8601 date and time (UTC, `Z`).
+                 * @example 2026-12-01T09:14:03.120Z
+                 */
+                createdAt: string;
+            }[];
+            /** @description Σ of the ledger's deltas: equal to the counts. */
+            ledger: {
+                onHand: number;
+                reserved: number;
+            };
+        };
+        /** @description One row of the stock ledger. */
+        StockMovement: {
+            id: number;
+            sku: string;
+            /**
+             * @description reserve, commit and release: an order's reservation and its settlement. restock: a refund put units back. adjust, set: the shop changed the count.
+             * @enum {string}
+             */
+            kind: "reserve" | "commit" | "release" | "restock" | "adjust" | "set";
+            /** @enum {string} */
+            sourceType: "order" | "refund" | "adjustment" | "count";
+            /** @description The order, refund or adjustment id; for a count set, the request id. */
+            sourceId: string;
+            orderId: string | null;
+            quantity: number;
+            onHandDelta: number;
+            reservedDelta: number;
+            reason: string | null;
+            requestId: string | null;
+            jobId: string | null;
+            /**
+             * Format: date-time
+             * @description ISO 8601 date and time (UTC, `Z`).
+             * @example 2026-12-01T09:14:03.120Z
+             */
+            createdAt: string;
+        };
         /** @description One chronological timeline, capped at 500 entries (`truncated` says so). */
         Evidence: {
             query: components["schemas"]["EvidenceQuery"];
@@ -2102,7 +2217,7 @@ export interface components {
              */
             at: string;
             /** @enum {string} */
-            kind: "request" | "idempotency_record" | "job" | "job_attempt" | "webhook_event" | "order" | "refund" | "order_status" | "side_effect" | "email" | "invoice" | "operator_action" | "ledger_discrepancy";
+            kind: "request" | "idempotency_record" | "job" | "job_attempt" | "webhook_event" | "order" | "refund" | "order_status" | "side_effect" | "email" | "invoice" | "operator_action" | "ledger_discrepancy" | "stock_movement";
             summary: string;
             ids: {
                 requestId?: string;
@@ -4379,6 +4494,93 @@ export interface operations {
                     "application/problem+json": components["schemas"]["IdempotencyKeyReusedProblem"];
                 };
             };
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listOpsInventory: {
+        parameters: {
+            query?: {
+                /** @description Only this tenant's SKUs. */
+                tenantId?: string;
+                /** @description Only this SKU (of any tenant, unless `tenantId` narrows it). */
+                sku?: string;
+            };
+            header?: {
+                /**
+                 * @description Your correlation id, echoed in `X-Request-Id` when it is 1–128 visible ASCII characters (anything else is ignored and the server's id is echoed instead).
+                 * @example checkout-7f3a
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tracked SKUs. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpsStockList"];
+                };
+            };
+            /** @description `validation-failed`: Validation failed. `malformed-request`: Malformed HTTP request. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ValidationFailedProblem"] | components["schemas"]["MalformedRequestProblem"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getOpsInventory: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Your correlation id, echoed in `X-Request-Id` when it is 1–128 visible ASCII characters (anything else is ignored and the server's id is echoed instead).
+                 * @example checkout-7f3a
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The tenant whose stock it is, `ten_…`. */
+                tenantId: string;
+                /** @description A SKU the tenant tracks, as it is (no encoding needed); any other value is 404. */
+                sku: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The SKU's inventory. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpsInventory"];
+                };
+            };
+            400: components["responses"]["MalformedRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import {
   emailEntry, type EventIdOf, historyEntry, type HistoryRow, invoiceEntry, jobEntries, type JobRow, operatorActionEntry, type OperatorActionRow,
-  orderEntry, type OrderRow, recordEntries, type RecordRow, refundEntry, type RefundRow, requestEntry, type RequestRow, sideEffectEntry, webhookEventEntry, type WebhookEventRow,
+  orderEntry, type OrderRow, recordEntries, type RecordRow, refundEntry, type RefundRow, requestEntry, type RequestRow, sideEffectEntry, stockMovementEntry,
+  type StockMovementRow, webhookEventEntry, type WebhookEventRow,
 } from '../../server/ops/evidence-entries'
 
 // Each row → entry mapper on fixed rows: the exact entries, links (ids) and detail the evidence
@@ -364,5 +365,41 @@ describe('side effect, email and invoice entries', () => {
         detail: { id: 'inv_1', tenantId: 'ten_1', orderId: 'ord_1', amount: 1_234_567, currency: 'USD', createdAt: '2026-03-01T10:00:03.000Z' },
       },
     })
+  })
+})
+
+describe('stockMovementEntry', () => {
+  const reserve: StockMovementRow = {
+    id: 7, tenantId: 'ten_1', sku: 'TOTE-CANVAS', kind: 'reserve', sourceType: 'order', sourceId: 'ord_1', orderId: 'ord_1', quantity: 2,
+    onHandDelta: 0, reservedDelta: 2, reason: null, requestId: 'req_1', jobId: null, createdAt: t0,
+  }
+
+  it('a reservation: the order, the units held, linked to the order, request and tenant, beside the order\'s status rows', () => {
+    expect(stockMovementEntry(reserve)).toStrictEqual({
+      identity: 'stock_movement:0000000000000007',
+      rank: 2,
+      entry: {
+        at: '2026-03-01T10:00:00.000Z',
+        kind: 'stock_movement',
+        summary: 'Order ord_1 reserved 2 × TOTE-CANVAS: held for it until it is paid, canceled or expires (reserved +2).',
+        ids: { orderId: 'ord_1', requestId: 'req_1', tenantId: 'ten_1' },
+        detail: {
+          id: 7, tenantId: 'ten_1', sku: 'TOTE-CANVAS', kind: 'reserve', sourceType: 'order', sourceId: 'ord_1', orderId: 'ord_1', quantity: 2,
+          onHandDelta: 0, reservedDelta: 2, reason: null, requestId: 'req_1', jobId: null, createdAt: '2026-03-01T10:00:00.000Z',
+        },
+      },
+    })
+  })
+
+  it('the payment\'s commit, each release with its cause, and a refund\'s restock say what moved and why', () => {
+    const summaryOf = (row: Partial<StockMovementRow>) => stockMovementEntry({ ...reserve, requestId: null, ...row }).entry.summary
+    expect(summaryOf({ id: 8, kind: 'commit', onHandDelta: -2, reservedDelta: -2, jobId: 'job_1' }))
+      .toBe('The payment of order ord_1 took its 2 × TOTE-CANVAS off the shelf (on hand −2, reserved −2).')
+    expect(summaryOf({ id: 9, kind: 'release', reservedDelta: -2, reason: 'canceled' })).toBe('Order ord_1\'s 2 × TOTE-CANVAS went back on sale: the order was canceled (reserved −2).')
+    expect(summaryOf({ id: 9, kind: 'release', reservedDelta: -2, reason: 'expired' })).toBe('Order ord_1\'s 2 × TOTE-CANVAS went back on sale: the order expired unpaid (reserved −2).')
+    expect(summaryOf({ id: 9, kind: 'release', reservedDelta: -2, reason: 'refused' })).toBe('Order ord_1\'s 2 × TOTE-CANVAS went back on sale: the provider refused the payment (reserved −2).')
+    expect(summaryOf({ id: 10, kind: 'restock', sourceType: 'refund', sourceId: 're_1', quantity: 1, onHandDelta: 1, reservedDelta: 0 }))
+      .toBe('Refund re_1 of order ord_1 put 1 × TOTE-CANVAS back on the shelf (on hand +1).')
+    expect(stockMovementEntry({ ...reserve, id: 8, kind: 'commit', requestId: null, jobId: 'job_1' }).entry.ids).toStrictEqual({ orderId: 'ord_1', jobId: 'job_1', tenantId: 'ten_1' })
   })
 })

@@ -1,10 +1,10 @@
 import type { RefundView } from '#shared/orders'
 import type { CatalogueItem, Order, StoreSession } from '~/composables/useCheckout'
 
-/** The demo store as GET /api/checkout/session answers it (two of its products). */
+/** The demo store as GET /api/checkout/session answers it (two of its products, plenty of each). */
 export const catalogue: CatalogueItem[] = [
-  { sku: 'TEE-ORGANIC', name: 'Organic cotton tee', description: 'Heavyweight, garment-dyed, made to last.', unitPrice: 149_000 },
-  { sku: 'MUG-ENAMEL', name: 'Enamel camp mug', description: 'Chip-resistant, 350 ml, stacks neatly.', unitPrice: 89_000 },
+  { sku: 'TEE-ORGANIC', name: 'Organic cotton tee', description: 'Heavyweight, garment-dyed, made to last.', unitPrice: 149_000, available: 50 },
+  { sku: 'MUG-ENAMEL', name: 'Enamel camp mug', description: 'Chip-resistant, 350 ml, stacks neatly.', unitPrice: 89_000, available: 50 },
 ]
 
 export const storeSession: StoreSession = { tenant: { id: 'ten_demo_store', name: 'Demo store' }, currency: 'IDR', catalogue, mockpay: true, faults: false }
