@@ -184,7 +184,7 @@ describeWithServices('ledger model: random command sequences, our ledger against
         await started?.close()
       })
 
-      it(`${RUNS} sequences (seed ${SEED}) on two instances and a worker: ledgers equal, refunds within the payment, one provider refund per refund id, one notice per succeeded refund, nothing left pending`, async () => {
+      it(`${RUNS} sequences (seed ${SEED}) on two instances and a worker: ledgers equal, refunds within the payment, one provider refund per refund id, one notice per succeeded refund, stock settled once and equal to its ledger, nothing left pending`, async () => {
         await checkModel(started!.world)
       }, 6 * 3600_000)
     })
