@@ -5,7 +5,7 @@ import { problem } from '../problems'
 import { inventoryOf, serializeStock } from '../stock/service'
 import type { OpsInventory, OpsStock } from '../../shared/ops-api'
 
-/** The console's inventory panel (docs/operations.md#the-console): tracked SKUs of every tenant, and one SKU's ledger. */
+/** The console's inventory panel (docs/operations.md#the-operations-console): tracked SKUs of every tenant, and one SKU's ledger. */
 
 export const OPS_STOCK_LIMIT = 100
 
