@@ -7,7 +7,7 @@ import redisDriver from 'unstorage/drivers/redis'
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { type Database, type DatabaseHandle, openDatabase } from 'nuxt-idempotency/db'
 import { violatedUniqueConstraint, defineStatement } from 'nuxt-idempotency/db'
-import { idempotencyRecords, tenants } from '../../server/db/schema'
+import { idempotencyRecords, stock, tenants } from '../../server/db/schema'
 import {
   type AtomicOperation, type AtomicPlan, type IdempotencyDeps, type IdempotentOutcome, type IdempotentRequest, type IdempotentResult,
   type LeasedOperation, processingLockKey, runIdempotent, type TransactionalOperation, createIdempotencyStore, type IdempotencyStore, type RecordView,
@@ -60,6 +60,9 @@ const insertTenant = defineStatement<{ id: string, name: string }>(db => db.inse
 }))
 
 const newTenantId = () => `ten_${randomUUID()}`
+
+/** A stock row below zero: the statement fails on the check stock_counts_non_negative. */
+const insertNegativeStock = defineStatement<{ tenantId: string }>(db => db.insert(stock).values({ tenantId: sql.placeholder('tenantId'), sku: 'SKU-1', onHand: -1 }))
 
 const created = (tenantId: string): IdempotentResult => ({
   status: 201,
@@ -500,7 +503,7 @@ function idempotencyCoreContract(pair: Pair) {
   // -------------------------------------------------------------------------------------------
   // 3. The plan's own constraints: a deterministic answer is stored for the key, anything else fails.
   // -------------------------------------------------------------------------------------------
-  describe('unique violations of the plan', () => {
+  describe('unique and check violations of the plan', () => {
     it('a 4xx problem thrown by onConstraintViolation is stored as the key\'s failure and replayed; the business row stays the first', async () => {
       const owner = instance()
       const tenantId = committed(await runIdempotent(owner, request(), atomic()))
@@ -535,6 +538,30 @@ function idempotencyCoreContract(pair: Pair) {
       expectReplay(await runIdempotent(instance(), secondKey, sameTenant), outcome)
       expect(await businessRows()).toEqual([tenantId])
       expect(await recordCount()).toBe(2)
+    })
+
+    it('a check violation reaches onConstraintViolation too: its 4xx is stored and replayed, and nothing of the plan is written', async () => {
+      const owner = instance()
+      const seen: string[] = []
+      const tenantId = newTenantId()
+      const overdrawn: AtomicOperation = {
+        mode: 'atomic',
+        plan: planDb => ({
+          statements: [insertTenant(planDb, { id: tenantId, name: scope }), insertNegativeStock(planDb, { tenantId })],
+          result: created(tenantId),
+          onConstraintViolation: async (constraint) => {
+            seen.push(constraint)
+            throw tenantExists(tenantId)
+          },
+        }),
+      }
+      const outcome = await runIdempotent(owner, request(), overdrawn)
+      expect(outcome).toEqual({ kind: 'executed', response: storedProblem(tenantId, 'key-1') })
+      expect(seen).toEqual(['stock_counts_non_negative'])
+      expectReplay(await runIdempotent(owner, request(), overdrawn), outcome)
+      expect(seen).toHaveLength(1)
+      expect(await businessRows()).toEqual([])
+      expect(await recordCount()).toBe(1)
     })
 
     it('an answer onConstraintViolation reads after the rollback is stored as the key\'s response', async () => {
