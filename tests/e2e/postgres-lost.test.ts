@@ -88,20 +88,23 @@ describeWithServices('Postgres unreachable', ['postgres', 'redis'], () => {
   })
 
   it('a request this instance finished replays from its memory while Postgres is down; a new key gets 503', async () => {
+    // A key this instance has just read, so that it is still known (SECRET_KEY_CACHE_MS, 10 s) when
+    // Postgres goes: one read long before would have expired by then on a slow machine.
+    const shop = await createTenant(app.url, 'postgres-lost replay')
     const key = newIdempotencyKey()
     const body = validOrderBody()
-    const created = await postOrder(app.url, { secretKey: tenant.secretKey, key, body })
+    const created = await postOrder(app.url, { secretKey: shop.secretKey, key, body })
     expect(created.status, created.text).toBe(201)
 
     await proxy.cut()
     try {
       // A finished record cannot change before it expires: replaying it needs no database.
-      const replay = await postOrder(app.url, { secretKey: tenant.secretKey, key, body })
+      const replay = await postOrder(app.url, { secretKey: shop.secretKey, key, body })
       expect(replay.status).toBe(201)
       expect(replay.headers.get('idempotent-replayed')).toBe('true')
       expect(replay.json).toEqual({ ...created.json, idempotency: { key, replayed: true } })
-      expectProblem(await postOrder(app.url, { secretKey: tenant.secretKey, key, body: validOrderBody() }), 'idempotency-key-reused')
-      const fresh = await postOrder(app.url, { secretKey: tenant.secretKey, key: newIdempotencyKey(), body: validOrderBody() })
+      expectProblem(await postOrder(app.url, { secretKey: shop.secretKey, key, body: validOrderBody() }), 'idempotency-key-reused')
+      const fresh = await postOrder(app.url, { secretKey: shop.secretKey, key: newIdempotencyKey(), body: validOrderBody() })
       expectProblem(fresh, 'service-unavailable')
       expect(Number(fresh.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
     }
