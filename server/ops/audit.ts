@@ -1,6 +1,7 @@
 import { and, desc, eq, gte, isNotNull, ne, sql } from 'drizzle-orm'
 import type { Database } from 'nuxt-idempotency/db'
 import { rowsOf } from '../db/raw-rows'
+import { ledgerSums } from '../stock/service'
 import { invoices, mailbox, orders, orderStatusHistory, paymentIntentRefunds, paymentIntents, refunds, requestLog, sideEffects, stock, stockMovements, webhookEvents } from '../db/schema'
 import type { BusinessDuplicate, DuplicatesAudit, ExactlyOnceViolation, ViolationKind } from '../../shared/ops-api'
 
@@ -112,8 +113,6 @@ async function findExactlyOnceViolations(db: Database, keyTtlSeconds: number): P
   const orderIds = sql<string[]>`array_agg(${orders.id} order by ${orders.createdAt})`
   const refundTotal = sql<number>`sum(${refunds.amount})::float8`.mapWith(Number)
   const providerRefundTotal = sql<number>`sum(${paymentIntentRefunds.amount})::float8`.mapWith(Number)
-  const ledgerOnHand = sql<number>`coalesce(sum(${stockMovements.onHandDelta}), 0)::float8`.mapWith(Number)
-  const ledgerReserved = sql<number>`coalesce(sum(${stockMovements.reservedDelta}), 0)::float8`.mapWith(Number)
   const [markers, emails, issuedInvoices, ordersPerCart, ordersPerKey, eventsPerId, applications, refundsPerKey, refundsOverAmount, providerRefundsPerKey, providerRefundsOverAmount, settledTwice, offLedger] = await Promise.all([
     db.select({ orderId: sideEffects.orderId, effect: sideEffects.effect, count }).from(sideEffects)
       .groupBy(sideEffects.orderId, sideEffects.effect).having(moreThanOne).limit(AUDIT_LIMIT),
@@ -155,10 +154,10 @@ async function findExactlyOnceViolations(db: Database, keyTtlSeconds: number): P
       .from(stockMovements).where(sql`${stockMovements.kind} in ('commit', 'release')`)
       .groupBy(stockMovements.tenantId, stockMovements.sourceId, stockMovements.sku).having(moreThanOne).limit(AUDIT_LIMIT),
     // Counts moved without a ledger row (the trigger bypassed, an update by hand): count is the SKU's movements.
-    db.select({ tenantId: stock.tenantId, sku: stock.sku, onHand: stock.onHand, reserved: stock.reserved, ledgerOnHand, ledgerReserved, count: sql<number>`count(${stockMovements.id})::int`.mapWith(Number) })
+    db.select({ tenantId: stock.tenantId, sku: stock.sku, onHand: stock.onHand, reserved: stock.reserved, ledgerOnHand: ledgerSums.onHand, ledgerReserved: ledgerSums.reserved, count: sql<number>`count(${stockMovements.id})::int`.mapWith(Number) })
       .from(stock).leftJoin(stockMovements, and(eq(stockMovements.tenantId, stock.tenantId), eq(stockMovements.sku, stock.sku)))
       .groupBy(stock.tenantId, stock.sku)
-      .having(sql`${stock.onHand} <> coalesce(sum(${stockMovements.onHandDelta}), 0) or ${stock.reserved} <> coalesce(sum(${stockMovements.reservedDelta}), 0)`)
+      .having(sql`${stock.onHand} <> ${ledgerSums.onHand} or ${stock.reserved} <> ${ledgerSums.reserved}`)
       .limit(AUDIT_LIMIT),
   ])
   const violation = (kind: ViolationKind) => ({ count: n, ...ids }: { count: number } & Record<string, unknown>): ExactlyOnceViolation => ({ kind, ids, count: n })

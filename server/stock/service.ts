@@ -116,6 +116,12 @@ export async function restockable(tx: Database, orderId: string): Promise<Map<st
   return new Map(rows.map(row => [row.sku, Number(row.units)]).filter(([, units]) => Number(units) > 0) as Array<[string, number]>)
 }
 
+/** Σ of the stock ledger's deltas over the movements a query groups: what the counts must equal. */
+export const ledgerSums = {
+  onHand: sql<number>`coalesce(sum(${stockMovements.onHandDelta}), 0)::float8`.mapWith(Number),
+  reserved: sql<number>`coalesce(sum(${stockMovements.reservedDelta}), 0)::float8`.mapWith(Number),
+}
+
 /** The ops console's inventory panel: the counts, the latest movements, who holds reservations, and the ledger's sums. */
 export async function inventoryOf(db: Database, tenantId: string, sku: string) {
   const row = await findStock(db, tenantId, sku)
@@ -126,13 +132,13 @@ export async function inventoryOf(db: Database, tenantId: string, sku: string) {
       where r.tenant_id = ${tenantId} and r.sku = ${sku} and r.kind = 'reserve'
         and not exists (select 1 from ${stockMovements} s where s.tenant_id = r.tenant_id and s.source_id = r.source_id and s.sku = r.sku and s.kind in ('commit', 'release'))
       order by r.created_at, r.id limit 100`),
-    db.select({ onHand: sql<string>`coalesce(sum(${stockMovements.onHandDelta}), 0)`, reserved: sql<string>`coalesce(sum(${stockMovements.reservedDelta}), 0)` })
+    db.select(ledgerSums)
       .from(stockMovements).where(and(eq(stockMovements.tenantId, tenantId), eq(stockMovements.sku, sku))),
   ])
   return {
     stock: { ...serializeStock(row), tenantId },
     movements: movements.map(({ tenantId: _, ...movement }) => ({ ...movement, createdAt: movement.createdAt.toISOString() })),
     holders: rowsOf<{ orderId: string, quantity: string, createdAt: string | Date }>(holders).map(h => ({ orderId: h.orderId, quantity: Number(h.quantity), createdAt: new Date(h.createdAt).toISOString() })),
-    ledger: { onHand: Number(sums?.onHand ?? 0), reserved: Number(sums?.reserved ?? 0) },
+    ledger: { onHand: sums?.onHand ?? 0, reserved: sums?.reserved ?? 0 },
   }
 }
