@@ -72,3 +72,17 @@ export type CancelReason = typeof cancelReasons[number]
 /** A reservation as GET /api/orders/:id shows it: held, taken by the payment, or given back. */
 export const reservationStatuses = ['reserved', 'committed', 'released'] as const
 export type ReservationStatus = typeof reservationStatuses[number]
+
+/**
+ * What the shop's systems can follow (docs/events.md): one event per change, written in the change's
+ * transaction. `stock.updated`: a count set or adjusted by the shop, or units put back by a refund.
+ */
+export const eventTypes = [
+  'order.created', 'order.paid', 'order.payment_failed', 'order.canceled',
+  'refund.created', 'refund.succeeded', 'refund.failed', 'stock.updated',
+] as const
+export type EventType = typeof eventTypes[number]
+
+/** enabled: events are delivered. disabled: by the shop (PATCH), by its answer 410 Gone, or after failing for WEBHOOK_ENDPOINT_DISABLE_AFTER_DAYS. */
+export const webhookEndpointStatuses = ['enabled', 'disabled'] as const
+export type WebhookEndpointStatus = typeof webhookEndpointStatuses[number]

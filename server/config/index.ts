@@ -186,6 +186,17 @@ const EnvSchema = z.object({
   /** request_log rows (the evidence of who asked what) are deleted by the retention task after this many days. */
   REQUEST_LOG_RETENTION_DAYS: intIn(1, 3650, 14),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
+  /**
+   * Webhook endpoints (docs/events.md#webhook-endpoints) may be http: and resolve to private,
+   * loopback or link-local addresses. Default: on when embedded or in development, off otherwise.
+   */
+  WEBHOOK_ENDPOINTS_ALLOW_PRIVATE: z.enum(['true', 'false', '1', '0']).optional(),
+  /** The waits between a failed delivery and its next attempt; after the last, the delivery gives up (about 3 days in all). */
+  WEBHOOK_RETRY_SCHEDULE: z.string().regex(/^\d+[smhd](,\d+[smhd])*$/, 'must be durations like 5s,1m,2h,1d separated by commas').default('5s,1m,5m,30m,2h,5h,10h,10h,10h,10h,12h,12h'),
+  /** An endpoint whose every attempt has failed for this many days is disabled, with an operator alert. */
+  WEBHOOK_ENDPOINT_DISABLE_AFTER_DAYS: intIn(1, 30, 5),
+  /** One delivery attempt may take this long (connect, send, answer) before it counts as failed. */
+  WEBHOOK_DELIVERY_TIMEOUT_MS: intIn(100, 60_000, 10_000),
 })
 
 type Env = z.infer<typeof EnvSchema>
@@ -213,12 +224,15 @@ export interface ConfigWarning {
   detail: string
 }
 
-export type AppConfig = Omit<Env, 'OPS_TOKEN' | 'PAYMENT_PROVIDER' | 'MOCKPAY_ENABLED' | 'MOCKPAY_WEBHOOK_URL' | 'MOCKPAY_WEBHOOK_SECRET' | 'CHECKOUT_DEMO_ENABLED' | 'SESSION_PASSWORD' | 'REPLAY_CACHE_SECRET'> & {
+export type AppConfig = Omit<Env, 'OPS_TOKEN' | 'PAYMENT_PROVIDER' | 'MOCKPAY_ENABLED' | 'MOCKPAY_WEBHOOK_URL' | 'MOCKPAY_WEBHOOK_SECRET' | 'CHECKOUT_DEMO_ENABLED' | 'SESSION_PASSWORD' | 'REPLAY_CACHE_SECRET' | 'WEBHOOK_ENDPOINTS_ALLOW_PRIVATE' | 'WEBHOOK_RETRY_SCHEDULE'> & {
   /** Required in a deployment; a standalone worker, which serves nothing, gets one nobody knows. */
   OPS_TOKEN: string
   PAYMENT_PROVIDER: PaymentProviderName
   MOCKPAY_ENABLED: boolean
   CHECKOUT_DEMO_ENABLED: boolean
+  WEBHOOK_ENDPOINTS_ALLOW_PRIVATE: boolean
+  /** WEBHOOK_RETRY_SCHEDULE in milliseconds: the wait after failed attempt n is the nth. */
+  WEBHOOK_RETRY_SCHEDULE: number[]
   SESSION_PASSWORD: string
   /** Set, or made for this process alone (its shared replay entries are then believed by no other instance). */
   REPLAY_CACHE_SECRET: string
@@ -281,6 +295,10 @@ export const settingHelp: Readonly<Record<ConfigVariable, SettingHelp>> = {
   FAULTS_ENABLED: flagHelp('the X-Fault test header (tests only)'),
   IDEMPOTENCY_TTL_SECONDS: { expected: 'how long an order\'s key is remembered, in seconds (a whole number, 60–2592000)', example: '86400' },
   WEBHOOK_IDEMPOTENCY_TTL_SECONDS: { expected: 'how long a webhook event id is remembered, in seconds (a whole number, 60–31536000)', example: '2592000' },
+  WEBHOOK_ENDPOINTS_ALLOW_PRIVATE: flagHelp('allow webhook endpoints on http: and on private, loopback or link-local addresses'),
+  WEBHOOK_RETRY_SCHEDULE: { expected: 'the waits between delivery attempts, durations (s, m, h, d) separated by commas', example: '5s,1m,5m,30m,2h,5h,10h,10h,10h,10h,12h,12h' },
+  WEBHOOK_ENDPOINT_DISABLE_AFTER_DAYS: { expected: 'days of failed deliveries before an endpoint is disabled (a whole number, 1–30)', example: '5' },
+  WEBHOOK_DELIVERY_TIMEOUT_MS: msHelp('one delivery attempt\'s time limit', 100, 60_000, 10_000),
   ORDER_PAYMENT_TTL_SECONDS: { expected: 'how long an order may stay unpaid before it expires, in seconds (a whole number, 1–2592000)', example: '1800' },
   IDEMPOTENCY_LEASE_MS: msHelp('the lease of a claimed record', 200, 600_000, 5_000),
   IDEMPOTENCY_LOCK_TTL_MS: msHelp('the processing lock of a key in flight', 100, 60_000, 5000),
@@ -338,6 +356,12 @@ export class ConfigError extends Error {
     this.problems = problems
   }
 }
+
+const DURATION_UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const
+
+/** `5s,1m,2h` → [5000, 60000, 7200000]. */
+export const durationsMs = (list: string): number[] =>
+  list.split(',').map(entry => Number(entry.slice(0, -1)) * DURATION_UNIT_MS[entry.at(-1) as keyof typeof DURATION_UNIT_MS])
 
 /** A fresh secret in the shape its variable takes (the one generator, also behind `npm run secrets`). */
 export function generateSecret(name: GeneratableSecretName): string {
@@ -549,6 +573,8 @@ export function parseConfig(env: Record<string, string | undefined>, options: Pa
     // Not undefined here: a deployment without it was refused, and local runs default to mockpay.
     PAYMENT_PROVIDER: paymentProvider!,
     MOCKPAY_WEBHOOK_SECRET: mockpaySecret,
+    WEBHOOK_ENDPOINTS_ALLOW_PRIVATE: values.WEBHOOK_ENDPOINTS_ALLOW_PRIVATE === undefined ? local : ['true', '1'].includes(values.WEBHOOK_ENDPOINTS_ALLOW_PRIVATE),
+    WEBHOOK_RETRY_SCHEDULE: durationsMs(values.WEBHOOK_RETRY_SCHEDULE),
     SESSION_PASSWORD: values.SESSION_PASSWORD ?? generate('SESSION_PASSWORD'),
     REPLAY_CACHE_SECRET: values.REPLAY_CACHE_SECRET ?? replayCacheKeyFrom(secrets.OPS_TOKEN),
     MOCKPAY_WEBHOOK_URL: values.MOCKPAY_WEBHOOK_URL ?? `http://127.0.0.1:${values.PORT}/api/webhooks/mockpay`,

@@ -1,11 +1,12 @@
 import { sql } from 'drizzle-orm'
-import { bigint, bigserial, check, index, integer, jsonb, pgSequence, pgTable, primaryKey, text, timestamp, unique, uniqueIndex } from 'drizzle-orm/pg-core'
+import { bigint, bigserial, boolean, check, index, integer, jsonb, pgSequence, pgTable, primaryKey, text, timestamp, unique, uniqueIndex } from 'drizzle-orm/pg-core'
 import type { PaymentNextAction } from '../../shared/orders'
 import { idempotencyRecords } from 'nuxt-idempotency/schema'
 import {
   type IdempotencyStatus, idempotencyStatuses, type JobStatus, jobStatuses, type LedgerDiscrepancyKind, ledgerDiscrepancyKinds, type LedgerDiscrepancyStatus,
   ledgerDiscrepancyStatuses, type RefundSource, refundSources, type RefundStatus, refundStatuses, type WebhookEventSource, webhookEventSources,
   type WebhookEventStatus, webhookEventStatuses, type CancelReason, cancelReasons, stockMovementKinds, type StockMovementKind, stockSourceTypes, type StockSourceType,
+  type EventType, eventTypes, type WebhookEndpointStatus, webhookEndpointStatuses,
 } from '../../shared/statuses'
 import type { LedgerView, OpsJobError } from '../../shared/ops-api'
 
@@ -112,6 +113,8 @@ export const orders = pgTable('orders', {
   index('orders_unpaid_idx').on(t.createdAt).where(sql`${t.status} in ('pending_payment', 'payment_failed')`),
   // The duplicates audit reads the recent orders only.
   index('orders_created_at_idx').on(t.createdAt),
+  // GET /api/orders: a tenant's orders newest first, keyset-paged by (created_at, id).
+  index('orders_tenant_created_idx').on(t.tenantId, t.createdAt, t.id),
   // Reconciliation reads the orders left awaiting payment, oldest change first.
   index('orders_awaiting_payment_idx').on(t.updatedAt).where(sql`${t.status} = 'pending_payment' and ${t.paymentIntentId} is not null`),
   // A provider event that names only the payment (a refund made in Stripe's dashboard) finds its order.
@@ -462,4 +465,88 @@ export const stockMovements = pgTable('stock_movements', {
   check('stock_movements_kind_check', sql`${t.kind} in (${sql.raw(stockMovementKinds.map(kind => `'${kind}'`).join(', '))})`),
   check('stock_movements_source_type_check', sql`${t.sourceType} in (${sql.raw(stockSourceTypes.map(type => `'${type}'`).join(', '))})`),
   check('stock_movements_quantity_positive', sql`${t.quantity} > 0`),
+])
+
+/**
+ * What the shop's systems follow (docs/events.md): one row per change, inserted by the triggers of
+ * drizzle/0017_events_triggers.sql in the change's own transaction, so no change commits without its
+ * event and none has two. `sequence` is (the writing transaction's id << 12) + the event's place in
+ * it: increasing in the order the events become listable (GET /api/events lists only events of
+ * transactions older than every one still running), so a cursor never skips an event that commits late.
+ */
+export const events = pgTable('events', {
+  id: text('id').primaryKey(),
+  tenantId: text('tenant_id').notNull(),
+  sequence: bigint('sequence', { mode: 'number' }).notNull(),
+  type: text('type').$type<EventType>().notNull(),
+  /** The order, refund or SKU the event is about. */
+  objectId: text('object_id').notNull(),
+  /** The order it concerns (an order's or a refund's event): its evidence timeline. */
+  orderId: text('order_id'),
+  /** The object as GET returns it right after the change. */
+  data: jsonb('data').$type<Record<string, unknown>>().notNull(),
+  createdAt: createdAt(),
+}, t => [
+  // GET /api/events: a tenant's events after a cursor, in sequence order.
+  uniqueIndex('events_tenant_sequence_idx').on(t.tenantId, t.sequence),
+  // The evidence locker and the ops console: an order's events.
+  index('events_order_idx').on(t.orderId).where(sql`${t.orderId} is not null`),
+  check('events_type_check', sql`${t.type} in (${sql.raw(eventTypes.map(type => `'${type}'`).join(', '))})`),
+])
+
+/**
+ * Where a tenant's events are sent (docs/events.md#webhook-endpoints). An event is fanned out, in its
+ * own transaction, to one `webhook.deliver` job per enabled endpoint subscribed to its type.
+ */
+export const webhookEndpoints = pgTable('webhook_endpoints', {
+  id: text('id').primaryKey(),
+  tenantId: text('tenant_id').notNull().references(() => tenants.id),
+  url: text('url').notNull(),
+  /** Event types, or `*` for all. */
+  events: text('events').array().$type<Array<EventType | '*'>>().notNull(),
+  description: text('description'),
+  status: text('status').$type<WebhookEndpointStatus>().notNull().default('enabled'),
+  /** Why it is disabled: requested (PATCH), gone (it answered 410), failing (for WEBHOOK_ENDPOINT_DISABLE_AFTER_DAYS). */
+  disabledReason: text('disabled_reason'),
+  /** `whsec_…`: signs every delivery; kept to sign, shown only when made. */
+  secret: text('secret').notNull(),
+  /** The secret before the last rotation, which signs too until `previousSecretExpiresAt`. */
+  previousSecret: text('previous_secret'),
+  previousSecretExpiresAt: timestamp('previous_secret_expires_at', { withTimezone: true }),
+  /** Since when every attempt has failed; null after a success. */
+  failingSince: timestamp('failing_since', { withTimezone: true }),
+  lastSuccessAt: timestamp('last_success_at', { withTimezone: true }),
+  lastFailureAt: timestamp('last_failure_at', { withTimezone: true }),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+}, t => [
+  // The fan-out: an event's tenant's enabled endpoints; the list: a tenant's endpoints.
+  index('webhook_endpoints_tenant_idx').on(t.tenantId, t.status),
+  check('webhook_endpoints_status_check', sql`${t.status} in (${sql.raw(webhookEndpointStatuses.map(status => `'${status}'`).join(', '))})`),
+])
+
+/** One row per attempt to deliver an event to an endpoint: what the endpoint answered, and how fast. */
+export const webhookAttempts = pgTable('webhook_attempts', {
+  id: bigserial('id', { mode: 'number' }).primaryKey(),
+  eventId: text('event_id').notNull(),
+  endpointId: text('endpoint_id').notNull(),
+  tenantId: text('tenant_id').notNull(),
+  orderId: text('order_id'),
+  jobId: text('job_id'),
+  /** The job's attempt number (1 = first try). */
+  attempt: integer('attempt').notNull(),
+  /** 2xx (delivered); null when no answer came (timeout, refused connection, address refused). */
+  statusCode: integer('status_code'),
+  delivered: boolean('delivered').notNull(),
+  /** Why it failed, when no status says it: timeout, connection refused, private address. */
+  error: text('error'),
+  latencyMs: integer('latency_ms').notNull(),
+  /** The first WEBHOOK_RESPONSE_EXCERPT_BYTES of the answer's body. */
+  responseExcerpt: text('response_excerpt'),
+  createdAt: createdAt(),
+}, t => [
+  // An event's attempts (ops console), an endpoint's recent attempts (its health), an order's (evidence).
+  index('webhook_attempts_event_idx').on(t.eventId),
+  index('webhook_attempts_endpoint_idx').on(t.endpointId, t.id),
+  index('webhook_attempts_order_idx').on(t.orderId).where(sql`${t.orderId} is not null`),
 ])

@@ -6,12 +6,17 @@ import { escapeText } from '../observability/logger'
  * failure deserves another attempt, and max attempts bounds the cost.
  */
 
-/** Try again later with exponential backoff; after max attempts the job is dead-lettered. */
+/**
+ * Try again later with exponential backoff (or after `retryInMs`, a kind's own schedule); after max
+ * attempts the job is dead-lettered.
+ */
 export class RetryableJobError extends Error {
   readonly errorClass = 'retryable'
-  constructor(message: string, options?: { cause?: unknown }) {
+  readonly retryInMs?: number
+  constructor(message: string, options?: { cause?: unknown, retryInMs?: number }) {
     super(message, options)
     this.name = 'RetryableJobError'
+    this.retryInMs = options?.retryInMs
   }
 }
 

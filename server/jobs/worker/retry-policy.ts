@@ -37,5 +37,5 @@ export function nextStep(
     error = new RetryableJobError(`snoozed ${job.snoozes} times (JOB_MAX_SNOOZES), now counted as a failed attempt: ${error.message}`)
   }
   const errorClass = classify(error)
-  return { step: 'fail', errorClass, message: describeError(error), retryInMs: backoffMs(job.attempt, options.backoff, random), permanent: errorClass === 'permanent' }
+  return { step: 'fail', errorClass, message: describeError(error), retryInMs: (error instanceof RetryableJobError ? error.retryInMs : undefined) ?? backoffMs(job.attempt, options.backoff, random), permanent: errorClass === 'permanent' }
 }
