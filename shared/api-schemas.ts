@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import {
   cancelReasons, idempotencyStatuses, jobStatuses, ledgerDiscrepancyKinds, ledgerDiscrepancyStatuses, refundSources, refundStatuses, reservationStatuses,
-  stockMovementKinds, stockSourceTypes,
+  stockMovementKinds, stockSourceTypes, eventTypes,
 } from './statuses'
 
 /**
@@ -152,6 +152,31 @@ export const OpsInventorySchema = z.object({
   holders: z.array(z.object({ orderId: z.string(), quantity: z.number().int().min(1), createdAt: isoTime })).meta({ description: 'Orders holding a reservation of this SKU, oldest first.' }),
   ledger: z.object({ onHand: z.number().int(), reserved: z.number().int() }).meta({ description: 'Σ of the ledger\'s deltas: equal to the counts.' }),
 }).meta({ id: 'OpsInventory' })
+
+// ---------------------------------------------------------------------------------------------
+// events, the orders list
+// ---------------------------------------------------------------------------------------------
+
+export const EventSchema = z.object({
+  id: z.string().meta({ example: 'evt_Vb3kq0pZQm2s7xY1aB4cDw', description: 'Also the `webhook-id` of every delivery of this event: a receiver dedupes on it.' }),
+  object: z.literal('event'),
+  type: z.enum(eventTypes),
+  created: z.number().int().meta({ description: 'When the change\'s transaction began: Unix time in seconds.' }),
+  sequence: z.number().int().meta({ description: 'Increasing in the order GET /api/events lists the tenant\'s events; not contiguous. A receiver that gets two events of one object keeps the one of the higher sequence.' }),
+  data: z.object({ object: z.record(z.string(), z.unknown()).meta({ description: 'The order (as GET /api/orders/{id}), refund (GET /api/orders/{id}/refunds/{refundId}) or stock (GET /api/inventory/{sku}) right after the change.' }) }),
+}).meta({ id: 'Event', description: 'A change of an order, a refund or a stock count, written in the change\'s own transaction.' })
+
+export const EventListSchema = z.object({
+  object: z.literal('list'),
+  data: z.array(EventSchema).meta({ description: 'Oldest first, at most `limit`.' }),
+  hasMore: z.boolean().meta({ description: 'More events follow: ask again with `after` set to the last id of this page.' }),
+}).meta({ id: 'EventList' })
+
+export const OrderListSchema = z.object({
+  object: z.literal('list'),
+  data: z.array(OrderSchema).meta({ description: 'Newest first, at most `limit`.' }),
+  hasMore: z.boolean().meta({ description: 'Older orders follow: ask again with `starting_after` set to the last id of this page.' }),
+}).meta({ id: 'OrderList' })
 
 // ---------------------------------------------------------------------------------------------
 // webhooks, mockpay, health

@@ -5,11 +5,12 @@ import {
   MockpayActionResultSchema, MockpayIntentSchema, OpsApiKeyListSchema, OpsCreatedTenantSchema, OpsIdempotencyRecordListSchema,
   OpsIssuedApiKeySchema, OpsJobListSchema, OpsJobSchema, OpsMailboxMessageListSchema, OpsOrderSchema, OpsTaskRunSchema,
   OpsInventorySchema, OpsLedgerDiscrepancyListSchema, OpsLedgerDiscrepancySchema, OpsStockListSchema, OrderSchema, ReadinessSchema, RefundResponseSchema, RefundSchema,
-  StockListSchema, StockSchema, StockWithIdempotencySchema, WebhookReceivedSchema,
+  StockListSchema, StockSchema, StockWithIdempotencySchema, WebhookReceivedSchema, EventListSchema, OrderListSchema,
 } from '../../shared/api-schemas'
+import { EventListQuery } from '../events/schema'
 import { webhookProviderNames } from '../config'
 import { ConfirmIntentSchema, RefundIntentSchema } from '../payments/mockpay/service'
-import { CreateOrderSchema, OrderIdSchema, exampleOrder } from '../orders/schema'
+import { CreateOrderSchema, OrderIdSchema, OrderListQuery, exampleOrder } from '../orders/schema'
 import type { ProblemSlug } from '../problems'
 import { CreateRefundSchema, RefundIdSchema } from '../refunds/schema'
 import { AdjustStockSchema, SetStockSchema, SkuSchema, StockListQuery } from '../stock/schema'
@@ -134,6 +135,19 @@ export const apiOperations: ApiOperation[] = [
   },
   {
     method: 'get',
+    path: '/api/orders',
+    operationId: 'listOrders',
+    summary: 'List the tenant\'s orders, newest first',
+    description: 'Stripe\'s list parameters: `limit` (1–100, default 20), `starting_after` (the last order id of the previous page), `status`, and `created_gte` / `created_lt` (an ISO 8601 date-time or Unix seconds). '
+      + 'Each order as GET /api/orders/{id} answers it. Keyset-paged on (createdAt, id): an order placed while a client pages is newer than the cursor and moves nothing, so the pages have no gaps and no repeats. The shop\'s secret key only.',
+    tag: 'Orders',
+    security: [['secretKey']],
+    query: OrderListQuery,
+    success: [{ status: 200, description: 'A page of orders.', schema: OrderListSchema }],
+    problems: ['unauthorized', 'validation-failed'],
+  },
+  {
+    method: 'get',
     path: '/api/orders/{id}',
     operationId: 'getOrder',
     summary: 'Read an order with its payment and refunds',
@@ -204,6 +218,24 @@ export const apiOperations: ApiOperation[] = [
     pathParams: z.object({ ...id, refundId: RefundIdSchema.meta({ description: 'A refund id, `re_…`; any other value is 404.', example: 're_51b0c3e2a9f4' }) }),
     success: [{ status: 200, description: 'The refund.', schema: RefundSchema, examples: { pending: { value: refundExample } } }],
     problems: ['unauthorized', 'not-found'],
+  },
+
+  // ---------------------------------------------------------------------------------------------
+  // events
+  // ---------------------------------------------------------------------------------------------
+  {
+    method: 'get',
+    path: '/api/events',
+    operationId: 'listEvents',
+    summary: 'Catch up on the tenant\'s events, oldest first',
+    description: 'Every change of an order (`order.created`, `order.paid`, `order.payment_failed`, `order.canceled`), a refund (`refund.created`, `refund.succeeded`, `refund.failed`) or a stock count (`stock.updated`) is one event, written in the change\'s transaction. '
+      + 'Pass the last id you have as `after` (unknown: 400 `validation-failed`); `type` filters; `limit` 1–100 (default 20); `hasMore` says whether to ask again at once. '
+      + 'A page ends before any event a still-running transaction may yet commit, so a cursor never passes an event that commits late: paging until `hasMore` is false and asking again later misses none and repeats none. The shop\'s secret key only.',
+    tag: 'Events',
+    security: [['secretKey']],
+    query: EventListQuery,
+    success: [{ status: 200, description: 'A page of events.', schema: EventListSchema }],
+    problems: ['unauthorized', 'validation-failed'],
   },
 
   // ---------------------------------------------------------------------------------------------

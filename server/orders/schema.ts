@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { SkuSchema } from '../stock/schema'
+import { paymentStatusPrecedence } from './payment-state'
 
 const MAX_MINOR_UNITS = Number.MAX_SAFE_INTEGER
 // Range first, then integrality (zod skips the refinement once the range failed): one clear message each.
@@ -53,3 +54,18 @@ export const exampleOrder: CreateOrderInput = {
 }
 
 export const OrderIdSchema = z.string().regex(/^ord_[\w-]{1,64}$/)
+
+/** An ISO 8601 date-time or Unix seconds (Stripe's `created` filters). */
+const instant = z.union([
+  z.string().regex(/^\d{1,12}$/).transform(seconds => new Date(Number(seconds) * 1000)),
+  z.iso.datetime({ offset: true }).transform(text => new Date(text)),
+], { error: 'must be an ISO 8601 date-time (2026-12-01T09:00:00Z) or Unix seconds' })
+
+/** GET /api/orders (docs/api.md#list-orders): Stripe's list parameters. */
+export const OrderListQuery = z.object({
+  status: z.enum(paymentStatusPrecedence).optional(),
+  created_gte: instant.optional(),
+  created_lt: instant.optional(),
+  limit: z.coerce.number().int('must be an integer').min(1, 'must be 1 or more').max(100, 'must be at most 100').default(20),
+  starting_after: OrderIdSchema.optional(),
+}).strict()

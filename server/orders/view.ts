@@ -1,4 +1,4 @@
-import { and, eq, getTableName, sql } from 'drizzle-orm'
+import { and, desc, eq, getTableName, gte, lt, or, type SQL, sql } from 'drizzle-orm'
 import { useConfig } from '../config'
 import type { Database } from 'nuxt-idempotency/db'
 import { jobs, orders, refunds } from '../db/schema'
@@ -37,22 +37,56 @@ export interface OrderViewOptions {
  * beside the order's status from before it.
  */
 export async function findOrderView(db: Database, orderId: string, options: OrderViewOptions = {}): Promise<(OrderView & { tenantId: string }) | undefined> {
+  const [found] = await orderViews(db, eq(orders.id, orderId), options)
+  return found
+}
+
+/** The query of GET /api/orders (docs/api.md#list-orders). */
+export interface OrderListPage {
+  status?: string
+  createdGte?: Date
+  createdLt?: Date
+  limit: number
+  /** The last order of the previous page: the page continues with older ones. */
+  startingAfter?: { id: string, createdAt: Date }
+}
+
+/**
+ * GET /api/orders: a page of the tenant's orders, newest first, each as GET /api/orders/:id answers,
+ * keyset-paged on (created_at, id): an order placed while a client pages is newer than its cursor and
+ * moves no page.
+ */
+export async function listOrderViews(db: Database, page: OrderListPage, options: OrderViewOptions & { tenantId: string }): Promise<{ data: OrderView[], hasMore: boolean }> {
+  const cursor = page.startingAfter
+  const views = await orderViews(db, and(
+    page.status === undefined ? undefined : eq(orders.status, page.status),
+    page.createdGte === undefined ? undefined : gte(orders.createdAt, page.createdGte),
+    page.createdLt === undefined ? undefined : lt(orders.createdAt, page.createdLt),
+    cursor === undefined ? undefined : or(lt(orders.createdAt, cursor.createdAt), and(eq(orders.createdAt, cursor.createdAt), lt(orders.id, cursor.id))),
+  ), options, page.limit + 1)
+  return { data: views.slice(0, page.limit).map(({ tenantId: _, ...view }) => view), hasMore: views.length > page.limit }
+}
+
+/** Orders with their refunds and reservations, one statement (see findOrderView); newest first when limited. */
+async function orderViews(db: Database, where: SQL | undefined, options: OrderViewOptions, limit?: number): Promise<Array<OrderView & { tenantId: string }>> {
   const { tenantId, checkoutSessionId } = options
-  const [found] = await db.select({ order: orders, refunds: refundViews, reservations: reservationViews(sql.raw(`"${getTableName(orders)}"."id"`)) }).from(orders)
+  const query = db.select({ order: orders, refunds: refundViews, reservations: reservationViews(sql.raw(`"${getTableName(orders)}"."id"`)) }).from(orders)
     .where(and(
-      eq(orders.id, orderId),
+      where,
       tenantId === undefined ? undefined : eq(orders.tenantId, tenantId),
       checkoutSessionId === undefined ? undefined : eq(orders.checkoutSessionId, checkoutSessionId),
     ))
-  if (!found) return undefined
-  const { order } = found
-  const views = found.refunds.map(refund => ({ ...refund, createdAt: new Date(refund.createdAt).toISOString() }))
-  const amountRefunded = views.reduce((sum, refund) => refund.status === 'succeeded' ? sum + refund.amount : sum, 0)
-  const payment = await paymentOf(db, order, options.forOperators === true)
-  return {
-    ...serializeOrder(order), paymentIntentId: order.paymentIntentId, payment, cancelReason: order.cancelReason, amountRefunded, refunds: views,
-    reservations: found.reservations.map(reservation => ({ ...reservation, quantity: Number(reservation.quantity) })), tenantId: order.tenantId,
-  }
+  const rows = limit === undefined ? await query : await query.orderBy(desc(orders.createdAt), desc(orders.id)).limit(limit)
+  return Promise.all(rows.map(async (found) => {
+    const { order } = found
+    const views = found.refunds.map(refund => ({ ...refund, createdAt: new Date(refund.createdAt).toISOString() }))
+    const amountRefunded = views.reduce((sum, refund) => refund.status === 'succeeded' ? sum + refund.amount : sum, 0)
+    const payment = await paymentOf(db, order, options.forOperators === true)
+    return {
+      ...serializeOrder(order), paymentIntentId: order.paymentIntentId, payment, cancelReason: order.cancelReason, amountRefunded, refunds: views,
+      reservations: found.reservations.map(reservation => ({ ...reservation, quantity: Number(reservation.quantity) })), tenantId: order.tenantId,
+    }
+  }))
 }
 
 /**

@@ -148,6 +148,15 @@ describeWithServices('OpenAPI document against the built server', ['postgres'], 
     expect(notCancelable.json.type).toBe('/problems/order-not-cancelable')
   })
 
+  it('the events and orders lists answer as documented', async () => {
+    const events = await exchange('get', '/api/events', '/api/events?limit=2', { headers: tenantHeaders() })
+    expect([events.status, events.json.object]).toEqual([200, 'list'])
+    expect((await exchange('get', '/api/events', '/api/events?type=order.shipped', { headers: tenantHeaders() })).status).toBe(400)
+    const orders = await exchange('get', '/api/orders', '/api/orders?limit=2&status=paid', { headers: tenantHeaders() })
+    expect([orders.status, orders.json.object]).toEqual([200, 'list'])
+    expect((await exchange('get', '/api/orders', '/api/orders?limit=0')).status).toBe(401)
+  })
+
   it('the inventory routes, and an order short of stock, answer as documented', async () => {
     const stockPath = '/api/inventory/OAS-1'
     expect((await exchange('put', '/api/inventory/{sku}', stockPath, { headers: tenantHeaders(), body: { onHand: 3 } })).status).toBe(200)

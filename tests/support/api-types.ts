@@ -12,7 +12,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List the tenant's orders, newest first
+         * @description Stripe's list parameters: `limit` (1–100, default 20), `starting_after` (the last order id of the previous page), `status`, and `created_gte` / `created_lt` (an ISO 8601 date-time or Unix seconds). Each order as GET /api/orders/{id} answers it. Keyset-paged on (createdAt, id): an order placed while a client pages is newer than the cursor and moves nothing, so the pages have no gaps and no repeats. The shop's secret key only.
+         */
+        get: operations["listOrders"];
         put?: never;
         /**
          * Create an order, exactly once per Idempotency-Key
@@ -97,6 +101,26 @@ export interface paths {
          * @description Another tenant's refund is 404, and so is, for a checkout session, a refund of an order another session placed.
          */
         get: operations["getRefund"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Catch up on the tenant's events, oldest first
+         * @description Every change of an order (`order.created`, `order.paid`, `order.payment_failed`, `order.canceled`), a refund (`refund.created`, `refund.succeeded`, `refund.failed`) or a stock count (`stock.updated`) is one event, written in the change's transaction. Pass the last id you have as `after` (unknown: 400 `validation-failed`); `type` filters; `limit` 1–100 (default 20); `hasMore` says whether to ask again at once. A page ends before any event a still-running transaction may yet commit, so a cursor never passes an event that commits late: paging until `hasMore` is false and asking again later misses none and repeats none. The shop's secret key only.
+         */
+        get: operations["listEvents"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1272,6 +1296,14 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        OrderList: {
+            /** @constant */
+            object: "list";
+            /** @description Newest first, at most `limit`. */
+            data: components["schemas"]["Order"][];
+            /** @description Older orders follow: ask again with `starting_after` set to the last id of this page. */
+            hasMore: boolean;
+        };
         /** @description An order with its payment, refunds and stock reservations. */
         Order: {
             /** @example ord_8cf2b5a4d0e1 */
@@ -1569,6 +1601,36 @@ export interface components {
             idempotency: components["schemas"]["Idempotency"];
         } & {
             [key: string]: unknown;
+        };
+        EventList: {
+            /** @constant */
+            object: "list";
+            /** @description Oldest first, at most `limit`. */
+            data: components["schemas"]["Event"][];
+            /** @description More events follow: ask again with `after` set to the last id of this page. */
+            hasMore: boolean;
+        };
+        /** @description A change of an order, a refund or a stock count, written in the change's own transaction. */
+        Event: {
+            /**
+             * @description Also the `webhook-id` of every delivery of this event: a receiver dedupes on it.
+             * @example evt_Vb3kq0pZQm2s7xY1aB4cDw
+             */
+            id: string;
+            /** @constant */
+            object: "event";
+            /** @enum {string} */
+            type: "order.created" | "order.paid" | "order.payment_failed" | "order.canceled" | "refund.created" | "refund.succeeded" | "refund.failed" | "stock.updated";
+            /** @description When the change's transaction began: Unix time in seconds. */
+            created: number;
+            /** @description Increasing in the order GET /api/events lists the tenant's events; not contiguous. A receiver that gets two events of one object keeps the one of the higher sequence. */
+            sequence: number;
+            data: {
+                /** @description The order (as GET /api/orders/{id}), refund (GET /api/orders/{id}/refunds/{refundId}) or stock (GET /api/inventory/{sku}) right after the change. */
+                object: {
+                    [key: string]: unknown;
+                };
+            };
         };
         StockList: {
             /** @constant */
@@ -2479,6 +2541,55 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    listOrders: {
+        parameters: {
+            query?: {
+                status?: "pending_payment" | "payment_failed" | "canceled" | "paid" | "partially_refunded" | "refunded";
+                created_gte?: string;
+                created_lt?: string;
+                limit?: number;
+                starting_after?: string;
+            };
+            header?: {
+                /**
+                 * @description Your correlation id, echoed in `X-Request-Id` when it is 1–128 visible ASCII characters (anything else is ignored and the server's id is echoed instead).
+                 * @example checkout-7f3a
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of orders. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OrderList"];
+                };
+            };
+            /** @description `validation-failed`: Validation failed. `malformed-request`: Malformed HTTP request. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ValidationFailedProblem"] | components["schemas"]["MalformedRequestProblem"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     createOrder: {
         parameters: {
             query?: never;
@@ -2859,6 +2970,53 @@ export interface operations {
             400: components["responses"]["MalformedRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listEvents: {
+        parameters: {
+            query?: {
+                after?: string;
+                type?: "order.created" | "order.paid" | "order.payment_failed" | "order.canceled" | "refund.created" | "refund.succeeded" | "refund.failed" | "stock.updated";
+                limit?: number;
+            };
+            header?: {
+                /**
+                 * @description Your correlation id, echoed in `X-Request-Id` when it is 1–128 visible ASCII characters (anything else is ignored and the server's id is echoed instead).
+                 * @example checkout-7f3a
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of events. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventList"];
+                };
+            };
+            /** @description `validation-failed`: Validation failed. `malformed-request`: Malformed HTTP request. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ValidationFailedProblem"] | components["schemas"]["MalformedRequestProblem"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
