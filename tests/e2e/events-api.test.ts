@@ -208,13 +208,16 @@ describeWithServices('events and orders lists, built server on Postgres and Redi
       const seenEvents: ListedEvent[] = []
       const eventsPager = (async () => {
         let cursor: string | undefined
+        let stormOverAt: number | undefined
         for (;;) {
           const stormOver = !placing
           const page = await get(tenant, `/api/events?limit=25&type=order.created${cursor ? `&after=${cursor}` : ''}`)
           expect(page.status, page.text).toBe(200)
           seenEvents.push(...page.json.data)
           if (page.json.data.length > 0) cursor = page.json.data.at(-1).id
-          if (!page.json.hasMore && stormOver && seenEvents.length >= ORDERS) return
+          // Caught up after the storm: done once all are seen, or (a gap) when 5 s more bring nothing.
+          stormOverAt ??= stormOver ? Date.now() : undefined
+          if (!page.json.hasMore && stormOverAt !== undefined && (seenEvents.length >= ORDERS || Date.now() - stormOverAt > 5000)) return
           if (!page.json.hasMore) await new Promise(resolve => setTimeout(resolve, 20))
         }
       })()

@@ -3,6 +3,7 @@ import { checkIdempotencyKey } from '../core/key'
 import { midtransNotificationId, midtransNotificationIdentity, parseJsonBody, standardWebhookHeader, type Verification, verifyMidtransSignature, verifyStandardWebhook, verifyStripeSignature, type WebhookDelivery } from '../webhooks'
 import { reportOutcome, runIdempotent } from './handler'
 import { idempotencyProblem, problemOf, sendProblem } from '../core/problems'
+import type { Database } from '../db/types'
 
 /**
  * An app's own signed webhooks, deduplicated by the same layer as its API: the provider's event id
@@ -74,17 +75,40 @@ export interface WebhookHandlerContext {
   body: unknown
 }
 
+/** The atomic handler's context: `tx` is the transaction that also stores the answer under the event id. */
+export interface AtomicWebhookHandlerContext extends WebhookHandlerContext {
+  tx: Database
+}
+
+export interface WebhookHandlerOptions {
+  /** How long event ids are remembered, in seconds (default: the module's `ttl`). */
+  ttl?: number
+}
+
 /** Concurrent copies of one delivery wait for the first one's answer instead of a 409 (providers do not send Prefer). */
 const DUPLICATE_WAIT_MS = 5000
 
 /**
- * Verifies each delivery, then runs `handler` once per event id (leased mode: no transaction open);
- * a redelivery is answered with the first answer. A bad signature is 401 and runs nothing.
+ * Verifies each delivery, then runs `handler` once per event id; a redelivery is answered with the
+ * first answer. A bad signature is 401 and runs nothing. Leased by default (no transaction open: a
+ * receiver that dies after its work and before the answer is stored runs it again on the
+ * redelivery); with `atomic: true` the handler writes in `tx`, the transaction that stores the
+ * answer, so its writes happen exactly once however the receiver dies.
  */
 export function defineIdempotentWebhookHandler<Result>(
   provider: WebhookProviderDefinition,
   handler: (event: H3Event, context: WebhookHandlerContext) => Result | Promise<Result>,
-  options: { ttl?: number } = {},
+  options?: WebhookHandlerOptions & { atomic?: false },
+): EventHandler<EventHandlerRequest, Promise<unknown>>
+export function defineIdempotentWebhookHandler<Result>(
+  provider: WebhookProviderDefinition,
+  handler: (event: H3Event, context: AtomicWebhookHandlerContext) => Result | Promise<Result>,
+  options: WebhookHandlerOptions & { atomic: true },
+): EventHandler<EventHandlerRequest, Promise<unknown>>
+export function defineIdempotentWebhookHandler<Result>(
+  provider: WebhookProviderDefinition,
+  handler: (event: H3Event, context: AtomicWebhookHandlerContext) => Result | Promise<Result>,
+  options: WebhookHandlerOptions & { atomic?: boolean } = {},
 ): EventHandler<EventHandlerRequest, Promise<unknown>> {
   return defineEventHandler(async (event) => {
     try {
@@ -99,8 +123,7 @@ export function defineIdempotentWebhookHandler<Result>(
       }
       const rawBody = body.toString('utf8')
       const json = parseJsonBody(body)
-      const reply = await runIdempotent(event, {
-        mode: 'leased',
+      const request = {
         scope: `provider:${provider.name}`,
         route,
         key: eventId,
@@ -108,8 +131,11 @@ export function defineIdempotentWebhookHandler<Result>(
         payload: provider.fingerprinted?.(delivery) ?? json ?? rawBody,
         ttlSeconds: options.ttl,
         defaultWaitMs: DUPLICATE_WAIT_MS,
-        execute: async () => ({ status: 200, body: (await handler(event, { eventId, rawBody, body: json }) ?? { received: true }) as Record<string, unknown> }),
-      })
+      }
+      const answer = async (tx?: Database) => ({ status: 200, body: (await handler(event, { eventId, rawBody, body: json, tx: tx! }) ?? { received: true }) as Record<string, unknown> })
+      const reply = options.atomic
+        ? await runIdempotent(event, { ...request, mode: 'atomic', execute: answer })
+        : await runIdempotent(event, { ...request, mode: 'leased', execute: () => answer() })
       return reply.body
     }
     catch (error) {
