@@ -295,10 +295,6 @@ export const settingHelp: Readonly<Record<ConfigVariable, SettingHelp>> = {
   FAULTS_ENABLED: flagHelp('the X-Fault test header (tests only)'),
   IDEMPOTENCY_TTL_SECONDS: { expected: 'how long an order\'s key is remembered, in seconds (a whole number, 60–2592000)', example: '86400' },
   WEBHOOK_IDEMPOTENCY_TTL_SECONDS: { expected: 'how long a webhook event id is remembered, in seconds (a whole number, 60–31536000)', example: '2592000' },
-  WEBHOOK_ENDPOINTS_ALLOW_PRIVATE: flagHelp('allow webhook endpoints on http: and on private, loopback or link-local addresses'),
-  WEBHOOK_RETRY_SCHEDULE: { expected: 'the waits between delivery attempts, durations (s, m, h, d) separated by commas', example: '5s,1m,5m,30m,2h,5h,10h,10h,10h,10h,12h,12h' },
-  WEBHOOK_ENDPOINT_DISABLE_AFTER_DAYS: { expected: 'days of failed deliveries before an endpoint is disabled (a whole number, 1–30)', example: '5' },
-  WEBHOOK_DELIVERY_TIMEOUT_MS: msHelp('one delivery attempt\'s time limit', 100, 60_000, 10_000),
   ORDER_PAYMENT_TTL_SECONDS: { expected: 'how long an order may stay unpaid before it expires, in seconds (a whole number, 1–2592000)', example: '1800' },
   IDEMPOTENCY_LEASE_MS: msHelp('the lease of a claimed record', 200, 600_000, 5_000),
   IDEMPOTENCY_LOCK_TTL_MS: msHelp('the processing lock of a key in flight', 100, 60_000, 5000),
@@ -339,6 +335,10 @@ export const settingHelp: Readonly<Record<ConfigVariable, SettingHelp>> = {
   REQUEST_LOG_ENABLED: flagHelp('one request_log row per API request'),
   REQUEST_LOG_RETENTION_DAYS: { expected: 'days request_log rows are kept (a whole number, 1–3650)', example: '14' },
   LOG_LEVEL: { expected: 'debug, info, warn, error or silent', example: 'info' },
+  WEBHOOK_ENDPOINTS_ALLOW_PRIVATE: flagHelp('allow webhook endpoints on http: and on private, loopback or link-local addresses'),
+  WEBHOOK_RETRY_SCHEDULE: { expected: 'the waits between delivery attempts, durations (s, m, h, d) separated by commas', example: '5s,1m,5m,30m,2h,5h,10h,10h,10h,10h,12h,12h' },
+  WEBHOOK_ENDPOINT_DISABLE_AFTER_DAYS: { expected: 'days of failed deliveries before an endpoint is disabled (a whole number, 1–30)', example: '5' },
+  WEBHOOK_DELIVERY_TIMEOUT_MS: msHelp('one delivery attempt\'s time limit', 100, 60_000, 10_000),
 }
 
 /** One setting to fix: its name, and what is wrong with it, what it expects and an example. */
