@@ -8,6 +8,9 @@ const layers = [
   ['config', 'db', 'problems', 'observability', 'http', 'locks', 'redis', 'faults'],
   // The job engine and the maintenance scheduler: no domain code.
   ['jobs', 'maintenance'],
+  // The events the shop's systems follow, and their delivery to its webhook endpoints.
+  ['events'],
+  ['webhook-endpoints'],
   // Stock and its ledger: what orders reserve and settle.
   ['stock'],
   ['orders'],

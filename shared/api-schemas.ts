@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import {
   cancelReasons, idempotencyStatuses, jobStatuses, ledgerDiscrepancyKinds, ledgerDiscrepancyStatuses, refundSources, refundStatuses, reservationStatuses,
-  stockMovementKinds, stockSourceTypes, eventTypes,
+  stockMovementKinds, stockSourceTypes, eventTypes, webhookEndpointStatuses,
 } from './statuses'
 
 /**
@@ -408,3 +408,40 @@ export const DuplicatesAuditSchema = z.object({
 }).meta({ id: 'DuplicatesAudit' })
 
 export const OpsOrderSchema = OrderSchema.extend({ tenantId: z.string() }).meta({ id: 'OpsOrder', description: 'The order as its tenant reads it, and whose it is.' })
+
+const nullableTime = isoTime.nullable()
+
+/** A webhook endpoint as its tenant reads it (docs/events.md#webhook-endpoints); the secret only where it is made. */
+export const WebhookEndpointSchema = z.object({
+  id: z.string().meta({ example: 'we_3kQ9xYb2Lm0pRt7v' }),
+  object: z.literal('webhook_endpoint'),
+  url: z.string().meta({ description: 'Where events are POSTed.', example: 'https://shop.example/webhooks/checkout' }),
+  events: z.array(z.enum([...eventTypes, '*'])).meta({ description: 'The event types sent here; `*`: every type.' }),
+  description: z.string().nullable(),
+  status: z.enum(webhookEndpointStatuses).meta({ description: 'enabled: events are delivered. disabled: nothing is sent (see `disabledReason`); events of the time it was disabled are not sent later.' }),
+  disabledReason: z.enum(['requested', 'gone', 'failing']).nullable().meta({ description: 'requested: PATCH status "disabled". gone: the endpoint answered 410. failing: every attempt failed for WEBHOOK_ENDPOINT_DISABLE_AFTER_DAYS.' }),
+  failingSince: nullableTime.meta({ description: 'Since when every attempt has failed; null after a success, and when re-enabled.' }),
+  lastSuccessAt: nullableTime,
+  lastFailureAt: nullableTime,
+  previousSecretExpiresAt: nullableTime.meta({ description: 'After a rotation: until when the previous secret signs too (a second `v1,` signature).' }),
+  createdAt: isoTime,
+  updatedAt: isoTime,
+}).meta({ id: 'WebhookEndpoint' })
+
+const signingSecret = z.string().regex(/^whsec_[A-Za-z0-9+/]+={0,2}$/).meta({ description: 'The Standard Webhooks signing secret, `whsec_` and base64: shown only in this answer (creation, rotation). Keep it; it cannot be read again.', example: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' })
+
+export const WebhookEndpointWithSecretSchema = WebhookEndpointSchema.extend({ secret: signingSecret }).meta({ id: 'WebhookEndpointWithSecret' })
+/** What creation and rotation answer: the endpoint, its secret, and the key the answer belongs to. */
+export const WebhookEndpointSecretResponseSchema = withIdempotency(WebhookEndpointWithSecretSchema).meta({ id: 'WebhookEndpointSecretResponse' })
+
+export const WebhookEndpointListSchema = z.object({
+  object: z.literal('list'),
+  data: z.array(WebhookEndpointSchema).meta({ description: 'Newest first, at most `limit`.' }),
+  hasMore: z.boolean().meta({ description: 'More endpoints follow: ask again with `startingAfter` set to the last id of this page.' }),
+}).meta({ id: 'WebhookEndpointList' })
+
+export const DeletedWebhookEndpointSchema = z.object({
+  id: z.string(),
+  object: z.literal('webhook_endpoint'),
+  deleted: z.literal(true),
+}).meta({ id: 'DeletedWebhookEndpoint' })

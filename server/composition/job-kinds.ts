@@ -6,12 +6,15 @@ import { paymentCancel } from '../payments/jobs/cancel'
 import { paymentCreateIntent } from '../payments/jobs/create-intent'
 import { paymentRefund } from '../refunds/jobs/payment-refund'
 import { webhookApply } from '../webhooks/jobs/apply'
+import { webhookDeliver, type WebhookDeliverySettings } from '../webhook-endpoints/jobs/deliver'
 
 export interface JobKindDependencies {
   /** Where payment.create_intent asks for payments, and what confirms a Midtrans notification. */
   payments: PaymentProvider
   /** Where and with which secret the simulated provider signs and sends its webhooks; absent while mockpay is off. */
   mockpay?: { url: string, secret: string }
+  /** How the shop's webhook endpoints are sent their events; absent, the worker does not deliver them. */
+  webhookDelivery?: WebhookDeliverySettings
 }
 
 /** Every job kind the worker runs. */
@@ -25,5 +28,6 @@ export function createJobKinds(deps: JobKindDependencies): JobKind[] {
     paymentCancel(deps.payments),
     webhookApply(deps.payments),
     ...(deps.mockpay ? [mockpayDeliver(deps.mockpay)] : []),
+    ...(deps.webhookDelivery ? [webhookDeliver(deps.webhookDelivery)] : []),
   ]
 }

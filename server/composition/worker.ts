@@ -16,6 +16,12 @@ export function createConfiguredWorker(config: AppConfig, handle: DatabaseHandle
       payments: createPaymentProvider(config, handle.db),
       // mockpay off: no deliveries to send.
       ...(config.MOCKPAY_WEBHOOK_SECRET && { mockpay: { url: config.MOCKPAY_WEBHOOK_URL, secret: config.MOCKPAY_WEBHOOK_SECRET } }),
+      webhookDelivery: {
+        allowPrivate: config.WEBHOOK_ENDPOINTS_ALLOW_PRIVATE,
+        retryScheduleMs: config.WEBHOOK_RETRY_SCHEDULE,
+        disableAfterDays: config.WEBHOOK_ENDPOINT_DISABLE_AFTER_DAYS,
+        timeoutMs: config.WEBHOOK_DELIVERY_TIMEOUT_MS,
+      },
     }),
     workerId: config.WORKER_ID ?? `${hostname()}:${process.pid}`,
     concurrency: config.WORKER_CONCURRENCY,

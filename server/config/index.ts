@@ -363,11 +363,14 @@ const DURATION_UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as 
 export const durationsMs = (list: string): number[] =>
   list.split(',').map(entry => Number(entry.slice(0, -1)) * DURATION_UNIT_MS[entry.at(-1) as keyof typeof DURATION_UNIT_MS])
 
+/** A Standard Webhooks signing secret: `whsec_` and the base64 of MIN_SIGNING_KEY_BYTES random bytes. */
+export const newSigningSecret = (): string => `whsec_${randomBytes(MIN_SIGNING_KEY_BYTES).toString('base64')}`
+
 /** A fresh secret in the shape its variable takes (the one generator, also behind `npm run secrets`). */
 export function generateSecret(name: GeneratableSecretName): string {
   if (name === 'SESSION_PASSWORD') return randomBytes(32).toString('base64url')
+  if (name === 'WEBHOOK_STANDARD_SECRET' || name === 'MOCKPAY_WEBHOOK_SECRET') return newSigningSecret()
   const raw = randomBytes(MIN_SIGNING_KEY_BYTES)
-  if (name === 'WEBHOOK_STANDARD_SECRET' || name === 'MOCKPAY_WEBHOOK_SECRET') return `whsec_${raw.toString('base64')}`
   if (name === 'OPS_TOKEN') return `ops_${raw.toString('base64url')}`
   return raw.toString('base64url')
 }

@@ -93,6 +93,7 @@ export const metrics = {
   ledgerHeals: defineCounter('ledger_heals_total', 'Differences the ledger check healed, by provider and heal (record_provider_refund, fail_our_refund).', ['provider', 'heal']),
   paymentsReconciled: defineCounter('payments_reconciled_total', 'Payment states no webhook had reported, found at the provider and stored by reconciliation, by provider.', ['provider']),
   webhookResults: defineCounter('webhook_deliveries_total', 'Webhook deliveries by provider and result (accepted, duplicate, signature_invalid, payload_invalid, conflict, in_progress, error).', ['provider', 'result']),
+  webhookEndpointAttempts: defineCounter('webhook_endpoint_attempts_total', 'Attempts to deliver an event to a shop\'s webhook endpoint, by result (delivered: 2xx; rejected: another status; gone: 410, the endpoint is disabled; timeout; address_refused: a private address without WEBHOOK_ENDPOINTS_ALLOW_PRIVATE; connection_error).', ['result']),
   uniqueViolations: defineCounter('unique_constraint_violations_total', 'Unique-constraint violations caught by the database fence, by constraint.', ['constraint']),
 
   // The request log (the evidence of every request).

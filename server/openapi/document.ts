@@ -29,6 +29,7 @@ const tags: oas31.TagObject[] = [
   { name: 'Refunds', description: 'Refunds of paid orders: never more than was paid, each asked of the provider once.' },
   { name: 'Inventory', description: 'Stock counts per SKU: orders reserve them, payments take them, cancels, expiries and refunds give them back.' },
   { name: 'Events', description: 'What changed, oldest first: the events webhook endpoints receive, to catch up on.' },
+  { name: 'Webhook endpoints', description: 'Where the shop\'s systems are sent its events, signed (Standard Webhooks), retried until delivered.' },
   { name: 'Webhooks', description: 'What payment providers call: verified on the raw bytes, stored once per event id, processed asynchronously.' },
   { name: 'Checkout', description: 'The demo store\'s session.' },
   { name: 'Mockpay', description: 'The simulated payment provider (embedded and development mode only).' },

@@ -6,6 +6,7 @@ import {
   OpsIssuedApiKeySchema, OpsJobListSchema, OpsJobSchema, OpsMailboxMessageListSchema, OpsOrderSchema, OpsTaskRunSchema,
   OpsInventorySchema, OpsLedgerDiscrepancyListSchema, OpsLedgerDiscrepancySchema, OpsStockListSchema, OrderSchema, ReadinessSchema, RefundResponseSchema, RefundSchema,
   StockListSchema, StockSchema, StockWithIdempotencySchema, WebhookReceivedSchema, EventListSchema, OrderListSchema,
+  DeletedWebhookEndpointSchema, WebhookEndpointListSchema, WebhookEndpointSchema, WebhookEndpointSecretResponseSchema,
 } from '../../shared/api-schemas'
 import { EventListQuery } from '../events/schema'
 import { webhookProviderNames } from '../config'
@@ -14,6 +15,7 @@ import { CreateOrderSchema, OrderIdSchema, OrderListQuery, exampleOrder } from '
 import type { ProblemSlug } from '../problems'
 import { CreateRefundSchema, RefundIdSchema } from '../refunds/schema'
 import { AdjustStockSchema, SetStockSchema, SkuSchema, StockListQuery } from '../stock/schema'
+import { CreateWebhookEndpointSchema, UpdateWebhookEndpointSchema, WebhookEndpointIdSchema, WebhookEndpointListQuery } from '../webhook-endpoints/schema'
 import type { ResponseHeaderOptions, parameterComponents } from './headers'
 import {
   ApiKeyIdParam, AuditQuery, CreateTenantBody, DiscrepanciesQuery, DismissJobBody, EvidenceQuery, InventoryListQuery, InventoryPathParams, IssueKeyBody, JobsQuery, MailboxQuery, RecordsQuery,
@@ -41,7 +43,7 @@ export interface SuccessResponse {
 }
 
 export interface ApiOperation {
-  method: 'get' | 'put' | 'post' | 'delete'
+  method: 'get' | 'put' | 'post' | 'patch' | 'delete'
   /** The OpenAPI path: `{id}` where the route file has `[id]`; a fixed segment where one file serves several documented paths (webhooks). */
   path: string
   operationId: string
@@ -89,6 +91,15 @@ const refundExample = {
   id: 're_51b0c3e2a9f4', object: 'refund', orderId: 'ord_8cf2b5a4d0e1', amount: 60000, currency: 'IDR', status: 'pending',
   reason: 'requested_by_customer', source: 'api', createdAt: '2026-12-01T10:02:11.480Z',
 }
+
+const endpointPath = z.object({ id: WebhookEndpointIdSchema.meta({ description: 'A webhook endpoint id, `we_…`; any other value is 404.', example: 'we_3kQ9xYb2Lm0pRt7v' }) })
+const webhookEndpointExample = {
+  id: 'we_3kQ9xYb2Lm0pRt7v', object: 'webhook_endpoint', url: 'https://shop.example/webhooks/checkout', events: ['order.paid', 'order.canceled', 'refund.succeeded'],
+  description: 'ERP sync', status: 'enabled', disabledReason: null, failingSince: null, lastSuccessAt: null, lastFailureAt: null, previousSecretExpiresAt: null,
+  createdAt: '2026-12-01T09:14:03.120Z', updatedAt: '2026-12-01T09:14:03.120Z',
+}
+const webhookSecretExample = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'
+const urlRule = 'The `url` must be `https:` and resolve only to public addresses; with `WEBHOOK_ENDPOINTS_ALLOW_PRIVATE=true` (the default embedded and in development) `http:` and private, loopback and link-local addresses are allowed too. Any other is 400 `validation-failed` saying why.'
 
 const webhookSuccess: SuccessResponse = {
   status: 200,
@@ -299,6 +310,101 @@ export const apiOperations: ApiOperation[] = [
       examples: { counted: { value: { ...stockExample, idempotency: { key: '3b6f1d2e-8a4c-4e1f-9b7a-2c5d8e0f1a3b', replayed: false } } } },
     }],
     problems: ['unauthorized', 'not-found', ...keyed, ...jsonBody, 'stock-below-reserved'],
+  },
+
+  // ---------------------------------------------------------------------------------------------
+  // webhook endpoints: where the tenant's events are sent
+  // ---------------------------------------------------------------------------------------------
+  {
+    method: 'post',
+    path: '/api/webhook-endpoints',
+    operationId: 'createWebhookEndpoint',
+    summary: 'Add a webhook endpoint, exactly once per Idempotency-Key',
+    description: 'The shop\'s act: the secret key only. Every event of the listed types (`*`: all) is POSTed to `url`, signed with the `secret` of this answer (Standard Webhooks), from the next change on. '
+      + 'The secret is shown only here and on rotation; the same key and body answer the same endpoint and secret with `Idempotent-Replayed: true`. '
+      + `${urlRule} An unknown event type is 400 \`validation-failed\` naming the known ones.`,
+    tag: 'Webhook endpoints',
+    security: [['secretKey']],
+    idempotent: true,
+    body: { schema: CreateWebhookEndpointSchema, required: true, examples: { orders: { value: { url: webhookEndpointExample.url, events: ['order.paid', 'order.canceled', 'refund.succeeded'], description: 'ERP sync' } } } },
+    success: [{
+      status: 201,
+      description: 'Created, with its signing secret — or the replay of the endpoint this key made.',
+      schema: WebhookEndpointSecretResponseSchema,
+      headers: keyedAnswer,
+      examples: { created: { value: { ...webhookEndpointExample, secret: webhookSecretExample, idempotency: idempotencyExample } } },
+    }],
+    problems: ['unauthorized', ...keyed, ...jsonBody],
+  },
+  {
+    method: 'get',
+    path: '/api/webhook-endpoints',
+    operationId: 'listWebhookEndpoints',
+    summary: 'List the webhook endpoints',
+    description: 'Newest first, `limit` at a time (default 20); the next page starts after the last id of this one (`startingAfter`) while `hasMore` is true. Secrets are never listed.',
+    tag: 'Webhook endpoints',
+    security: [['secretKey']],
+    query: WebhookEndpointListQuery,
+    success: [{ status: 200, description: 'A page of endpoints.', schema: WebhookEndpointListSchema, examples: { page: { value: { object: 'list', data: [webhookEndpointExample], hasMore: false } } } }],
+    problems: ['unauthorized', 'validation-failed'],
+  },
+  {
+    method: 'get',
+    path: '/api/webhook-endpoints/{id}',
+    operationId: 'getWebhookEndpoint',
+    summary: 'Read a webhook endpoint and its health',
+    description: '`failingSince`, `lastSuccessAt`, `lastFailureAt` and `disabledReason` say how its deliveries go. Another tenant\'s endpoint is 404.',
+    tag: 'Webhook endpoints',
+    security: [['secretKey']],
+    pathParams: endpointPath,
+    success: [{ status: 200, description: 'The endpoint.', schema: WebhookEndpointSchema, examples: { endpoint: { value: webhookEndpointExample } } }],
+    problems: ['unauthorized', 'not-found'],
+  },
+  {
+    method: 'patch',
+    path: '/api/webhook-endpoints/{id}',
+    operationId: 'updateWebhookEndpoint',
+    summary: 'Change a webhook endpoint, or enable or disable it',
+    description: 'The fields sent change; the same change again changes nothing, so it takes no Idempotency-Key. `status: "disabled"` stops deliveries (`disabledReason: "requested"`); `"enabled"` starts them again for new events and clears `failingSince`. '
+      + `A new \`url\` follows the same rule as at creation: ${urlRule}`,
+    tag: 'Webhook endpoints',
+    security: [['secretKey']],
+    pathParams: endpointPath,
+    body: { schema: UpdateWebhookEndpointSchema, required: true, examples: { disable: { value: { status: 'disabled' } }, types: { value: { events: ['*'] } } } },
+    success: [{ status: 200, description: 'The endpoint after the change.', schema: WebhookEndpointSchema, examples: { endpoint: { value: webhookEndpointExample } } }],
+    problems: ['unauthorized', 'not-found', ...jsonBody],
+  },
+  {
+    method: 'delete',
+    path: '/api/webhook-endpoints/{id}',
+    operationId: 'deleteWebhookEndpoint',
+    summary: 'Delete a webhook endpoint',
+    description: 'For good: deliveries still queued for it are dropped unsent. Its recorded attempts stay. A second DELETE is 404.',
+    tag: 'Webhook endpoints',
+    security: [['secretKey']],
+    pathParams: endpointPath,
+    success: [{ status: 200, description: 'Deleted.', schema: DeletedWebhookEndpointSchema, examples: { deleted: { value: { id: webhookEndpointExample.id, object: 'webhook_endpoint', deleted: true } } } }],
+    problems: ['unauthorized', 'not-found'],
+  },
+  {
+    method: 'post',
+    path: '/api/webhook-endpoints/{id}/rotate-secret',
+    operationId: 'rotateWebhookEndpointSecret',
+    summary: 'Rotate a webhook endpoint\'s signing secret, once per Idempotency-Key',
+    description: 'A new secret signs every delivery from now on; the one it replaces signs too for 24 hours (a second `v1,` signature in `webhook-signature`, until `previousSecretExpiresAt`), so the receiver can switch without a failed delivery. '
+      + 'The same key answers the same new secret with `Idempotent-Replayed: true`. Another tenant\'s endpoint is 404.',
+    tag: 'Webhook endpoints',
+    security: [['secretKey']],
+    pathParams: endpointPath,
+    idempotent: true,
+    success: [{
+      status: 200,
+      description: 'Rotated, with the new secret — or the replay of the rotation this key made.',
+      schema: WebhookEndpointSecretResponseSchema,
+      headers: keyedAnswer,
+      examples: { rotated: { value: { ...webhookEndpointExample, previousSecretExpiresAt: '2026-12-02T09:14:03.120Z', secret: webhookSecretExample, idempotency: idempotencyExample } } },
+    }],
+    problems: ['unauthorized', 'not-found', ...keyed],
   },
 
   // ---------------------------------------------------------------------------------------------

@@ -86,7 +86,7 @@ describeWithServices('requests generated from the OpenAPI document', ['postgres'
     if (generated.withoutCredentials) return generated
     const headers = { ...generated.headers }
     if (/^\/api\/(ops\/|metrics$)/.test(operation.path)) Object.assign(headers, opsHeaders)
-    else if (/^\/api\/(orders|inventory)(\/|$)/.test(operation.path)) headers.authorization = `Bearer ${stack.tenant.secretKey}`
+    else if (/^\/api\/(orders|inventory|webhook-endpoints)(\/|$)/.test(operation.path)) headers.authorization = `Bearer ${stack.tenant.secretKey}`
     else if (operation.path.startsWith('/api/webhooks/')) return signed(generated)
     return { ...generated, headers }
   }
@@ -118,7 +118,7 @@ describeWithServices('requests generated from the OpenAPI document', ['postgres'
   }
 })
 
-/** An order (paid, with a refund), a second key of the tenant, a job and a tracked SKU: ids for the path parameters. */
+/** An order (paid, with a refund), a second key of the tenant, a job, a tracked SKU and a webhook endpoint: ids for the path parameters. */
 async function existingResources(stack: OrdersStack): Promise<Record<string, string[]>> {
   const auth = { authorization: `Bearer ${stack.tenant.secretKey}` }
   const created = await postOrder(stack.app.url, { secretKey: stack.tenant.secretKey, key: newIdempotencyKey(), body: validOrderBody() })
@@ -139,10 +139,14 @@ async function existingResources(stack: OrdersStack): Promise<Record<string, str
   expect(spareKey.status, spareKey.text).toBe(201)
   const stock = await request(stack.app.url, '/api/inventory/FUZZ-1', { method: 'PUT', headers: auth, body: { onHand: 1_000_000 } })
   expect(stock.status, stock.text).toBe(200)
+  // Disabled: the fuzzer's changes to it send nothing anywhere.
+  const endpoint = await request(stack.app.url, '/api/webhook-endpoints', { method: 'POST', headers: { ...auth, 'idempotency-key': randomUUID() }, body: { url: 'https://8.8.8.8/hooks', events: ['*'] } })
+  expect(endpoint.status, endpoint.text).toBe(201)
+  expect((await request(stack.app.url, `/api/webhook-endpoints/${endpoint.json.id}`, { method: 'PATCH', headers: auth, body: { status: 'disabled' } })).status).toBe(200)
   const jobs = await opsRequest(stack.app.url, '/api/ops/jobs')
   const jobId: string | undefined = jobs.json?.data?.[0]?.id
   return {
-    id: [orderId, stack.tenant.tenantId, intentId, ...(jobId ? [jobId] : [])],
+    id: [orderId, stack.tenant.tenantId, intentId, endpoint.json.id, ...(jobId ? [jobId] : [])],
     refundId: [refund.json.id],
     keyId: [spareKey.json.keyId],
     sku: [stock.json.sku],

@@ -26,7 +26,7 @@ const ajv = new Ajv2020({ strict: false, allErrors: true, formats: {
 ajv.addSchema(document as object, 'openapi.json')
 const pointer = (...segments: string[]) => segments.map(segment => segment.replaceAll('~', '~0').replaceAll('/', '~1')).join('/')
 
-type Method = 'get' | 'put' | 'post' | 'delete'
+type Method = 'get' | 'put' | 'post' | 'patch' | 'delete'
 const resolved = <T>(value: T | oas31.ReferenceObject): T => {
   if (!value || typeof value !== 'object' || !('$ref' in value)) return value as T
   return value.$ref.slice(2).split('/').reduce<any>((node, key) => node[key.replaceAll('~1', '/').replaceAll('~0', '~')], document) as T
@@ -178,6 +178,22 @@ describeWithServices('OpenAPI document against the built server', ['postgres'], 
     expect((await exchange('put', '/api/inventory/{sku}', stockPath, { headers: tenantHeaders(), body: { onHand: -1 } })).json.type).toBe('/problems/validation-failed')
   })
 
+  it('the webhook endpoint routes answer as documented', async () => {
+    const keyed = () => ({ ...tenantHeaders(), 'idempotency-key': newIdempotencyKey() })
+    // A literal public address: a deployment accepts it without a DNS lookup. Disabled at once, so nothing is sent to it.
+    const created = await exchange('post', '/api/webhook-endpoints', '/api/webhook-endpoints', { headers: keyed(), body: { url: 'https://8.8.8.8/hooks', events: ['order.paid'] } })
+    expect(created.status, created.text).toBe(201)
+    const path = `/api/webhook-endpoints/${created.json.id}`
+    expect((await exchange('patch', '/api/webhook-endpoints/{id}', path, { headers: tenantHeaders(), body: { status: 'disabled' } })).json.disabledReason).toBe('requested')
+    expect((await exchange('get', '/api/webhook-endpoints/{id}', path, { headers: tenantHeaders() })).status).toBe(200)
+    expect((await exchange('get', '/api/webhook-endpoints', '/api/webhook-endpoints?limit=1', { headers: tenantHeaders() })).json.object).toBe('list')
+    expect((await exchange('post', '/api/webhook-endpoints/{id}/rotate-secret', `${path}/rotate-secret`, { headers: keyed() })).status).toBe(200)
+    expect((await exchange('post', '/api/webhook-endpoints', '/api/webhook-endpoints', { headers: keyed(), body: { url: 'https://127.0.0.1/hooks', events: ['*'] } })).json.type).toBe('/problems/validation-failed')
+    expect((await exchange('patch', '/api/webhook-endpoints/{id}', path, { headers: tenantHeaders(), body: { events: ['order.shipped'] } })).json.type).toBe('/problems/validation-failed')
+    expect((await exchange('delete', '/api/webhook-endpoints/{id}', path, { headers: tenantHeaders() })).json.deleted).toBe(true)
+    expect((await exchange('delete', '/api/webhook-endpoints/{id}', path, { headers: tenantHeaders() })).status).toBe(404)
+  })
+
   it('every webhook provider\'s endpoint answers as documented', async () => {
     const { orderId } = await placeOrder()
     const event = standardBody('payment.failed', { orderId, paymentId: 'pi_openapi', amount: 150_000, currency: 'IDR' }, new Date().toISOString())
@@ -262,7 +278,7 @@ describeWithServices('OpenAPI document against the built server', ['postgres'], 
   })
 
   it('exchanged with every documented operation', () => {
-    const documented = Object.entries(document.paths ?? {}).flatMap(([path, item]) => (['get', 'put', 'post', 'delete'] as const).filter(method => item[method]).map(method => `${method} ${path}`))
+    const documented = Object.entries(document.paths ?? {}).flatMap(([path, item]) => (['get', 'put', 'post', 'patch', 'delete'] as const).filter(method => item[method]).map(method => `${method} ${path}`))
     expect([...exercised].sort()).toEqual(documented.sort())
   })
 })

@@ -193,6 +193,78 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/webhook-endpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the webhook endpoints
+         * @description Newest first, `limit` at a time (default 20); the next page starts after the last id of this one (`startingAfter`) while `hasMore` is true. Secrets are never listed.
+         */
+        get: operations["listWebhookEndpoints"];
+        put?: never;
+        /**
+         * Add a webhook endpoint, exactly once per Idempotency-Key
+         * @description The shop's act: the secret key only. Every event of the listed types (`*`: all) is POSTed to `url`, signed with the `secret` of this answer (Standard Webhooks), from the next change on. The secret is shown only here and on rotation; the same key and body answer the same endpoint and secret with `Idempotent-Replayed: true`. The `url` must be `https:` and resolve only to public addresses; with `WEBHOOK_ENDPOINTS_ALLOW_PRIVATE=true` (the default embedded and in development) `http:` and private, loopback and link-local addresses are allowed too. Any other is 400 `validation-failed` saying why. An unknown event type is 400 `validation-failed` naming the known ones.
+         */
+        post: operations["createWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/webhook-endpoints/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a webhook endpoint and its health
+         * @description `failingSince`, `lastSuccessAt`, `lastFailureAt` and `disabledReason` say how its deliveries go. Another tenant's endpoint is 404.
+         */
+        get: operations["getWebhookEndpoint"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a webhook endpoint
+         * @description For good: deliveries still queued for it are dropped unsent. Its recorded attempts stay. A second DELETE is 404.
+         */
+        delete: operations["deleteWebhookEndpoint"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a webhook endpoint, or enable or disable it
+         * @description The fields sent change; the same change again changes nothing, so it takes no Idempotency-Key. `status: "disabled"` stops deliveries (`disabledReason: "requested"`); `"enabled"` starts them again for new events and clears `failingSince`. A new `url` follows the same rule as at creation: The `url` must be `https:` and resolve only to public addresses; with `WEBHOOK_ENDPOINTS_ALLOW_PRIVATE=true` (the default embedded and in development) `http:` and private, loopback and link-local addresses are allowed too. Any other is 400 `validation-failed` saying why.
+         */
+        patch: operations["updateWebhookEndpoint"];
+        trace?: never;
+    };
+    "/api/webhook-endpoints/{id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate a webhook endpoint's signing secret, once per Idempotency-Key
+         * @description A new secret signs every delivery from now on; the one it replaces signs too for 24 hours (a second `v1,` signature in `webhook-signature`, until `previousSecretExpiresAt`), so the receiver can switch without a failed delivery. The same key answers the same new secret with `Idempotent-Replayed: true`. Another tenant's endpoint is 404.
+         */
+        post: operations["rotateWebhookEndpointSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/webhooks/standard": {
         parameters: {
             query?: never;
@@ -1699,6 +1771,105 @@ export interface components {
              */
             updatedAt: string;
             idempotency: components["schemas"]["Idempotency"];
+        };
+        WebhookEndpointSecretResponse: {
+            /** @example we_3kQ9xYb2Lm0pRt7v */
+            id: string;
+            /** @constant */
+            object: "webhook_endpoint";
+            /**
+             * @description Where events are POSTed.
+             * @example https://shop.example/webhooks/checkout
+             */
+            url: string;
+            /** @description The event types sent here; `*`: every type. */
+            events: ("order.created" | "order.paid" | "order.payment_failed" | "order.canceled" | "refund.created" | "refund.succeeded" | "refund.failed" | "stock.updated" | "*")[];
+            description: string | null;
+            /**
+             * @description enabled: events are delivered. disabled: nothing is sent (see `disabledReason`); events of the time it was disabled are not sent later.
+             * @enum {string}
+             */
+            status: "enabled" | "disabled";
+            /** @description requested: PATCH status "disabled". gone: the endpoint answered 410. failing: every attempt failed for WEBHOOK_ENDPOINT_DISABLE_AFTER_DAYS. */
+            disabledReason: ("requested" | "gone" | "failing") | null;
+            /** @description Since when every attempt has failed; null after a success, and when re-enabled. */
+            failingSince: string | null;
+            lastSuccessAt: string | null;
+            lastFailureAt: string | null;
+            /** @description After a rotation: until when the previous secret signs too (a second `v1,` signature). */
+            previousSecretExpiresAt: string | null;
+            /**
+             * Format: date-time
+             * @description ISO 8601 date and time (UTC, `Z`).
+             * @example 2026-12-01T09:14:03.120Z
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description ISO 8601 date and time (UTC, `Z`).
+             * @example 2026-12-01T09:14:03.120Z
+             */
+            updatedAt: string;
+            /**
+             * @description The Standard Webhooks signing secret, `whsec_` and base64: shown only in this answer (creation, rotation). Keep it; it cannot be read again.
+             * @example whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+             */
+            secret: string;
+            idempotency: components["schemas"]["Idempotency"];
+        };
+        WebhookEndpointList: {
+            /** @constant */
+            object: "list";
+            /** @description Newest first, at most `limit`. */
+            data: components["schemas"]["WebhookEndpoint"][];
+            /** @description More endpoints follow: ask again with `startingAfter` set to the last id of this page. */
+            hasMore: boolean;
+        };
+        WebhookEndpoint: {
+            /** @example we_3kQ9xYb2Lm0pRt7v */
+            id: string;
+            /** @constant */
+            object: "webhook_endpoint";
+            /**
+             * @description Where events are POSTed.
+             * @example https://shop.example/webhooks/checkout
+             */
+            url: string;
+            /** @description The event types sent here; `*`: every type. */
+            events: ("order.created" | "order.paid" | "order.payment_failed" | "order.canceled" | "refund.created" | "refund.succeeded" | "refund.failed" | "stock.updated" | "*")[];
+            description: string | null;
+            /**
+             * @description enabled: events are delivered. disabled: nothing is sent (see `disabledReason`); events of the time it was disabled are not sent later.
+             * @enum {string}
+             */
+            status: "enabled" | "disabled";
+            /** @description requested: PATCH status "disabled". gone: the endpoint answered 410. failing: every attempt failed for WEBHOOK_ENDPOINT_DISABLE_AFTER_DAYS. */
+            disabledReason: ("requested" | "gone" | "failing") | null;
+            /** @description Since when every attempt has failed; null after a success, and when re-enabled. */
+            failingSince: string | null;
+            lastSuccessAt: string | null;
+            lastFailureAt: string | null;
+            /** @description After a rotation: until when the previous secret signs too (a second `v1,` signature). */
+            previousSecretExpiresAt: string | null;
+            /**
+             * Format: date-time
+             * @description ISO 8601 date and time (UTC, `Z`).
+             * @example 2026-12-01T09:14:03.120Z
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description ISO 8601 date and time (UTC, `Z`).
+             * @example 2026-12-01T09:14:03.120Z
+             */
+            updatedAt: string;
+        };
+        DeletedWebhookEndpoint: {
+            id: string;
+            /** @constant */
+            object: "webhook_endpoint";
+            /** @constant */
+            deleted: true;
         };
         /** @description The event is stored with its processing job (or was already): processing is asynchronous. */
         WebhookReceived: {
@@ -3259,6 +3430,367 @@ export interface operations {
             };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            /** @description `idempotency-key-reused`: Idempotency key reused with a different request. */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    "Preference-Applied": components["headers"]["Preference-Applied"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["IdempotencyKeyReusedProblem"];
+                };
+            };
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listWebhookEndpoints: {
+        parameters: {
+            query?: {
+                limit?: number;
+                startingAfter?: string;
+            };
+            header?: {
+                /**
+                 * @description Your correlation id, echoed in `X-Request-Id` when it is 1–128 visible ASCII characters (anything else is ignored and the server's id is echoed instead).
+                 * @example checkout-7f3a
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of endpoints. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointList"];
+                };
+            };
+            /** @description `validation-failed`: Validation failed. `malformed-request`: Malformed HTTP request. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ValidationFailedProblem"] | components["schemas"]["MalformedRequestProblem"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description One key per intended operation (a UUID v4 is a good choice), reused on every retry of it: 1–255 visible ASCII characters (0x21–0x7E). It may also be sent as an RFC 8941 string, as the IETF draft writes it: `"abc"` is the key `abc`. Missing: 400 `idempotency-key-missing`; malformed: 400 `idempotency-key-invalid`. The same key with another body or route: 422 `idempotency-key-reused`. A key is remembered for 24 hours from its first request by default (the server's `IDEMPOTENCY_TTL_SECONDS`, 86400 seconds); after that it is a new key. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+                /**
+                 * @description `wait=N` (N ≤ 10 seconds): while a request with the same key and body is still running, wait up to N seconds for its answer and replay it, instead of an immediate 409 `request-in-progress`. Larger N counts as 10; `Preference-Applied` says what was applied.
+                 * @example wait=10
+                 */
+                Prefer?: components["parameters"]["Prefer"];
+                /**
+                 * @description Your correlation id, echoed in `X-Request-Id` when it is 1–128 visible ASCII characters (anything else is ignored and the server's id is echoed instead).
+                 * @example checkout-7f3a
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    url: string;
+                    events: ("order.created" | "order.paid" | "order.payment_failed" | "order.canceled" | "refund.created" | "refund.succeeded" | "refund.failed" | "stock.updated" | "*")[];
+                    description?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Created, with its signing secret — or the replay of the endpoint this key made. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "Preference-Applied": components["headers"]["Preference-Applied"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointSecretResponse"];
+                };
+            };
+            /** @description `idempotency-key-missing`: Idempotency-Key header missing. `idempotency-key-invalid`: Idempotency-Key header invalid. `malformed-json`: Malformed JSON. `validation-failed`: Validation failed. `malformed-request`: Malformed HTTP request. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    "Preference-Applied": components["headers"]["Preference-Applied"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["IdempotencyKeyMissingProblem"] | components["schemas"]["IdempotencyKeyInvalidProblem"] | components["schemas"]["MalformedJsonProblem"] | components["schemas"]["ValidationFailedProblem"] | components["schemas"]["MalformedRequestProblem"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description `request-in-progress`: Request with this key is in progress. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "Preference-Applied": components["headers"]["Preference-Applied"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["RequestInProgressProblem"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /** @description `idempotency-key-reused`: Idempotency key reused with a different request. */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    "Preference-Applied": components["headers"]["Preference-Applied"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["IdempotencyKeyReusedProblem"];
+                };
+            };
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Your correlation id, echoed in `X-Request-Id` when it is 1–128 visible ASCII characters (anything else is ignored and the server's id is echoed instead).
+                 * @example checkout-7f3a
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description A webhook endpoint id, `we_…`; any other value is 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            400: components["responses"]["MalformedRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Your correlation id, echoed in `X-Request-Id` when it is 1–128 visible ASCII characters (anything else is ignored and the server's id is echoed instead).
+                 * @example checkout-7f3a
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description A webhook endpoint id, `we_…`; any other value is 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeletedWebhookEndpoint"];
+                };
+            };
+            400: components["responses"]["MalformedRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Your correlation id, echoed in `X-Request-Id` when it is 1–128 visible ASCII characters (anything else is ignored and the server's id is echoed instead).
+                 * @example checkout-7f3a
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description A webhook endpoint id, `we_…`; any other value is 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    url?: string;
+                    events?: ("order.created" | "order.paid" | "order.payment_failed" | "order.canceled" | "refund.created" | "refund.succeeded" | "refund.failed" | "stock.updated" | "*")[];
+                    description?: string | null;
+                    /** @enum {string} */
+                    status?: "enabled" | "disabled";
+                };
+            };
+        };
+        responses: {
+            /** @description The endpoint after the change. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            /** @description `malformed-json`: Malformed JSON. `validation-failed`: Validation failed. `malformed-request`: Malformed HTTP request. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["MalformedJsonProblem"] | components["schemas"]["ValidationFailedProblem"] | components["schemas"]["MalformedRequestProblem"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    rotateWebhookEndpointSecret: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description One key per intended operation (a UUID v4 is a good choice), reused on every retry of it: 1–255 visible ASCII characters (0x21–0x7E). It may also be sent as an RFC 8941 string, as the IETF draft writes it: `"abc"` is the key `abc`. Missing: 400 `idempotency-key-missing`; malformed: 400 `idempotency-key-invalid`. The same key with another body or route: 422 `idempotency-key-reused`. A key is remembered for 24 hours from its first request by default (the server's `IDEMPOTENCY_TTL_SECONDS`, 86400 seconds); after that it is a new key. */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+                /**
+                 * @description `wait=N` (N ≤ 10 seconds): while a request with the same key and body is still running, wait up to N seconds for its answer and replay it, instead of an immediate 409 `request-in-progress`. Larger N counts as 10; `Preference-Applied` says what was applied.
+                 * @example wait=10
+                 */
+                Prefer?: components["parameters"]["Prefer"];
+                /**
+                 * @description Your correlation id, echoed in `X-Request-Id` when it is 1–128 visible ASCII characters (anything else is ignored and the server's id is echoed instead).
+                 * @example checkout-7f3a
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description A webhook endpoint id, `we_…`; any other value is 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Rotated, with the new secret — or the replay of the rotation this key made. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "Preference-Applied": components["headers"]["Preference-Applied"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookEndpointSecretResponse"];
+                };
+            };
+            /** @description `idempotency-key-missing`: Idempotency-Key header missing. `idempotency-key-invalid`: Idempotency-Key header invalid. `malformed-request`: Malformed HTTP request. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    "Preference-Applied": components["headers"]["Preference-Applied"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["IdempotencyKeyMissingProblem"] | components["schemas"]["IdempotencyKeyInvalidProblem"] | components["schemas"]["MalformedRequestProblem"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description `not-found`: Not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    "Preference-Applied": components["headers"]["Preference-Applied"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["NotFoundProblem"];
+                };
+            };
+            /** @description `request-in-progress`: Request with this key is in progress. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "Preference-Applied": components["headers"]["Preference-Applied"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["RequestInProgressProblem"];
+                };
+            };
             /** @description `idempotency-key-reused`: Idempotency key reused with a different request. */
             422: {
                 headers: {

@@ -84,14 +84,16 @@ describe('the OpenAPI document and the route files', () => {
   })
 
   it('declares the Idempotency-Key header on every route that requires one', () => {
-    // A route requires the key itself or through the refund, cancel and adjustment helpers (server/refunds/route.ts, server/stock/route.ts).
-    const keyed = files.filter(route => /requireIdempotencyKey|refundOrder|cancelOrderRoute|postAdjustment/.test(route.source))
+    // A route requires the key itself or through the refund, cancel, adjustment and webhook endpoint helpers (server/refunds/route.ts, server/stock/route.ts, server/webhook-endpoints/route.ts).
+    const keyed = files.filter(route => /requireIdempotencyKey|refundOrder|cancelOrderRoute|postAdjustment|postWebhookEndpoint|postRotateSecret/.test(route.source))
     expect(keyed.map(route => `${route.method} ${route.path}`).sort()).toEqual([
       'post /api/inventory/{sku}/adjustments',
       'post /api/ops/orders/{id}/refunds',
       'post /api/orders',
       'post /api/orders/{id}/cancel',
       'post /api/orders/{id}/refunds',
+      'post /api/webhook-endpoints',
+      'post /api/webhook-endpoints/{id}/rotate-secret',
     ])
     for (const { path, method, operation } of documentedOperations) {
       const declares = JSON.stringify(operation.parameters ?? []).includes('#/components/parameters/IdempotencyKey')
