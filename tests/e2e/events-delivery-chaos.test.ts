@@ -26,6 +26,8 @@ const receiverDir = resolve(projectRoot, 'tests/fixtures/event-receiver')
 
 describeWithServices('events delivered through crashes and a flaky receiver', ['postgres', 'redis'], () => {
   const buildDir = `/tmp/event-receiver-${randomUUID()}`
+  /** The receiver's keys in the shared Redis, the same across its restarts (the prefix is part of every scope). */
+  const receiverKeyPrefix = `receiver:${randomUUID()}:`
   let appDatabase: Awaited<ReturnType<typeof createTestDatabase>>
   let receiverDatabase: Awaited<ReturnType<typeof createTestDatabase>>
   let sql: postgres.Sql
@@ -55,7 +57,7 @@ describeWithServices('events delivered through crashes and a flaky receiver', ['
       args: [`${buildDir}/.output/server/index.mjs`],
       env: {
         ...process.env, NODE_ENV: 'production', HOST: '127.0.0.1', PORT: String(receiverPort),
-        DATABASE_URL: receiverDatabase.url, REDIS_URL: redisUrl, NUXT_IDEMPOTENCY_KEY_PREFIX: `receiver:${randomUUID()}:`, NUXT_CHECKOUT_WEBHOOK_SECRET: secret,
+        DATABASE_URL: receiverDatabase.url, REDIS_URL: redisUrl, NUXT_IDEMPOTENCY_KEY_PREFIX: receiverKeyPrefix, NUXT_CHECKOUT_WEBHOOK_SECRET: secret,
       },
     })
     await pollUntil('the receiver answers', async () => {
