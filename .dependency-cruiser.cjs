@@ -5,7 +5,7 @@
  */
 const layers = [
   // The ground floor: configuration, the database, problems, observability, HTTP helpers, locks.
-  ['config', 'db', 'problems', 'observability', 'http', 'locks', 'redis', 'faults'],
+  ['config', 'db', 'problems', 'observability', 'http', 'locks', 'redis', 'faults', 'mail'],
   // The job engine and the maintenance scheduler: no domain code.
   ['jobs', 'maintenance'],
   // Stock and its ledger: what orders reserve and settle.
