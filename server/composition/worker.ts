@@ -4,6 +4,7 @@ import type { DatabaseHandle } from 'nuxt-idempotency/db'
 import type { Locks } from 'nuxt-idempotency/locks'
 import { createPaymentProvider } from '../payments'
 import { createJobKinds } from './job-kinds'
+import { createMailer } from '../mail/mailer'
 import { createWorker, type Worker } from '../jobs/worker'
 
 /** A worker configured from the environment: the same for the in-app worker and `npm run worker`. */
@@ -16,6 +17,7 @@ export function createConfiguredWorker(config: AppConfig, handle: DatabaseHandle
       payments: createPaymentProvider(config, handle.db),
       // mockpay off: no deliveries to send.
       ...(config.MOCKPAY_WEBHOOK_SECRET && { mockpay: { url: config.MOCKPAY_WEBHOOK_URL, secret: config.MOCKPAY_WEBHOOK_SECRET } }),
+      mailer: createMailer(config),
     }),
     workerId: config.WORKER_ID ?? `${hostname()}:${process.pid}`,
     concurrency: config.WORKER_CONCURRENCY,
