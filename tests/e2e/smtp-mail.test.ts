@@ -76,7 +76,7 @@ describeWithServices('customer e-mails through SMTP (SMTP_URL)', ['postgres', 'r
       expect(mail.headers.from).toBe(`Shop <no-reply@${FROM_DOMAIN}>`)
       expect(mail.recipients).toEqual([email])
     }
-    const invoice = sent.find(mail => mail.headers.subject.startsWith('Invoice'))!
+    const invoice = sent.find(mail => mail.headers.subject?.startsWith('Invoice'))!
     expect(invoice.text).toBe([`Invoice for order ${orderId} (cart ${(await readOrder(orderId)).cartId}), paid.`, '', '2 x SKU-1 at IDR 75,000: IDR 150,000', '', 'Total: IDR 150,000'].join('\n'))
 
     expect(await mailboxOf(orderId)).toEqual([
