@@ -101,10 +101,12 @@ export const orderIssueInvoice = (mailer: Mailer | undefined) => defineJobKind({
  * What the order's succeeded refunds add up to, counting this one and those settled before it (by
  * settled_at, then id): the refund that brings it to the order's amount is the one that made the
  * order refunded, however many parts came before. The same on every attempt: settled refunds stay.
+ * The outer row is named in full: drizzle leaves a single table's columns unqualified in the
+ * select list, where they would name `earlier`'s.
  */
 const refundedThrough = sql<number>`(select coalesce(sum(earlier.amount), 0) from refunds earlier
-  where earlier.order_id = ${refunds.orderId} and earlier.status = 'succeeded'
-  and (coalesce(earlier.settled_at, earlier.created_at), earlier.id) <= (coalesce(${refunds.settledAt}, ${refunds.createdAt}), ${refunds.id}))::float8`.mapWith(Number)
+  where earlier.order_id = refunds.order_id and earlier.status = 'succeeded'
+  and (coalesce(earlier.settled_at, earlier.created_at), earlier.id) <= (coalesce(refunds.settled_at, refunds.created_at), refunds.id))::float8`.mapWith(Number)
 
 /** One email per succeeded refund, naming its amount: marked `refund_notice:<refund id>`. */
 export const refundSendNotice = (mailer: Mailer | undefined) => defineJobKind({
