@@ -5,7 +5,7 @@
  */
 const layers = [
   // The ground floor: configuration, the database, problems, observability, HTTP helpers, locks.
-  ['config', 'db', 'problems', 'observability', 'http', 'locks', 'redis', 'faults'],
+  ['config', 'db', 'problems', 'observability', 'http', 'locks', 'redis', 'faults', 'mail'],
   // The job engine and the maintenance scheduler: no domain code.
   ['jobs', 'maintenance'],
   // The events the shop's systems follow, and their delivery to its webhook endpoints.

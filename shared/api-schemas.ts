@@ -307,8 +307,9 @@ export const OpsMailboxMessageSchema = z.object({
   to: z.string(),
   subject: z.string(),
   body: z.string(),
+  messageId: z.string().nullable().meta({ description: 'The Message-ID it was sent under over SMTP, derived from its effect (the same on every attempt); null when SMTP_URL is unset and the email stayed in the dev mailbox.', example: '<confirmation_email.ord_0f3a9c@shop.example>' }),
   createdAt: isoTime,
-}).meta({ id: 'OpsMailboxMessage' })
+}).meta({ id: 'OpsMailboxMessage', description: 'An email the worker wrote: kept in the dev mailbox, or, with SMTP_URL, sent as it reads here.' })
 export const OpsMailboxMessageListSchema = opsList(OpsMailboxMessageSchema).meta({ id: 'OpsMailboxMessageList' })
 
 export const OpsTenantSchema = z.object({ id: z.string().meta({ example: 'ten_0f3a9c' }), name: z.string() }).meta({ id: 'OpsTenant' })

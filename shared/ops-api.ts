@@ -79,7 +79,7 @@ export interface OpsIdempotencyRecord<Time extends OpsTime = string> {
   leaseExpiresAt: Time | null
 }
 
-/** GET /api/ops/mailbox rows: the dev mailbox's messages. */
+/** GET /api/ops/mailbox rows: the emails the worker wrote (kept in the dev mailbox, or sent with SMTP_URL). */
 export interface OpsMailboxMessage<Time extends OpsTime = string> {
   id: string
   tenantId: string
@@ -87,6 +87,8 @@ export interface OpsMailboxMessage<Time extends OpsTime = string> {
   to: string
   subject: string
   body: string
+  /** The Message-ID it was sent under; null when it was not sent (no SMTP_URL). */
+  messageId: string | null
   createdAt: Time
 }
 

@@ -1,5 +1,6 @@
 import type { PaymentProvider } from '../payments/types'
 import type { JobKind } from '../jobs/kind'
+import type { Mailer } from '../mail/mailer'
 import { mockpayDeliver } from '../payments/mockpay/deliver'
 import { orderIssueInvoice, orderSendConfirmation, refundSendNotice } from '../orders/jobs/order-effects'
 import { paymentCancel } from '../payments/jobs/cancel'
@@ -15,15 +16,17 @@ export interface JobKindDependencies {
   mockpay?: { url: string, secret: string }
   /** How the shop's webhook endpoints are sent their events; absent, the worker does not deliver them. */
   webhookDelivery?: WebhookDeliverySettings
+  /** Where the customer emails go (SMTP_URL); absent, they stay in the dev mailbox. */
+  mailer?: Mailer
 }
 
 /** Every job kind the worker runs. */
 export function createJobKinds(deps: JobKindDependencies): JobKind[] {
   return [
     paymentCreateIntent(deps.payments),
-    orderSendConfirmation,
-    orderIssueInvoice,
-    refundSendNotice,
+    orderSendConfirmation(deps.mailer),
+    orderIssueInvoice(deps.mailer),
+    refundSendNotice(deps.mailer),
     paymentRefund(deps.payments),
     paymentCancel(deps.payments),
     webhookApply(deps.payments),

@@ -4,6 +4,7 @@ import type { DatabaseHandle } from 'nuxt-idempotency/db'
 import type { Locks } from 'nuxt-idempotency/locks'
 import { createPaymentProvider } from '../payments'
 import { createJobKinds } from './job-kinds'
+import { createMailer } from '../mail/mailer'
 import { createWorker, type Worker } from '../jobs/worker'
 
 /** A worker configured from the environment: the same for the in-app worker and `npm run worker`. */
@@ -22,6 +23,7 @@ export function createConfiguredWorker(config: AppConfig, handle: DatabaseHandle
         disableAfterDays: config.WEBHOOK_ENDPOINT_DISABLE_AFTER_DAYS,
         timeoutMs: config.WEBHOOK_DELIVERY_TIMEOUT_MS,
       },
+      mailer: createMailer(config),
     }),
     workerId: config.WORKER_ID ?? `${hostname()}:${process.pid}`,
     concurrency: config.WORKER_CONCURRENCY,

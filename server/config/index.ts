@@ -22,6 +22,19 @@ const intIn = (min: number, max: number, fallback: number) =>
 const secret = (prefix = '') => z.string().min(prefix.length + 16, `must be at least ${prefix.length + 16} characters`)
   .refine(v => v.startsWith(prefix), `must start with "${prefix}"`).optional()
 
+/**
+ * An address, or a display name and the address in angle brackets; the domain is a dot-atom (RFC
+ * 5322), so it can be the right-hand side of a Message-ID as it is.
+ */
+const mailboxPattern = /^(?:[^<>@\r\n]*<[^\s<>@]+@([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*)>|[^\s<>@]+@([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*))$/
+
+/** The domain of SMTP_FROM's address. */
+export function mailDomainOf(from: string): string {
+  const match = mailboxPattern.exec(from.trim())
+  if (!match) throw new Error(`not a mail address: ${from}`)
+  return match[1] ?? match[2]!
+}
+
 /** The fewest key bytes a `whsec_` signing secret may decode to. */
 export const MIN_SIGNING_KEY_BYTES = 24
 
@@ -181,6 +194,13 @@ const EnvSchema = z.object({
   CHECKOUT_DEMO_ENABLED: z.enum(['true', 'false', '1', '0']).optional(),
   /** Seals the checkout session cookie (≥ 32 characters); generated when embedded or in development. */
   SESSION_PASSWORD: z.string().min(32, 'must be at least 32 characters').optional(),
+  /**
+   * Where the customer e-mails and invoices are sent (smtp:// with STARTTLS when offered, smtps://
+   * for TLS from the start; user:password@ when the server asks). Unset: they land in the dev mailbox only.
+   */
+  SMTP_URL: z.url({ protocol: /^smtps?$/, hostname: /^[^\s]+$/, error: 'must be an smtp:// or smtps:// URL with a host' }).optional(),
+  /** The From of those e-mails; its domain also names their Message-IDs (docs/payments-and-refunds.md#customer-e-mails). */
+  SMTP_FROM: z.string().regex(mailboxPattern, 'must be an address (no-reply@shop.example) or a name and an address (Shop <no-reply@shop.example>)').default('Checkout <no-reply@localhost>'),
   /** One request_log row per API request (the evidence locker reads them); off only to measure their cost. */
   REQUEST_LOG_ENABLED: flag(true),
   /** request_log rows (the evidence of who asked what) are deleted by the retention task after this many days. */
@@ -332,6 +352,8 @@ export const settingHelp: Readonly<Record<ConfigVariable, SettingHelp>> = {
   MOCKPAY_REORDER: flagHelp('mockpay re-sending earlier events with each new one'),
   CHECKOUT_DEMO_ENABLED: flagHelp('the checkout page\'s demo store (demo only)'),
   SESSION_PASSWORD: { expected: 'the password that seals the checkout session cookie, at least 32 characters (`npm run secrets` prints one)', example: '…' },
+  SMTP_URL: { expected: 'the SMTP server customer e-mails go through: smtp://host:port (STARTTLS when the server offers it) or smtps://host:port (TLS), with user:password@ when it asks for them', example: 'smtps://checkout:…@smtp.example.com:465' },
+  SMTP_FROM: { expected: 'the From of the customer e-mails: an address, or a name and the address in angle brackets', example: 'Shop <no-reply@shop.example>' },
   REQUEST_LOG_ENABLED: flagHelp('one request_log row per API request'),
   REQUEST_LOG_RETENTION_DAYS: { expected: 'days request_log rows are kept (a whole number, 1–3650)', example: '14' },
   LOG_LEVEL: { expected: 'debug, info, warn, error or silent', example: 'info' },

@@ -326,7 +326,11 @@ export const sideEffects = pgTable('side_effects', {
   createdAt: createdAt(),
 }, t => [unique('side_effects_order_effect_unique').on(t.orderId, t.effect)])
 
-/** The dev mailbox: emails the app "sent", shown in the ops console. */
+/**
+ * The mailbox, shown in the ops console: the emails the app wrote, each with its marker. Without
+ * SMTP_URL it is where they end (the dev mailbox); with it, each row is an email the SMTP server
+ * accepted, as sent.
+ */
 export const mailbox = pgTable('mailbox', {
   id: text('id').primaryKey(),
   tenantId: text('tenant_id').notNull(),
@@ -334,8 +338,14 @@ export const mailbox = pgTable('mailbox', {
   to: text('to').notNull(),
   subject: text('subject').notNull(),
   body: text('body').notNull(),
+  /** The Message-ID it was sent under (derived from its effect: the same on every attempt); null when it was not sent (no SMTP_URL). */
+  messageId: text('message_id'),
   createdAt: createdAt(),
-}, t => [index('mailbox_order_idx').on(t.orderId)])
+}, t => [
+  index('mailbox_order_idx').on(t.orderId),
+  // One row per email sent: its Message-ID names its effect.
+  uniqueIndex('mailbox_message_id_unique').on(t.messageId).where(sql`${t.messageId} is not null`),
+])
 
 export const invoices = pgTable('invoices', {
   id: text('id').primaryKey(),

@@ -51,9 +51,13 @@ const moreThanOne = sql`count(*) > 1`
 /** Two rows of one key within its TTL are one request executed twice; after it the key may legitimately return. */
 const withinTtl = (column: typeof orders.createdAt | typeof refunds.createdAt, keyTtlSeconds: number) =>
   sql`max(${column}) - min(${column}) < make_interval(secs => ${keyTtlSeconds}::int)`
-/** The markers of the effects that send an email: the confirmation and each refund notice. */
+/**
+ * The markers of the effects that send an email: the confirmation, each refund notice, and the
+ * invoice when it was sent by email (SMTP_URL: its Message-ID begins `<invoice.`).
+ */
 const emailMarkers = sql`(select count(*) from ${sideEffects} where ${sideEffects.orderId} = ${mailbox.orderId}
-  and (${sideEffects.effect} = 'confirmation_email' or ${sideEffects.effect} like 'refund_notice:%'))`
+  and (${sideEffects.effect} = 'confirmation_email' or ${sideEffects.effect} like 'refund_notice:%'
+    or (${sideEffects.effect} = 'invoice' and exists (select 1 from ${mailbox} sent where sent.order_id = ${mailbox.orderId} and sent.message_id like '<invoice.%'))))`
 
 export async function auditDuplicates(db: Database, options: AuditOptions): Promise<DuplicatesAudit> {
   const [businessDuplicates, exactlyOnceViolations, frequentReplays] = await Promise.all([

@@ -284,7 +284,7 @@ export function sideEffectEntry(effect: SideEffectRow): RankedEntry {
 export function emailEntry(email: EmailRow): RankedEntry {
   return ranked(`email:${email.id}`, rankOf.email, email.createdAt, {
     kind: 'email',
-    summary: `Email "${email.subject}" sent to ${email.to}.`,
+    summary: `Email "${email.subject}" sent to ${email.to}${email.messageId ? ` over SMTP as ${email.messageId}` : ''}.`,
     ids: idsOf({ orderId: email.orderId }),
     detail: { ...email, createdAt: iso(email.createdAt) },
   })

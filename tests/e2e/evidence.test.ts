@@ -488,7 +488,7 @@ describeWithServices('GET /api/ops/evidence: one timeline per key, order, event 
     expect(mail.status, mail.text).toBe(200)
     expect(mail.json).toEqual({
       object: 'list',
-      data: [{ id: expect.stringMatching(/^msg_/), tenantId: stack.tenant.tenantId, orderId, to: expect.stringMatching(/^evidence-.*@example\.com$/), subject: `Order ${orderId} confirmed`, body: expect.stringContaining(orderId), createdAt: expect.any(String) }],
+      data: [{ id: expect.stringMatching(/^msg_/), tenantId: stack.tenant.tenantId, orderId, to: expect.stringMatching(/^evidence-.*@example\.com$/), subject: `Order ${orderId} confirmed`, body: expect.stringContaining(orderId), messageId: null, createdAt: expect.any(String) }],
     })
     const everything = (await ops('/api/ops/mailbox?limit=500')).json.data as Array<{ createdAt: string }>
     const [mails] = await sql()<[{ n: number }]>`select count(*)::int as n from mailbox`

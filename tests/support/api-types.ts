@@ -2553,6 +2553,7 @@ export interface components {
             /** @description Newest first, at most `limit` rows. */
             data: components["schemas"]["OpsMailboxMessage"][];
         };
+        /** @description An email the worker wrote: kept in the dev mailbox, or, with SMTP_URL, sent as it reads here. */
         OpsMailboxMessage: {
             id: string;
             tenantId: string;
@@ -2560,6 +2561,11 @@ export interface components {
             to: string;
             subject: string;
             body: string;
+            /**
+             * @description The Message-ID it was sent under over SMTP, derived from its effect (the same on every attempt); null when SMTP_URL is unset and the email stayed in the dev mailbox.
+             * @example <confirmation_email.ord_0f3a9c@shop.example>
+             */
+            messageId: string | null;
             /**
              * Format: date-time
              * @description ISO 8601 date and time (UTC, `Z`).

@@ -343,7 +343,7 @@ describe('side effect, email and invoice entries', () => {
         detail: { id: 5, orderId: 'ord_1', effect: 'email.confirmation', jobId: null, createdAt: '2026-03-01T10:00:03.000Z' },
       },
     })
-    expect(emailEntry({ id: 'mail_1', tenantId: 'ten_1', orderId: 'ord_1', to: 'a@example.com', subject: 'Paid', body: 'Thanks', createdAt: t2 })).toStrictEqual({
+    expect(emailEntry({ id: 'mail_1', tenantId: 'ten_1', orderId: 'ord_1', to: 'a@example.com', subject: 'Paid', body: 'Thanks', messageId: null, createdAt: t2 })).toStrictEqual({
       identity: 'email:mail_1',
       rank: 7,
       entry: {
@@ -351,9 +351,11 @@ describe('side effect, email and invoice entries', () => {
         kind: 'email',
         summary: 'Email "Paid" sent to a@example.com.',
         ids: { orderId: 'ord_1' },
-        detail: { id: 'mail_1', tenantId: 'ten_1', orderId: 'ord_1', to: 'a@example.com', subject: 'Paid', body: 'Thanks', createdAt: '2026-03-01T10:00:03.000Z' },
+        detail: { id: 'mail_1', tenantId: 'ten_1', orderId: 'ord_1', to: 'a@example.com', subject: 'Paid', body: 'Thanks', messageId: null, createdAt: '2026-03-01T10:00:03.000Z' },
       },
     })
+    expect(emailEntry({ id: 'mail_2', tenantId: 'ten_1', orderId: 'ord_1', to: 'a@example.com', subject: 'Paid', body: 'Thanks', messageId: '<confirmation_email.ord_1@shop.example>', createdAt: t2 }).entry.summary)
+      .toBe('Email "Paid" sent to a@example.com over SMTP as <confirmation_email.ord_1@shop.example>.')
     expect(invoiceEntry({ id: 'inv_1', tenantId: 'ten_1', orderId: 'ord_1', amount: 1_234_567, currency: 'USD', createdAt: t2 })).toStrictEqual({
       identity: 'invoice:inv_1',
       rank: 7,

@@ -1,0 +1,2 @@
+ALTER TABLE "mailbox" ADD COLUMN "message_id" text;--> statement-breakpoint
+CREATE UNIQUE INDEX "mailbox_message_id_unique" ON "mailbox" USING btree ("message_id") WHERE "mailbox"."message_id" is not null;
