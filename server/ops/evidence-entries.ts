@@ -20,8 +20,8 @@ export interface RankedEntry {
 
 /**
  * Entries at the same instant (one transaction shares one `now()`) are ordered by cause: the key is
- * claimed, the business rows are written, their jobs enqueued, the result stored; attempts,
- * effects and the request's own log row follow.
+ * claimed, the business rows are written, their jobs enqueued, the result stored and the events
+ * written (at the commit); attempts, effects and the request's own log row follow.
  */
 export const rankOf = {
   claimed: 0,
@@ -32,9 +32,10 @@ export const rankOf = {
   ledger_discrepancy: 1,
   order_status: 2,
   stock_movement: 2,
-  event: 2,
   job: 3,
   stored: 4,
+  // Written by deferred triggers at the commit, after every statement of the transaction.
+  event: 4,
   job_attempt: 5,
   webhook_delivery: 5,
   side_effect: 6,

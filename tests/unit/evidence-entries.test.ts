@@ -413,10 +413,10 @@ describe('our events and their deliveries', () => {
     delivered: false, error: null, latencyMs: 120, responseExcerpt: 'busy', createdAt: t1,
   }
 
-  it('an event: its type, id and sequence, linked to its order and tenant, after the order row at the same instant', () => {
+  it('an event: its type, id and sequence, linked to its order and tenant, after its transaction\'s other rows at the same instant', () => {
     expect(eventEntry(event)).toStrictEqual({
       identity: 'event:evt_1',
-      rank: 2,
+      rank: 4,
       entry: {
         at: '2026-03-01T10:00:00.000Z',
         kind: 'event',
