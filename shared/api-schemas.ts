@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import {
-  cancelReasons, idempotencyStatuses, jobStatuses, ledgerDiscrepancyKinds, ledgerDiscrepancyStatuses, refundSources, refundStatuses, reservationStatuses,
-  stockMovementKinds, stockSourceTypes, eventTypes, webhookEndpointStatuses,
+  cancelReasons, eventTypes, idempotencyStatuses, jobStatuses, ledgerDiscrepancyKinds, ledgerDiscrepancyStatuses, refundSources, refundStatuses, reservationStatuses,
+  stockMovementKinds, stockSourceTypes, webhookEndpointStatuses,
 } from './statuses'
 
 /**
@@ -364,7 +364,7 @@ export const OpsLedgerDiscrepancyListSchema = opsList(OpsLedgerDiscrepancySchema
 
 export const OpsTaskRunSchema = z.object({ result: z.unknown().optional().meta({ description: 'What the task reported.' }) }).meta({ id: 'OpsTaskRun' })
 
-const evidenceKinds = ['request', 'idempotency_record', 'job', 'job_attempt', 'webhook_event', 'order', 'refund', 'order_status', 'side_effect', 'email', 'invoice', 'operator_action', 'ledger_discrepancy', 'stock_movement'] as const
+const evidenceKinds = ['request', 'idempotency_record', 'job', 'job_attempt', 'webhook_event', 'order', 'refund', 'order_status', 'side_effect', 'email', 'invoice', 'operator_action', 'ledger_discrepancy', 'stock_movement', 'event', 'webhook_delivery'] as const
 const optionalText = z.string().optional()
 export const EvidenceQuerySchema = z.object({ key: optionalText, scope: optionalText, orderId: optionalText, eventId: optionalText, requestId: optionalText, keyId: optionalText }).meta({ id: 'EvidenceQuery' })
 export const EvidenceEntrySchema = z.object({
@@ -381,6 +381,7 @@ export const EvidenceEntrySchema = z.object({
     webhookEventId: optionalText,
     tenantId: optionalText,
     keyId: optionalText,
+    endpointId: optionalText,
   }),
   detail: z.record(z.string(), z.unknown()),
   verified: z.boolean().optional().meta({ description: 'Request entries only: false when the request proved no identity.' }),
@@ -446,3 +447,85 @@ export const DeletedWebhookEndpointSchema = z.object({
   object: z.literal('webhook_endpoint'),
   deleted: z.literal(true),
 }).meta({ id: 'DeletedWebhookEndpoint' })
+
+const OpsEventDeliverySchema = z.object({
+  endpointId: z.string(),
+  url: z.string().nullable().meta({ description: 'The endpoint\'s URL; null when the endpoint was deleted since.' }),
+  jobStatus: z.enum(jobStatuses).nullable().meta({ description: 'The status of its latest `webhook.deliver` job (a resend\'s, once there is one); null when no job is left (past retention).' }),
+  jobCount: z.number().int().min(0).meta({ description: 'Delivery jobs: the first, and one per resend.' }),
+  attemptCount: z.number().int().min(0),
+  lastStatusCode: z.number().int().nullable().meta({ description: 'The last attempt\'s HTTP status; null before any attempt, or when the last one got no answer.' }),
+  delivered: z.boolean().meta({ description: 'True once any attempt got a 2xx.' }),
+  lastAttemptAt: isoTime.nullable(),
+}).meta({ id: 'OpsEventDelivery', description: 'An event\'s delivery to one endpoint, summed up from its jobs and recorded attempts.' })
+
+const opsEventFields = {
+  id: z.string().meta({ example: 'evt_2q8Lr0cYt1mB6w9kN3pXaQ' }),
+  tenantId: z.string(),
+  sequence: z.number().int().meta({ description: 'Increasing per tenant in the order events become listable (docs/events.md).' }),
+  type: z.enum(eventTypes),
+  objectId: z.string().meta({ description: 'The order, refund or SKU the event is about.' }),
+  orderId: z.string().nullable(),
+  data: z.record(z.string(), z.unknown()).meta({ description: 'The object as it was right after the change.' }),
+  createdAt: isoTime,
+}
+
+export const OpsEventSchema = z.object({
+  ...opsEventFields,
+  deliveries: z.array(OpsEventDeliverySchema).meta({ description: 'One per endpoint the event was sent (or is being sent) to.' }),
+}).meta({ id: 'OpsEvent', description: 'One of the events the shop\'s systems follow, and where it went.' })
+export const OpsEventListSchema = opsList(OpsEventSchema).meta({ id: 'OpsEventList' })
+
+export const OpsWebhookAttemptSchema = z.object({
+  id: z.number().int(),
+  jobId: z.string().nullable(),
+  attempt: z.number().int().min(1).meta({ description: 'The job\'s attempt number (1 = first try).' }),
+  statusCode: z.number().int().nullable(),
+  delivered: z.boolean(),
+  error: z.string().nullable().meta({ description: 'Why it failed when no status says it: timeout, refused connection, private address.' }),
+  latencyMs: z.number().int().min(0),
+  responseExcerpt: z.string().nullable().meta({ description: 'The start of the answer\'s body.' }),
+  createdAt: isoTime,
+}).meta({ id: 'OpsWebhookAttempt', description: 'One attempt to deliver an event to an endpoint.' })
+
+const OpsEventDeliveryJobSchema = z.object({
+  id: z.string(),
+  status: z.enum(jobStatuses),
+  dedupeKey: z.string(),
+  resend: z.boolean().meta({ description: 'True for a job an operator\'s resend enqueued.' }),
+  createdAt: isoTime,
+}).meta({ id: 'OpsEventDeliveryJob' })
+
+export const OpsEventDetailSchema = z.object({
+  ...opsEventFields,
+  deliveries: z.array(OpsEventDeliverySchema.extend({
+    jobs: z.array(OpsEventDeliveryJobSchema).meta({ description: 'Oldest first.' }),
+    attempts: z.array(OpsWebhookAttemptSchema).meta({ description: 'Oldest first.' }),
+  })),
+}).meta({ id: 'OpsEventDetail', description: 'An event and, per endpoint, its delivery jobs and every attempt.' })
+
+export const OpsResendSchema = z.object({
+  eventId: z.string(),
+  jobs: z.array(z.object({ endpointId: z.string(), jobId: z.string() })).meta({ description: 'One new `webhook.deliver` job per endpoint; each delivers under the event\'s id (`webhook-id`).' }),
+}).meta({ id: 'OpsResend' })
+
+export const OpsWebhookEndpointSchema = z.object({
+  id: z.string(),
+  tenantId: z.string(),
+  url: z.string(),
+  events: z.array(z.string()).meta({ description: 'Event types, or `*` for all.' }),
+  description: z.string().nullable(),
+  status: z.enum(webhookEndpointStatuses),
+  disabledReason: z.string().nullable().meta({ description: 'requested, gone (it answered 410) or failing; null while enabled.' }),
+  failingSince: isoTime.nullable().meta({ description: 'Since when every attempt has failed; null after a success.' }),
+  lastSuccessAt: isoTime.nullable(),
+  lastFailureAt: isoTime.nullable(),
+  last24h: z.object({
+    attempts: z.number().int().min(0),
+    delivered: z.number().int().min(0),
+    successRate: z.number().min(0).max(1).nullable().meta({ description: 'delivered / attempts; null without attempts.' }),
+    p50LatencyMs: z.number().int().min(0).nullable().meta({ description: 'The median attempt\'s latency; null without attempts.' }),
+  }).meta({ description: 'Its attempts of the last 24 hours.' }),
+  createdAt: isoTime,
+}).meta({ id: 'OpsWebhookEndpoint', description: 'A webhook endpoint and its health; never its secret.' })
+export const OpsWebhookEndpointListSchema = opsList(OpsWebhookEndpointSchema).meta({ id: 'OpsWebhookEndpointList' })

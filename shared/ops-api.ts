@@ -1,7 +1,7 @@
 import type { z } from 'zod'
 import type * as Schemas from './api-schemas'
 import type { OrderView, RefundView } from './orders'
-import type { IdempotencyStatus, JobStatus, LedgerDiscrepancyKind, LedgerDiscrepancyStatus, RefundReason, StockMovementKind, StockSourceType } from './statuses'
+import type { EventType, IdempotencyStatus, JobStatus, LedgerDiscrepancyKind, LedgerDiscrepancyStatus, RefundReason, StockMovementKind, StockSourceType, WebhookEndpointStatus } from './statuses'
 
 /**
  * The answers of /api/ops/**, shared by the server (each route's return value must satisfy its
@@ -121,6 +121,7 @@ export interface EvidenceQuery {
   /** Narrows `key` to one scope (`tenant:ten_…`, `provider:standard`). */
   scope?: string
   orderId?: string
+  /** A payment provider's event id, or one of ours (`evt_…`, docs/events.md): the search looks for both. */
   eventId?: string
   /** The server's request id (`req_…`), or a client's X-Request-Id (its entries say so). */
   requestId?: string
@@ -128,7 +129,7 @@ export interface EvidenceQuery {
   keyId?: string
 }
 
-export type EvidenceKind = 'request' | 'idempotency_record' | 'job' | 'job_attempt' | 'webhook_event' | 'order' | 'refund' | 'order_status' | 'side_effect' | 'email' | 'invoice' | 'operator_action' | 'ledger_discrepancy' | 'stock_movement'
+export type EvidenceKind = 'request' | 'idempotency_record' | 'job' | 'job_attempt' | 'webhook_event' | 'order' | 'refund' | 'order_status' | 'side_effect' | 'email' | 'invoice' | 'operator_action' | 'ledger_discrepancy' | 'stock_movement' | 'event' | 'webhook_delivery'
 
 export interface EvidenceIds {
   requestId?: string
@@ -140,6 +141,7 @@ export interface EvidenceIds {
   webhookEventId?: string
   tenantId?: string
   keyId?: string
+  endpointId?: string
 }
 
 export interface EvidenceEntry {
@@ -286,6 +288,107 @@ export interface OpsInventory {
   ledger: { onHand: number, reserved: number }
 }
 
+/** An event's delivery to one endpoint, summed up from its `webhook.deliver` jobs and recorded attempts. */
+export interface OpsEventDelivery<Time extends OpsTime = string> {
+  endpointId: string
+  /** The endpoint's URL; null when the endpoint was deleted since. */
+  url: string | null
+  /** The status of its latest delivery job (a resend's, once there is one); null when no job is left (past retention). */
+  jobStatus: JobStatus | null
+  /** Delivery jobs: the first, and one per resend. */
+  jobCount: number
+  attemptCount: number
+  /** The last attempt's HTTP status; null before any attempt, or when the last one got no answer. */
+  lastStatusCode: number | null
+  /** True once any attempt got a 2xx. */
+  delivered: boolean
+  lastAttemptAt: Time | null
+}
+
+/** GET /api/ops/events rows: one of our events (docs/events.md) and where it went. */
+export interface OpsEvent<Time extends OpsTime = string> {
+  id: string
+  tenantId: string
+  sequence: number
+  type: EventType
+  /** The order, refund or SKU the event is about. */
+  objectId: string
+  orderId: string | null
+  /** The object as it was right after the change. */
+  data: Record<string, unknown>
+  createdAt: Time
+  /** One per endpoint the event was sent (or is being sent) to. */
+  deliveries: Array<OpsEventDelivery<Time>>
+}
+
+/** One attempt to deliver an event to an endpoint: what it answered, how fast. */
+export interface OpsWebhookAttempt<Time extends OpsTime = string> {
+  id: number
+  jobId: string | null
+  /** The job's attempt number (1 = first try). */
+  attempt: number
+  statusCode: number | null
+  delivered: boolean
+  /** Why it failed when no status says it (timeout, refused connection, private address). */
+  error: string | null
+  latencyMs: number
+  /** The start of the answer's body. */
+  responseExcerpt: string | null
+  createdAt: Time
+}
+
+/** A delivery job of an event to an endpoint: the trigger's, or a resend's. */
+export interface OpsEventDeliveryJob<Time extends OpsTime = string> {
+  id: string
+  status: JobStatus
+  dedupeKey: string
+  resend: boolean
+  createdAt: Time
+}
+
+/** An event's delivery to one endpoint with its jobs and every attempt, oldest first. */
+export interface OpsEventDeliveryDetail<Time extends OpsTime = string> extends OpsEventDelivery<Time> {
+  jobs: Array<OpsEventDeliveryJob<Time>>
+  attempts: Array<OpsWebhookAttempt<Time>>
+}
+
+/** GET /api/ops/events/{id}: the event and, per endpoint, its jobs and every attempt. */
+export interface OpsEventDetail<Time extends OpsTime = string> extends Omit<OpsEvent<Time>, 'deliveries'> {
+  deliveries: Array<OpsEventDeliveryDetail<Time>>
+}
+
+/** POST /api/ops/events/{id}/resend body: one endpoint, or every enabled endpoint subscribed to the event's type. */
+export interface OpsResendRequest { endpointId?: string }
+
+/** POST /api/ops/events/{id}/resend (202): the new delivery job per endpoint, each under the event's id. */
+export interface OpsResend { eventId: string, jobs: Array<{ endpointId: string, jobId: string }> }
+
+/** GET /api/ops/webhook-endpoints rows: an endpoint and its health, never its secret. */
+export interface OpsWebhookEndpoint<Time extends OpsTime = string> {
+  id: string
+  tenantId: string
+  url: string
+  events: string[]
+  description: string | null
+  status: WebhookEndpointStatus
+  /** requested, gone (it answered 410) or failing; null while enabled. */
+  disabledReason: string | null
+  /** Since when every attempt has failed; null after a success. */
+  failingSince: Time | null
+  lastSuccessAt: Time | null
+  lastFailureAt: Time | null
+  /** Its attempts of the last 24 hours. */
+  last24h: {
+    attempts: number
+    delivered: number
+    /** delivered / attempts; null without attempts. */
+    successRate: number | null
+    /** The median attempt's latency; null without attempts. */
+    p50LatencyMs: number | null
+  }
+  createdAt: Time
+}
+
 /** POST /api/ops/ledger/discrepancies/{id}/resolve. */
 export interface OpsResolveDiscrepancyRequest { note: string, operator: string }
 
@@ -315,4 +418,10 @@ export type OpsTypesMatchSchemas = [
   Holds<Same<OpsList<OpsStock>, z.output<typeof Schemas.OpsStockListSchema>>>,
   Holds<Same<OpsStockMovement, z.output<typeof Schemas.StockMovementSchema>>>,
   Holds<Same<OpsInventory, z.output<typeof Schemas.OpsInventorySchema>>>,
+  Holds<Same<OpsEvent, z.output<typeof Schemas.OpsEventSchema>>>,
+  Holds<Same<OpsList<OpsEvent>, z.output<typeof Schemas.OpsEventListSchema>>>,
+  Holds<Same<OpsEventDetail, z.output<typeof Schemas.OpsEventDetailSchema>>>,
+  Holds<Same<OpsResend, z.output<typeof Schemas.OpsResendSchema>>>,
+  Holds<Same<OpsWebhookEndpoint, z.output<typeof Schemas.OpsWebhookEndpointSchema>>>,
+  Holds<Same<OpsList<OpsWebhookEndpoint>, z.output<typeof Schemas.OpsWebhookEndpointListSchema>>>,
 ]

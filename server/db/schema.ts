@@ -63,7 +63,7 @@ export const apiKeys = pgTable('api_keys', {
  */
 export const operatorActions = pgTable('operator_actions', {
   id: bigserial('id', { mode: 'number' }).primaryKey(),
-  /** tenant.created | api_key.created | api_key.revoked | job.dismissed | refund.created | ledger_discrepancy.resolved */
+  /** tenant.created | api_key.created | api_key.revoked | job.dismissed | refund.created | ledger_discrepancy.resolved | event.resent */
   action: text('action').notNull(),
   /** Null for an action on no tenant's row: a dismissed job of no order. */
   tenantId: text('tenant_id'),

@@ -40,6 +40,7 @@ const tags: oas31.TagObject[] = [
   { name: 'Ops: jobs', description: 'The outbox worker\'s jobs and maintenance tasks.' },
   { name: 'Ops: orders', description: 'Any tenant\'s orders, and operators\' refunds.' },
   { name: 'Ops: inventory', description: 'Every tenant\'s tracked stock, with its ledger and the orders holding it.' },
+  { name: 'Ops: events', description: 'Our events of every tenant with their deliveries, a resend under the same id, and each webhook endpoint\'s health.' },
   { name: 'Ops: evidence', description: 'The evidence locker, the duplicates audit, idempotency records and the dev mailbox.' },
 ]
 

@@ -4,7 +4,8 @@ import {
   CanceledOrderResponseSchema, CheckoutSessionSchema, CreatedOrderResponseSchema, DuplicatesAuditSchema, EvidenceSchema, HealthSchema,
   MockpayActionResultSchema, MockpayIntentSchema, OpsApiKeyListSchema, OpsCreatedTenantSchema, OpsIdempotencyRecordListSchema,
   OpsIssuedApiKeySchema, OpsJobListSchema, OpsJobSchema, OpsMailboxMessageListSchema, OpsOrderSchema, OpsTaskRunSchema,
-  OpsInventorySchema, OpsLedgerDiscrepancyListSchema, OpsLedgerDiscrepancySchema, OpsStockListSchema, OrderSchema, ReadinessSchema, RefundResponseSchema, RefundSchema,
+  OpsEventDetailSchema, OpsEventListSchema, OpsInventorySchema, OpsLedgerDiscrepancyListSchema, OpsLedgerDiscrepancySchema, OpsResendSchema, OpsStockListSchema,
+  OpsWebhookEndpointListSchema, OrderSchema, ReadinessSchema, RefundResponseSchema, RefundSchema,
   StockListSchema, StockSchema, StockWithIdempotencySchema, WebhookReceivedSchema, EventListSchema, OrderListSchema,
   DeletedWebhookEndpointSchema, WebhookEndpointListSchema, WebhookEndpointSchema, WebhookEndpointSecretResponseSchema,
 } from '../../shared/api-schemas'
@@ -18,8 +19,8 @@ import { AdjustStockSchema, SetStockSchema, SkuSchema, StockListQuery } from '..
 import { CreateWebhookEndpointSchema, UpdateWebhookEndpointSchema, WebhookEndpointIdSchema, WebhookEndpointListQuery } from '../webhook-endpoints/schema'
 import type { ResponseHeaderOptions, parameterComponents } from './headers'
 import {
-  ApiKeyIdParam, AuditQuery, CreateTenantBody, DiscrepanciesQuery, DismissJobBody, EvidenceQuery, InventoryListQuery, InventoryPathParams, IssueKeyBody, JobsQuery, MailboxQuery, RecordsQuery,
-  ResolveDiscrepancyBody, TaskNameParam, TenantIdParam,
+  ApiKeyIdParam, AuditQuery, CreateTenantBody, DiscrepanciesQuery, DismissJobBody, EventIdParam, EventsListQuery, EvidenceQuery, InventoryListQuery, InventoryPathParams, IssueKeyBody, JobsQuery,
+  MailboxQuery, RecordsQuery, ResendEventBody, ResolveDiscrepancyBody, TaskNameParam, TenantIdParam, WebhookEndpointsListQuery,
 } from './route-inputs'
 import { MidtransNotification, StandardWebhookEvent, StripeWebhookEvent } from './webhook-payloads'
 
@@ -762,10 +763,60 @@ export const apiOperations: ApiOperation[] = [
   },
   {
     method: 'get',
+    path: '/api/ops/events',
+    operationId: 'listOpsEvents',
+    summary: 'List events of every tenant, with their deliveries',
+    description: 'Our events (docs/events.md), newest first, each with its deliveries: per endpoint, the status of its latest `webhook.deliver` job, how many jobs and attempts it took, the last HTTP status, and whether any attempt was delivered (a 2xx).',
+    tag: 'Ops: events',
+    security: ops,
+    query: EventsListQuery,
+    success: [{ status: 200, description: 'Newest first.', schema: OpsEventListSchema }],
+    problems: ['unauthorized', 'validation-failed'],
+  },
+  {
+    method: 'get',
+    path: '/api/ops/events/{id}',
+    operationId: 'getOpsEvent',
+    summary: 'An event, and every attempt to deliver it',
+    description: 'The event with its data and, per endpoint, its delivery jobs (the first and each resend) and every attempt: HTTP status, latency, the start of the answer, the error when there was no answer.',
+    tag: 'Ops: events',
+    security: ops,
+    pathParams: z.object({ id: EventIdParam }),
+    success: [{ status: 200, description: 'The event and its deliveries.', schema: OpsEventDetailSchema }],
+    problems: ['unauthorized', 'not-found'],
+  },
+  {
+    method: 'post',
+    path: '/api/ops/events/{id}/resend',
+    operationId: 'resendOpsEvent',
+    summary: 'Send an event again, under the same webhook-id',
+    description: 'Enqueues one new `webhook.deliver` job per endpoint (the one named, or every enabled endpoint of the tenant subscribed to the event\'s type), with the payload of the first delivery: the receiver sees the same `webhook-id` (the event id) and can drop it if it has it. '
+      + 'Kept in `operator_actions` as `event.resent`. An endpoint of another tenant is 404; a disabled or unsubscribed one (or none at all) is 409 `event-not-resendable`, nothing enqueued.',
+    tag: 'Ops: events',
+    security: ops,
+    pathParams: z.object({ id: EventIdParam }),
+    body: { schema: ResendEventBody, required: false },
+    success: [{ status: 202, description: 'Enqueued: the new job per endpoint.', schema: OpsResendSchema }],
+    problems: ['unauthorized', 'not-found', ...jsonBody, 'event-not-resendable'],
+  },
+  {
+    method: 'get',
+    path: '/api/ops/webhook-endpoints',
+    operationId: 'listOpsWebhookEndpoints',
+    summary: 'List webhook endpoints of every tenant, with their health',
+    description: 'Newest first: status (and why disabled), since when it has been failing, its last success and failure, and its attempts of the last 24 hours (count, delivered, success rate, median latency). Never a secret.',
+    tag: 'Ops: events',
+    security: ops,
+    query: WebhookEndpointsListQuery,
+    success: [{ status: 200, description: 'Newest first.', schema: OpsWebhookEndpointListSchema }],
+    problems: ['unauthorized', 'validation-failed'],
+  },
+  {
+    method: 'get',
     path: '/api/ops/evidence',
     operationId: 'getEvidence',
     summary: 'The evidence timeline of a key, order, event, request or API key',
-    description: 'Exactly one of `key`, `orderId`, `eventId`, `requestId`, `keyId` (`scope` narrows `key`); anything else is 400 `validation-failed`.',
+    description: 'Exactly one of `key`, `orderId`, `eventId`, `requestId`, `keyId` (`scope` narrows `key`); anything else is 400 `validation-failed`. `eventId` finds a payment provider\'s event and one of ours (`evt_…`, with its delivery attempts) alike.',
     tag: 'Ops: evidence',
     security: ops,
     query: EvidenceQuery,

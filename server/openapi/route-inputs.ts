@@ -1,4 +1,5 @@
-import { AuditQuery, DiscrepanciesQuery, DismissSchema, EvidenceQuery, InventoryPath, InventoryQuery, JobsQuery, MailboxQuery, RecordsQuery, ResolveDiscrepancySchema, TaskNameSchema } from '../ops/schemas'
+import { z } from 'zod'
+import { AuditQuery, DiscrepanciesQuery, DismissSchema, EventsQuery, EvidenceQuery, InventoryPath, InventoryQuery, JobsQuery, MailboxQuery, RecordsQuery, ResendSchema, ResolveDiscrepancySchema, TaskNameSchema, WebhookEndpointsQuery } from '../ops/schemas'
 import { ApiKeyIdSchema, CreateTenantSchema, IssueKeySchema, TenantIdSchema } from '../tenants/schema'
 
 /**
@@ -23,3 +24,13 @@ export const InventoryPathParams = InventoryPath.extend({
 })
 /** Any other name is 404. */
 export const TaskNameParam = TaskNameSchema
+export const EventsListQuery = EventsQuery.extend({
+  tenant: EventsQuery.shape.tenant.meta({ description: 'Only this tenant\'s events.', example: 'ten_demo_store' }),
+  type: EventsQuery.shape.type.meta({ description: 'Only events of this type.' }),
+  orderId: EventsQuery.shape.orderId.meta({ description: 'Only the events of this order (its own and its refunds\').', example: 'ord_8cf2b5a4d0e1' }),
+})
+export const EventIdParam = z.string().meta({ description: 'An event id, `evt_…`; any other value is 404.', example: 'evt_2q8Lr0cYt1mB6w9kN3pXaQ' })
+export const ResendEventBody = ResendSchema.meta({ id: 'ResendEventRequest', description: 'No body (or `{}`): every enabled endpoint subscribed to the event\'s type. `endpointId`: that endpoint only.', example: { endpointId: 'we_4f8a2c' } })
+export const WebhookEndpointsListQuery = WebhookEndpointsQuery.extend({
+  tenant: WebhookEndpointsQuery.shape.tenant.meta({ description: 'Only this tenant\'s endpoints.', example: 'ten_demo_store' }),
+})

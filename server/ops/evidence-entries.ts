@@ -1,5 +1,6 @@
-import type { idempotencyRecords, invoices, jobs, ledgerDiscrepancies, mailbox, operatorActions, orders, orderStatusHistory, refunds, requestLog, sideEffects, stockMovements, webhookEvents } from '../db/schema'
+import type { events, idempotencyRecords, invoices, jobs, ledgerDiscrepancies, mailbox, operatorActions, orders, orderStatusHistory, refunds, requestLog, sideEffects, stockMovements, webhookAttempts, webhookEvents } from '../db/schema'
 import { paymentIdempotencyKey, refundIdempotencyKey } from '../payments/keys'
+import { WebhookDeliveryPayload } from '../webhook-endpoints/job-types'
 import type { EvidenceEntry, EvidenceIds } from '../../shared/ops-api'
 import { orderIdOfResource, isProviderScope, providerScope, resourceLockKey, tenantScope } from '../../shared/resources'
 
@@ -19,8 +20,8 @@ export interface RankedEntry {
 
 /**
  * Entries at the same instant (one transaction shares one `now()`) are ordered by cause: the key is
- * claimed, the business rows are written, their jobs enqueued, the result stored; attempts,
- * effects and the request's own log row follow.
+ * claimed, the business rows are written, their jobs enqueued, the result stored and the events
+ * written (at the commit); attempts, effects and the request's own log row follow.
  */
 export const rankOf = {
   claimed: 0,
@@ -33,7 +34,10 @@ export const rankOf = {
   stock_movement: 2,
   job: 3,
   stored: 4,
+  // Written by deferred triggers at the commit, after every statement of the transaction.
+  event: 4,
   job_attempt: 5,
+  webhook_delivery: 5,
   side_effect: 6,
   email: 7,
   invoice: 7,
@@ -53,6 +57,8 @@ export type InvoiceRow = typeof invoices.$inferSelect
 export type RefundRow = typeof refunds.$inferSelect
 export type LedgerDiscrepancyRow = typeof ledgerDiscrepancies.$inferSelect
 export type StockMovementRow = typeof stockMovements.$inferSelect
+export type EventRow = typeof events.$inferSelect
+export type WebhookAttemptRow = typeof webhookAttempts.$inferSelect
 
 /** The provider's event id of a stored webhook event (by its row id), when that event was seen. */
 export type EventIdOf = (webhookEventId: string) => string | undefined
@@ -87,13 +93,14 @@ export function requestEntry(row: RequestRow): RankedEntry {
 export function operatorActionEntry(row: OperatorActionRow): RankedEntry {
   const keyId = row.action.startsWith('api_key.') ? row.subjectId : undefined
   const jobId = row.action === 'job.dismissed' ? row.subjectId : undefined
+  const eventId = row.action === 'event.resent' ? row.subjectId : undefined
   const prefix = typeof row.detail.keyPrefix === 'string' ? ` (${row.detail.keyPrefix})` : ''
   const tenant = row.tenantId ? ` of tenant ${row.tenantId}` : ''
   const reason = typeof row.detail.reason === 'string' ? ` with reason ${JSON.stringify(row.detail.reason)}` : ''
   return ranked(`operator_action:${serial(row.id)}`, rankOf.operator_action, row.createdAt, {
     kind: 'operator_action',
     summary: `Operator action ${row.action} on ${row.subjectId}${prefix}${tenant} by ${row.requestId ? `request ${row.requestId}` : 'no request (the command line)'}${reason}.`,
-    ids: idsOf({ requestId: row.requestId, tenantId: row.tenantId, keyId, jobId }),
+    ids: idsOf({ requestId: row.requestId, tenantId: row.tenantId, keyId, jobId, eventId }),
     detail: { ...row, createdAt: iso(row.createdAt) },
   })
 }
@@ -145,7 +152,12 @@ function providerKeyOf(job: JobRow): string | undefined {
 /** The job, each failed or rescued attempt in its error history, and its completion or running attempt. */
 export function jobEntries(job: JobRow, eventIdOf: EventIdOf): RankedEntry[] {
   const webhookEventId = typeof job.payload.webhookEventId === 'string' ? job.payload.webhookEventId : undefined
-  const ids = idsOf({ jobId: job.id, orderId: orderIdOfResource(job.resourceId), key: job.idempotencyKey, requestId: job.requestId, webhookEventId, eventId: webhookEventId && eventIdOf(webhookEventId) })
+  // A delivery of one of our events: the event (its webhook-id) and the endpoint it goes to.
+  const delivery = job.kind === 'webhook.deliver' ? WebhookDeliveryPayload.safeParse(job.payload).data : undefined
+  const ids = idsOf({
+    jobId: job.id, orderId: orderIdOfResource(job.resourceId), key: job.idempotencyKey, requestId: job.requestId, webhookEventId,
+    eventId: delivery?.eventId ?? (webhookEventId && eventIdOf(webhookEventId)), endpointId: delivery?.endpointId,
+  })
   const { errors, ...fields } = job
   const providerKey = providerKeyOf(job)
   const entries = [ranked(`job:${job.id}`, rankOf.job, job.createdAt, {
@@ -326,5 +338,26 @@ export function stockMovementEntry(row: StockMovementRow): RankedEntry {
     summary: stockMovementSummary(row),
     ids: idsOf({ orderId: row.orderId, requestId: row.requestId, jobId: row.jobId, tenantId: row.tenantId }),
     detail: { ...row, createdAt: iso(row.createdAt) },
+  })
+}
+
+/** One of our events (docs/events.md): written by its change's own transaction, at its commit. */
+export function eventEntry(row: EventRow): RankedEntry {
+  return ranked(`event:${row.id}`, rankOf.event, row.createdAt, {
+    kind: 'event',
+    summary: `Event ${row.type} ${row.id} (sequence ${row.sequence}) written for ${row.objectId} in the change's own transaction; every delivery of it carries webhook-id ${row.id}.`,
+    ids: idsOf({ eventId: row.id, orderId: row.orderId, tenantId: row.tenantId }),
+    detail: { ...row, createdAt: iso(row.createdAt) },
+  })
+}
+
+/** One attempt to deliver one of our events to an endpoint (`url`: undefined when the endpoint was deleted since). */
+export function webhookDeliveryEntry(row: WebhookAttemptRow, url: string | undefined): RankedEntry {
+  const answer = row.statusCode === null ? `no answer (${row.error ?? 'no reason recorded'})` : `answered ${row.statusCode}${row.error ? ` (${row.error})` : ''}`
+  return ranked(`webhook_delivery:${serial(row.id)}`, rankOf.webhook_delivery, row.createdAt, {
+    kind: 'webhook_delivery',
+    summary: `Attempt ${row.attempt} to deliver event ${row.eventId} to endpoint ${row.endpointId}${url ? ` (${url})` : ''}: ${row.delivered ? 'delivered' : 'not delivered'}, ${answer} after ${row.latencyMs} ms.`,
+    ids: idsOf({ eventId: row.eventId, endpointId: row.endpointId, orderId: row.orderId, jobId: row.jobId, tenantId: row.tenantId }),
+    detail: { ...row, url: url ?? null, createdAt: iso(row.createdAt) },
   })
 }

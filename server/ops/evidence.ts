@@ -1,18 +1,22 @@
-import { and, asc, eq, inArray, like, or, type SQL } from 'drizzle-orm'
+import { and, asc, eq, inArray, like, or, type SQL, sql } from 'drizzle-orm'
 import type { Database } from 'nuxt-idempotency/db'
-import { idempotencyRecords, invoices, jobs, ledgerDiscrepancies, mailbox, operatorActions, orders, orderStatusHistory, refunds, requestLog, sideEffects, stockMovements, webhookEvents } from '../db/schema'
+import {
+  events, idempotencyRecords, invoices, jobs, ledgerDiscrepancies, mailbox, operatorActions, orders, orderStatusHistory, refunds, requestLog, sideEffects, stockMovements, webhookAttempts,
+  webhookEndpoints, webhookEvents,
+} from '../db/schema'
 import { problem } from '../problems'
 import { type Evidence, type EvidenceEntry, type EvidenceQuery, evidenceSubjects } from '../../shared/ops-api'
 import { ANY_PROVIDER_SCOPE, OPS_SCOPE, orderResource, providerScope, tenantScope } from '../../shared/resources'
+import { webhookDeliverJob } from '../webhook-endpoints/job-types'
 import {
-  emailEntry, type EventIdOf, historyEntry, type HistoryRow, invoiceEntry, jobEntries, type JobRow, ledgerDiscrepancyEntries, operatorActionEntry,
+  emailEntry, eventEntry, type EventIdOf, type EventRow, historyEntry, type HistoryRow, invoiceEntry, jobEntries, type JobRow, ledgerDiscrepancyEntries, operatorActionEntry,
   type OperatorActionRow, orderEntry, type RankedEntry, recordEntries, type RecordRow, refundEntry, requestEntry, type RequestRow, sideEffectEntry,
-  stockMovementEntry, webhookEventEntry, type WebhookEventRow,
+  stockMovementEntry, webhookDeliveryEntry, webhookEventEntry, type WebhookEventRow,
 } from './evidence-entries'
 
 /**
  * The evidence locker (docs/operations.md#evidence-and-audit): everything the database remembers
- * about one key, order, webhook event, request or API key, joined into one chronological timeline —
+ * about one key, order, event (a provider's or ours), request or API key, joined into one chronological timeline —
  * what an operator reads to tell a retried request from a real duplicate. Every lookup goes through
  * an index and is capped, and the timeline is capped too (`truncated` says so), so a hot key cannot
  * make the answer unbounded.
@@ -140,13 +144,36 @@ export async function collectEvidence(db: Database, query: EvidenceQuery): Promi
     addHistory(capped(history))
   }
 
-  /** The order, its creating key, its jobs, payment events, status history, stock movements and effects. */
+  /**
+   * Our events (docs/events.md) with their delivery jobs (the first and each resend), every attempt
+   * to deliver them, and the operators' resends.
+   */
+  async function expandOurEvents(rows: EventRow[]): Promise<void> {
+    const fresh = rows.filter(row => firstTime(`event:${row.id}`))
+    if (!fresh.length) return
+    fresh.forEach(row => add(eventEntry(row)))
+    const ids = fresh.map(row => row.id)
+    const [attempts, deliveryJobs, resends] = await Promise.all([
+      db.select().from(webhookAttempts).where(inArray(webhookAttempts.eventId, ids)).orderBy(asc(webhookAttempts.id)).limit(ROWS_PER_LOOKUP),
+      db.select().from(jobs).where(and(eq(jobs.kind, webhookDeliverJob.kind), inArray(sql`split_part(${jobs.dedupeKey}, ':', 1)`, ids))).orderBy(asc(jobs.createdAt)).limit(ROWS_PER_LOOKUP),
+      actionsWhere(and(eq(operatorActions.action, 'event.resent'), inArray(operatorActions.subjectId, ids))),
+    ])
+    const endpointIds = [...new Set(attempts.map(attempt => attempt.endpointId))]
+    const urls = new Map(endpointIds.length
+      ? (await db.select({ id: webhookEndpoints.id, url: webhookEndpoints.url }).from(webhookEndpoints).where(inArray(webhookEndpoints.id, endpointIds))).map(row => [row.id, row.url])
+      : [])
+    for (const attempt of capped(attempts)) add(webhookDeliveryEntry(attempt, urls.get(attempt.endpointId)))
+    addJobs(capped(deliveryJobs))
+    addOperatorActions(capped(resends))
+  }
+
+  /** The order, its creating key, its jobs, payment events, status history, stock movements, effects and our events. */
   async function expandOrder(orderId: string): Promise<void> {
     if (!firstTime(orderResource(orderId))) return
     const [order] = await db.select().from(orders).where(eq(orders.id, orderId))
     if (!order) return
     add(orderEntry(order))
-    const [events, orderJobs, history, effects, emails, orderInvoices, orderRefunds, discrepancies, movements] = await Promise.all([
+    const [paymentEvents, orderJobs, history, effects, emails, orderInvoices, orderRefunds, discrepancies, movements, ourEvents] = await Promise.all([
       db.select().from(webhookEvents).where(eq(webhookEvents.orderId, orderId)).orderBy(asc(webhookEvents.receivedAt)).limit(MAX_EXPANSIONS),
       db.select().from(jobs).where(eq(jobs.resourceId, orderResource(orderId))).orderBy(asc(jobs.createdAt)).limit(ROWS_PER_LOOKUP),
       db.select().from(orderStatusHistory).where(eq(orderStatusHistory.orderId, orderId)).orderBy(asc(orderStatusHistory.id)).limit(ROWS_PER_LOOKUP),
@@ -156,9 +183,10 @@ export async function collectEvidence(db: Database, query: EvidenceQuery): Promi
       db.select().from(refunds).where(eq(refunds.orderId, orderId)).orderBy(asc(refunds.createdAt)).limit(ROWS_PER_LOOKUP),
       db.select().from(ledgerDiscrepancies).where(eq(ledgerDiscrepancies.orderId, orderId)).orderBy(asc(ledgerDiscrepancies.createdAt)).limit(ROWS_PER_LOOKUP),
       db.select().from(stockMovements).where(eq(stockMovements.orderId, orderId)).orderBy(asc(stockMovements.id)).limit(ROWS_PER_LOOKUP),
+      db.select().from(events).where(eq(events.orderId, orderId)).orderBy(asc(events.sequence)).limit(MAX_EXPANSIONS),
     ])
     // Events first: jobs and history rows are then named by the provider's event id too.
-    await expandWebhookEvents(capped(events, MAX_EXPANSIONS))
+    await expandWebhookEvents(capped(paymentEvents, MAX_EXPANSIONS))
     addJobs(capped(orderJobs))
     addHistory(capped(history))
     for (const effect of capped(effects)) add(sideEffectEntry(effect))
@@ -167,6 +195,7 @@ export async function collectEvidence(db: Database, query: EvidenceQuery): Promi
     for (const refund of capped(orderRefunds)) add(refundEntry(refund))
     for (const discrepancy of capped(discrepancies)) ledgerDiscrepancyEntries(discrepancy).forEach(add)
     for (const movement of capped(movements)) add(stockMovementEntry(movement))
+    await expandOurEvents(capped(ourEvents, MAX_EXPANSIONS))
     // The operators' resolutions of its discrepancies, with the requests that made them.
     if (discrepancies.length) addOperatorActions(capped(await actionsWhere(inArray(operatorActions.subjectId, discrepancies.map(row => row.id)))))
     if (order.idempotencyKey) await expandKey(order.idempotencyKey, tenantScope(order.tenantId))
@@ -186,15 +215,18 @@ export async function collectEvidence(db: Database, query: EvidenceQuery): Promi
   }
   else if (query.eventId !== undefined) {
     // Any provider: the stored events, plus every delivery and record under the id — a delivery
-    // whose signature was rejected left only its request_log row.
-    const [events, requests, records] = await Promise.all([
+    // whose signature was rejected left only its request_log row. And ours, sent out: an `evt_…`
+    // id is ours or Stripe's, so both are looked for.
+    const [paymentEvents, requests, records, ourEvents] = await Promise.all([
       db.select().from(webhookEvents).where(eq(webhookEvents.eventId, query.eventId)).limit(MAX_EXPANSIONS),
       requestsWhere(and(eq(requestLog.idempotencyKey, query.eventId), like(requestLog.scope, ANY_PROVIDER_SCOPE))),
       recordsWhere(and(eq(idempotencyRecords.key, query.eventId), like(idempotencyRecords.scope, ANY_PROVIDER_SCOPE))),
+      query.eventId.startsWith('evt_') ? db.select().from(events).where(eq(events.id, query.eventId)) : [],
     ])
-    await expandWebhookEvents(capped(events, MAX_EXPANSIONS))
+    await expandWebhookEvents(capped(paymentEvents, MAX_EXPANSIONS))
     addRequests(capped(requests))
     addRecords(capped(records, MAX_EXPANSIONS))
+    await expandOurEvents(ourEvents)
   }
   else if (query.requestId !== undefined) {
     // The server's id, and the client's X-Request-Id column: a client may have sent the very id of

@@ -1,8 +1,8 @@
 import type { Database } from 'nuxt-idempotency/db'
 import { operatorActions } from '../db/schema'
 
-/** What operators can do to tenants, their keys, dead letters, orders and ledger discrepancies; each is kept as evidence in `operator_actions`. */
-export type OperatorActionName = 'tenant.created' | 'api_key.created' | 'api_key.revoked' | 'job.dismissed' | 'refund.created' | 'ledger_discrepancy.resolved'
+/** What operators can do to tenants, their keys, dead letters, orders, ledger discrepancies and events; each is kept as evidence in `operator_actions`. */
+export type OperatorActionName = 'tenant.created' | 'api_key.created' | 'api_key.revoked' | 'job.dismissed' | 'refund.created' | 'ledger_discrepancy.resolved' | 'event.resent'
 
 /** Where an operator action came from: the ops API request (its id), or the CLI (no request). */
 export interface OperatorOrigin {
@@ -15,7 +15,7 @@ export interface OperatorAction {
   action: OperatorActionName
   /** Null when the subject belongs to no tenant (a dismissed job of no order). */
   tenantId: string | null
-  /** The tenant id for tenant.created, the key id for key actions, the job id for job.dismissed, the refund id for refund.created, the discrepancy id for ledger_discrepancy.resolved. */
+  /** The tenant id for tenant.created, the key id for key actions, the job id for job.dismissed, the refund id for refund.created, the discrepancy id for ledger_discrepancy.resolved, the event id for event.resent. */
   subjectId: string
   detail: Record<string, unknown>
 }

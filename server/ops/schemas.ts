@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { idempotencyStatuses, jobStatuses, ledgerDiscrepancyStatuses } from '../../shared/statuses'
+import { eventTypes, idempotencyStatuses, jobStatuses, ledgerDiscrepancyStatuses } from '../../shared/statuses'
 import { SkuSchema } from '../stock/schema'
 import { listQuery } from './list'
 
@@ -62,6 +62,19 @@ export const InventoryPath = z.object({
   tenantId: z.string().min(1).max(200),
   sku: SkuSchema,
 })
+
+/** GET /api/ops/events. */
+export const EventsQuery = listQuery({
+  tenant: text(200),
+  type: z.enum(eventTypes).optional(),
+  orderId: text(200),
+})
+
+/** POST /api/ops/events/{id}/resend: one endpoint, or (no body, `{}`) every enabled endpoint subscribed to the event's type. */
+export const ResendSchema = z.object({ endpointId: z.string().min(1).max(64).optional() }).strict()
+
+/** GET /api/ops/webhook-endpoints. */
+export const WebhookEndpointsQuery = listQuery({ tenant: text(200) })
 
 /** POST /api/ops/ledger/discrepancies/{id}/resolve: what was done about it, and who did it. */
 export const ResolveDiscrepancySchema = z.object({

@@ -198,8 +198,18 @@ describeWithServices('GET /api/ops/evidence: one timeline per key, order, event 
     // The record and the order are one transaction's rows, stamped with its one time: "claimed" comes
     // first by rank, not by time.
     expect(timeline[claimed]!.at).toBe(timeline[created]!.at)
+    // Our events, each written at its change's commit: the creation after the order's row, the
+    // payment after its status change; no endpoint, no delivery.
+    const ourEvents = ofKind(timeline, 'event')
+    expect(ourEvents.map(entry => [entry.detail.type, entry.ids.orderId, entry.detail.objectId, entry.ids.tenantId])).toEqual([
+      ['order.created', orderId, orderId, stack.tenant.tenantId],
+      ['order.paid', orderId, orderId, stack.tenant.tenantId],
+    ])
+    expect([position(entry => entry.kind === 'event') > created, position(entry => entry.kind === 'event' && entry.detail.type === 'order.paid') > applied]).toEqual([true, true])
+    expect(ourEvents[1]!.detail.data).toMatchObject({ id: orderId, object: 'order', status: 'paid' })
+    expect(ofKind(timeline, 'webhook_delivery')).toEqual([])
     // Nothing else: every entry is one of the rows above.
-    expect(timeline).toHaveLength(2 + 1 + 2 + 2 + 1 + 4 + 4 + 1 + 1 + 2 + 1 + 1)
+    expect(timeline).toHaveLength(2 + 1 + 2 + 2 + 1 + 4 + 4 + 1 + 1 + 2 + 1 + 1 + 2)
   })
 
   it('by key alone, by order id and by either server request id: the same timeline', async () => {
@@ -413,6 +423,8 @@ describeWithServices('GET /api/ops/evidence: one timeline per key, order, event 
       ])
     const [stored, ...others] = ofKind(timeline, 'webhook_event')
     expect(others).toEqual([])
+    // The provider's event id is not one of ours: the order's own events are not listed.
+    expect(ofKind(timeline, 'event')).toEqual([])
     expect(stored!.ids).toMatchObject({ eventId, orderId, scope: 'provider:standard' })
     expect(stored!.detail).toMatchObject({ provider: 'standard', type: 'payment.succeeded', status: 'applied', amount: 150_000 })
     expect(stored!.detail.rawBody).toBeUndefined()

@@ -254,6 +254,14 @@ describeWithServices('OpenAPI document against the built server', ['postgres'], 
     expect((await exchange('put', '/api/inventory/{sku}', '/api/inventory/OAS-OPS', { headers: tenantHeaders(), body: { onHand: 2 } })).status).toBe(200)
     expect((await exchange('get', '/api/ops/inventory', `/api/ops/inventory?tenantId=${tenant.tenantId}`, { headers: opsHeaders })).json.data.map((row: { sku: string }) => row.sku)).toContain('OAS-OPS')
     expect((await exchange('get', '/api/ops/inventory/{tenantId}/{sku}', `/api/ops/inventory/${tenant.tenantId}/OAS-OPS`, { headers: opsHeaders })).json.ledger).toEqual({ onHand: 2, reserved: 0 })
+    const events = await exchange('get', '/api/ops/events', `/api/ops/events?orderId=${orderId}`, { headers: opsHeaders })
+    expect(events.json.data.map((event: { type: string }) => event.type)).toEqual(['order.created'])
+    const eventId: string = events.json.data[0].id
+    expect((await exchange('get', '/api/ops/events/{id}', `/api/ops/events/${eventId}`, { headers: opsHeaders })).json.id).toBe(eventId)
+    expect((await exchange('get', '/api/ops/events/{id}', '/api/ops/events/evt_missing', { headers: opsHeaders })).status).toBe(404)
+    // The tenant has no webhook endpoint: nothing to resend to.
+    expect((await exchange('post', '/api/ops/events/{id}/resend', `/api/ops/events/${eventId}/resend`, { headers: opsHeaders })).json.type).toBe('/problems/event-not-resendable')
+    expect((await exchange('get', '/api/ops/webhook-endpoints', `/api/ops/webhook-endpoints?tenant=${tenant.tenantId}`, { headers: opsHeaders })).json).toEqual({ object: 'list', data: [] })
     expect((await exchange('get', '/api/ops/jobs', '/api/ops/jobs?limit=0', { headers: opsHeaders })).json.type).toBe('/problems/validation-failed')
     expect((await exchange('get', '/api/ops/jobs', '/api/ops/jobs')).status).toBe(401)
   })

@@ -780,6 +780,86 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/ops/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List events of every tenant, with their deliveries
+         * @description Our events (docs/events.md), newest first, each with its deliveries: per endpoint, the status of its latest `webhook.deliver` job, how many jobs and attempts it took, the last HTTP status, and whether any attempt was delivered (a 2xx).
+         */
+        get: operations["listOpsEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/ops/events/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An event, and every attempt to deliver it
+         * @description The event with its data and, per endpoint, its delivery jobs (the first and each resend) and every attempt: HTTP status, latency, the start of the answer, the error when there was no answer.
+         */
+        get: operations["getOpsEvent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/ops/events/{id}/resend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send an event again, under the same webhook-id
+         * @description Enqueues one new `webhook.deliver` job per endpoint (the one named, or every enabled endpoint of the tenant subscribed to the event's type), with the payload of the first delivery: the receiver sees the same `webhook-id` (the event id) and can drop it if it has it. Kept in `operator_actions` as `event.resent`. An endpoint of another tenant is 404; a disabled or unsubscribed one (or none at all) is 409 `event-not-resendable`, nothing enqueued.
+         */
+        post: operations["resendOpsEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/ops/webhook-endpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List webhook endpoints of every tenant, with their health
+         * @description Newest first: status (and why disabled), since when it has been failing, its last success and failure, and its attempts of the last 24 hours (count, delivered, success rate, median latency). Never a secret.
+         */
+        get: operations["listOpsWebhookEndpoints"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/ops/evidence": {
         parameters: {
             query?: never;
@@ -789,7 +869,7 @@ export interface paths {
         };
         /**
          * The evidence timeline of a key, order, event, request or API key
-         * @description Exactly one of `key`, `orderId`, `eventId`, `requestId`, `keyId` (`scope` narrows `key`); anything else is 400 `validation-failed`.
+         * @description Exactly one of `key`, `orderId`, `eventId`, `requestId`, `keyId` (`scope` narrows `key`); anything else is 400 `validation-failed`. `eventId` finds a payment provider's event and one of ours (`evt_…`, with its delivery attempts) alike.
          */
         get: operations["getEvidence"];
         put?: never;
@@ -982,6 +1062,15 @@ export interface components {
         ResolveDiscrepancyRequest: {
             note: string;
             operator: string;
+        };
+        /**
+         * @description No body (or `{}`): every enabled endpoint subscribed to the event's type. `endpointId`: that endpoint only.
+         * @example {
+         *       "endpointId": "we_4f8a2c"
+         *     }
+         */
+        ResendEventRequest: {
+            endpointId?: string;
         };
         /**
          * Malformed HTTP request
@@ -2428,6 +2517,194 @@ export interface components {
              */
             createdAt: string;
         };
+        OpsEventList: {
+            /** @constant */
+            object: "list";
+            /** @description Newest first, at most `limit` rows. */
+            data: components["schemas"]["OpsEvent"][];
+        };
+        /** @description One of the events the shop's systems follow, and where it went. */
+        OpsEvent: {
+            /** @example evt_2q8Lr0cYt1mB6w9kN3pXaQ */
+            id: string;
+            tenantId: string;
+            /** @description Increasing per tenant in the order events become listable (docs/events.md). */
+            sequence: number;
+            /** @enum {string} */
+            type: "order.created" | "order.paid" | "order.payment_failed" | "order.canceled" | "refund.created" | "refund.succeeded" | "refund.failed" | "stock.updated";
+            /** @description The order, refund or SKU the event is about. */
+            objectId: string;
+            orderId: string | null;
+            /** @description The object as it was right after the change. */
+            data: {
+                [key: string]: unknown;
+            };
+            /**
+             * Format: date-time
+             * @description ISO 8601 date and time (UTC, `Z`).
+             * @example 2026-12-01T09:14:03.120Z
+             */
+            createdAt: string;
+            /** @description One per endpoint the event was sent (or is being sent) to. */
+            deliveries: components["schemas"]["OpsEventDelivery"][];
+        };
+        /** @description An event's delivery to one endpoint, summed up from its jobs and recorded attempts. */
+        OpsEventDelivery: {
+            endpointId: string;
+            /** @description The endpoint's URL; null when the endpoint was deleted since. */
+            url: string | null;
+            /** @description The status of its latest `webhook.deliver` job (a resend's, once there is one); null when no job is left (past retention). */
+            jobStatus: ("queued" | "running" | "failed" | "completed" | "dead_letter" | "dismissed") | null;
+            /** @description Delivery jobs: the first, and one per resend. */
+            jobCount: number;
+            attemptCount: number;
+            /** @description The last attempt's HTTP status; null before any attempt, or when the last one got no answer. */
+            lastStatusCode: number | null;
+            /** @description True once any attempt got a 2xx. */
+            delivered: boolean;
+            lastAttemptAt: string | null;
+        };
+        /** @description An event and, per endpoint, its delivery jobs and every attempt. */
+        OpsEventDetail: {
+            /** @example evt_2q8Lr0cYt1mB6w9kN3pXaQ */
+            id: string;
+            tenantId: string;
+            /** @description Increasing per tenant in the order events become listable (docs/events.md). */
+            sequence: number;
+            /** @enum {string} */
+            type: "order.created" | "order.paid" | "order.payment_failed" | "order.canceled" | "refund.created" | "refund.succeeded" | "refund.failed" | "stock.updated";
+            /** @description The order, refund or SKU the event is about. */
+            objectId: string;
+            orderId: string | null;
+            /** @description The object as it was right after the change. */
+            data: {
+                [key: string]: unknown;
+            };
+            /**
+             * Format: date-time
+             * @description ISO 8601 date and time (UTC, `Z`).
+             * @example 2026-12-01T09:14:03.120Z
+             */
+            createdAt: string;
+            deliveries: {
+                endpointId: string;
+                /** @description The endpoint's URL; null when the endpoint was deleted since. */
+                url: string | null;
+                /** @description The status of its latest `webhook.deliver` job (a resend's, once there is one); null when no job is left (past retention). */
+                jobStatus: ("queued" | "running" | "failed" | "completed" | "dead_letter" | "dismissed") | null;
+                /** @description Delivery jobs: the first, and one per resend. */
+                jobCount: number;
+                attemptCount: number;
+                /** @description The last attempt's HTTP status; null before any attempt, or when the last one got no answer. */
+                lastStatusCode: number | null;
+                /** @description True once any attempt got a 2xx. */
+                delivered: boolean;
+                lastAttemptAt: string | null;
+                /** @description Oldest first. */
+                jobs: components["schemas"]["OpsEventDeliveryJob"][];
+                /** @description Oldest first. */
+                attempts: components["schemas"]["OpsWebhookAttempt"][];
+            }[];
+        };
+        OpsEventDeliveryJob: {
+            id: string;
+            /** @enum {string} */
+            status: "queued" | "running" | "failed" | "completed" | "dead_letter" | "dismissed";
+            dedupeKey: string;
+            /** @description True for a job an operator's resend enqueued. */
+            resend: boolean;
+            /**
+             * Format: date-time
+             * @description ISO 8601 date and time (UTC, `Z`).
+             * @example 2026-12-01T09:14:03.120Z
+             */
+            createdAt: string;
+        };
+        /** @description One attempt to deliver an event to an endpoint. */
+        OpsWebhookAttempt: {
+            id: number;
+            jobId: string | null;
+            /** @description The job's attempt number (1 = first try). */
+            attempt: number;
+            statusCode: number | null;
+            delivered: boolean;
+            /** @description Why it failed when no status says it: timeout, refused connection, private address. */
+            error: string | null;
+            latencyMs: number;
+            /** @description The start of the answer's body. */
+            responseExcerpt: string | null;
+            /**
+             * Format: date-time
+             * @description ISO 8601 date and time (UTC, `Z`).
+             * @example 2026-12-01T09:14:03.120Z
+             */
+            createdAt: string;
+        };
+        OpsResend: {
+            eventId: string;
+            /** @description One new `webhook.deliver` job per endpoint; each delivers under the event's id (`webhook-id`). */
+            jobs: {
+                endpointId: string;
+                jobId: string;
+            }[];
+        };
+        /**
+         * Event cannot be resent
+         * @description A resend goes to enabled webhook endpoints of the event's tenant subscribed to its type: the endpoint named is disabled or not subscribed, or (no endpoint named) none is. Nothing was enqueued. The tenant enables or subscribes an endpoint (PATCH /api/webhook-endpoints/{id}); then resend.
+         */
+        EventNotResendableProblem: {
+            /**
+             * @description Resolves (relative to the API's origin) to a short page about this problem.
+             * @constant
+             */
+            type: "/problems/event-not-resendable";
+            /** @constant */
+            title: "Event cannot be resent";
+            /** @constant */
+            status: 409;
+            /** @description What happened to this request, and what to do. */
+            detail: string;
+        } & {
+            [key: string]: unknown;
+        };
+        OpsWebhookEndpointList: {
+            /** @constant */
+            object: "list";
+            /** @description Newest first, at most `limit` rows. */
+            data: components["schemas"]["OpsWebhookEndpoint"][];
+        };
+        /** @description A webhook endpoint and its health; never its secret. */
+        OpsWebhookEndpoint: {
+            id: string;
+            tenantId: string;
+            url: string;
+            /** @description Event types, or `*` for all. */
+            events: string[];
+            description: string | null;
+            /** @enum {string} */
+            status: "enabled" | "disabled";
+            /** @description requested, gone (it answered 410) or failing; null while enabled. */
+            disabledReason: string | null;
+            /** @description Since when every attempt has failed; null after a success. */
+            failingSince: string | null;
+            lastSuccessAt: string | null;
+            lastFailureAt: string | null;
+            /** @description Its attempts of the last 24 hours. */
+            last24h: {
+                attempts: number;
+                delivered: number;
+                /** @description delivered / attempts; null without attempts. */
+                successRate: number | null;
+                /** @description The median attempt's latency; null without attempts. */
+                p50LatencyMs: number | null;
+            };
+            /**
+             * Format: date-time
+             * @description ISO 8601 date and time (UTC, `Z`).
+             * @example 2026-12-01T09:14:03.120Z
+             */
+            createdAt: string;
+        };
         /** @description One chronological timeline, capped at 500 entries (`truncated` says so). */
         Evidence: {
             query: components["schemas"]["EvidenceQuery"];
@@ -2450,7 +2727,7 @@ export interface components {
              */
             at: string;
             /** @enum {string} */
-            kind: "request" | "idempotency_record" | "job" | "job_attempt" | "webhook_event" | "order" | "refund" | "order_status" | "side_effect" | "email" | "invoice" | "operator_action" | "ledger_discrepancy" | "stock_movement";
+            kind: "request" | "idempotency_record" | "job" | "job_attempt" | "webhook_event" | "order" | "refund" | "order_status" | "side_effect" | "email" | "invoice" | "operator_action" | "ledger_discrepancy" | "stock_movement" | "event" | "webhook_delivery";
             summary: string;
             ids: {
                 requestId?: string;
@@ -2462,6 +2739,7 @@ export interface components {
                 webhookEventId?: string;
                 tenantId?: string;
                 keyId?: string;
+                endpointId?: string;
             };
             detail: {
                 [key: string]: unknown;
@@ -5277,6 +5555,205 @@ export interface operations {
             400: components["responses"]["MalformedRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listOpsEvents: {
+        parameters: {
+            query?: {
+                /** @description Only this tenant's events. */
+                tenant?: string;
+                /** @description Only events of this type. */
+                type?: "order.created" | "order.paid" | "order.payment_failed" | "order.canceled" | "refund.created" | "refund.succeeded" | "refund.failed" | "stock.updated";
+                /** @description Only the events of this order (its own and its refunds'). */
+                orderId?: string;
+                limit?: number;
+            };
+            header?: {
+                /**
+                 * @description Your correlation id, echoed in `X-Request-Id` when it is 1–128 visible ASCII characters (anything else is ignored and the server's id is echoed instead).
+                 * @example checkout-7f3a
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Newest first. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpsEventList"];
+                };
+            };
+            /** @description `validation-failed`: Validation failed. `malformed-request`: Malformed HTTP request. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ValidationFailedProblem"] | components["schemas"]["MalformedRequestProblem"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getOpsEvent: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Your correlation id, echoed in `X-Request-Id` when it is 1–128 visible ASCII characters (anything else is ignored and the server's id is echoed instead).
+                 * @example checkout-7f3a
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description An event id, `evt_…`; any other value is 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event and its deliveries. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpsEventDetail"];
+                };
+            };
+            400: components["responses"]["MalformedRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    resendOpsEvent: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Your correlation id, echoed in `X-Request-Id` when it is 1–128 visible ASCII characters (anything else is ignored and the server's id is echoed instead).
+                 * @example checkout-7f3a
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description An event id, `evt_…`; any other value is 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ResendEventRequest"];
+            };
+        };
+        responses: {
+            /** @description Enqueued: the new job per endpoint. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpsResend"];
+                };
+            };
+            /** @description `malformed-json`: Malformed JSON. `validation-failed`: Validation failed. `malformed-request`: Malformed HTTP request. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["MalformedJsonProblem"] | components["schemas"]["ValidationFailedProblem"] | components["schemas"]["MalformedRequestProblem"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description `event-not-resendable`: Event cannot be resent. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["EventNotResendableProblem"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listOpsWebhookEndpoints: {
+        parameters: {
+            query?: {
+                /** @description Only this tenant's endpoints. */
+                tenant?: string;
+                limit?: number;
+            };
+            header?: {
+                /**
+                 * @description Your correlation id, echoed in `X-Request-Id` when it is 1–128 visible ASCII characters (anything else is ignored and the server's id is echoed instead).
+                 * @example checkout-7f3a
+                 */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Newest first. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpsWebhookEndpointList"];
+                };
+            };
+            /** @description `validation-failed`: Validation failed. `malformed-request`: Malformed HTTP request. */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Server-Request-Id": components["headers"]["X-Server-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ValidationFailedProblem"] | components["schemas"]["MalformedRequestProblem"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import {
-  emailEntry, type EventIdOf, historyEntry, type HistoryRow, invoiceEntry, jobEntries, type JobRow, operatorActionEntry, type OperatorActionRow,
+  emailEntry, eventEntry, type EventIdOf, type EventRow, historyEntry, type HistoryRow, invoiceEntry, jobEntries, type JobRow, operatorActionEntry, type OperatorActionRow,
   orderEntry, type OrderRow, recordEntries, type RecordRow, refundEntry, type RefundRow, requestEntry, type RequestRow, sideEffectEntry, stockMovementEntry,
-  type StockMovementRow, webhookEventEntry, type WebhookEventRow,
+  type StockMovementRow, type WebhookAttemptRow, webhookDeliveryEntry, webhookEventEntry, type WebhookEventRow,
 } from '../../server/ops/evidence-entries'
 
 // Each row → entry mapper on fixed rows: the exact entries, links (ids) and detail the evidence
@@ -403,5 +403,52 @@ describe('stockMovementEntry', () => {
     expect(summaryOf({ id: 10, kind: 'restock', sourceType: 'refund', sourceId: 're_1', quantity: 1, onHandDelta: 1, reservedDelta: 0 }))
       .toBe('Refund re_1 of order ord_1 put 1 × TOTE-CANVAS back on the shelf (on hand +1).')
     expect(stockMovementEntry({ ...reserve, id: 8, kind: 'commit', requestId: null, jobId: 'job_1' }).entry.ids).toStrictEqual({ orderId: 'ord_1', jobId: 'job_1', tenantId: 'ten_1' })
+  })
+})
+
+describe('our events and their deliveries', () => {
+  const event: EventRow = {
+    id: 'evt_1', tenantId: 'ten_1', sequence: 4096, type: 'order.paid', objectId: 'ord_1', orderId: 'ord_1', data: { id: 'ord_1', status: 'paid' }, createdAt: t0,
+  }
+  const attempt: WebhookAttemptRow = {
+    id: 7, eventId: 'evt_1', endpointId: 'we_1', tenantId: 'ten_1', orderId: 'ord_1', jobId: 'job_9', attempt: 2, statusCode: 503,
+    delivered: false, error: null, latencyMs: 120, responseExcerpt: 'busy', createdAt: t1,
+  }
+
+  it('an event: its type, id and sequence, linked to its order and tenant, after its transaction\'s other rows at the same instant', () => {
+    expect(eventEntry(event)).toStrictEqual({
+      identity: 'event:evt_1',
+      rank: 4,
+      entry: {
+        at: '2026-03-01T10:00:00.000Z',
+        kind: 'event',
+        summary: 'Event order.paid evt_1 (sequence 4096) written for ord_1 in the change\'s own transaction; every delivery of it carries webhook-id evt_1.',
+        ids: { eventId: 'evt_1', orderId: 'ord_1', tenantId: 'ten_1' },
+        detail: { ...event, createdAt: '2026-03-01T10:00:00.000Z' },
+      },
+    })
+  })
+
+  it('a delivery attempt: endpoint, attempt, status and latency; one without an answer says why', () => {
+    expect(webhookDeliveryEntry(attempt, 'https://shop.example/hooks')).toStrictEqual({
+      identity: 'webhook_delivery:0000000000000007',
+      rank: 5,
+      entry: {
+        at: '2026-03-01T10:00:01.500Z',
+        kind: 'webhook_delivery',
+        summary: 'Attempt 2 to deliver event evt_1 to endpoint we_1 (https://shop.example/hooks): not delivered, answered 503 after 120 ms.',
+        ids: { eventId: 'evt_1', endpointId: 'we_1', orderId: 'ord_1', jobId: 'job_9', tenantId: 'ten_1' },
+        detail: { ...attempt, url: 'https://shop.example/hooks', createdAt: '2026-03-01T10:00:01.500Z' },
+      },
+    })
+    expect(webhookDeliveryEntry({ ...attempt, statusCode: null, error: 'timeout after 10000 ms', latencyMs: 10_000 }, undefined).entry.summary)
+      .toBe('Attempt 2 to deliver event evt_1 to endpoint we_1: not delivered, no answer (timeout after 10000 ms) after 10000 ms.')
+  })
+
+  it('a delivery job names the event it sends and the endpoint; a resend is an operator action on the event', () => {
+    const job: JobRow = { ...jobRow, idempotencyKey: null, requestId: null, kind: 'webhook.deliver', payload: { eventId: 'evt_1', endpointId: 'we_1' }, resourceId: 'webhook_endpoint:we_1' }
+    expect(jobEntries(job, noEvents)[0]!.entry.ids).toStrictEqual({ jobId: job.id, eventId: 'evt_1', endpointId: 'we_1' })
+    const resent: OperatorActionRow = { id: 3, action: 'event.resent', tenantId: 'ten_1', subjectId: 'evt_1', requestId: 'req_ops', detail: { endpointIds: ['we_1'] }, createdAt: t2 }
+    expect(operatorActionEntry(resent).entry.ids).toStrictEqual({ requestId: 'req_ops', tenantId: 'ten_1', eventId: 'evt_1' })
   })
 })
