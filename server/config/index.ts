@@ -240,7 +240,7 @@ export type GeneratableSecretName = typeof generatableSecretNames[number]
 
 /** A setting that is on although it is unsafe in production, as start-up logs it and /api/ready shows it. */
 export interface ConfigWarning {
-  setting: 'FAULTS_ENABLED' | 'MOCKPAY_ENABLED' | 'CHECKOUT_DEMO_ENABLED'
+  setting: 'FAULTS_ENABLED' | 'MOCKPAY_ENABLED' | 'CHECKOUT_DEMO_ENABLED' | 'WEBHOOK_ENDPOINTS_ALLOW_PRIVATE'
   detail: string
 }
 
@@ -412,7 +412,7 @@ export interface ParseOptions {
   secretsOptional?: boolean
 }
 
-function warningsOf(config: Pick<AppConfig, 'FAULTS_ENABLED' | 'MOCKPAY_ENABLED' | 'CHECKOUT_DEMO_ENABLED'>): ConfigWarning[] {
+function warningsOf(config: Pick<AppConfig, 'FAULTS_ENABLED' | 'MOCKPAY_ENABLED' | 'CHECKOUT_DEMO_ENABLED' | 'WEBHOOK_ENDPOINTS_ALLOW_PRIVATE'>): ConfigWarning[] {
   const warnings: ConfigWarning[] = []
   if (config.FAULTS_ENABLED) {
     warnings.push({ setting: 'FAULTS_ENABLED', detail: 'Any client can make a request crash the process, drop its connection or fail its commit with the X-Fault header. Tests only: unset it in production.' })
@@ -422,6 +422,9 @@ function warningsOf(config: Pick<AppConfig, 'FAULTS_ENABLED' | 'MOCKPAY_ENABLED'
   }
   if (config.CHECKOUT_DEMO_ENABLED) {
     warnings.push({ setting: 'CHECKOUT_DEMO_ENABLED', detail: 'The demo checkout is on: any visitor gets a session that places orders as the demo tenant without a secret key. Demo only: set CHECKOUT_DEMO_ENABLED=false in production.' })
+  }
+  if (config.WEBHOOK_ENDPOINTS_ALLOW_PRIVATE) {
+    warnings.push({ setting: 'WEBHOOK_ENDPOINTS_ALLOW_PRIVATE', detail: 'Any tenant can point a webhook endpoint at this network (loopback, private and link-local addresses, cloud metadata) over plain http, and the worker will POST to it. Tests and laptops only: unset it in production.' })
   }
   return warnings
 }
@@ -590,7 +593,10 @@ export function parseConfig(env: Record<string, string | undefined>, options: Pa
     midtrans: paymentProvider === 'midtrans' ? secrets.MIDTRANS_SERVER_KEY : undefined,
     mockpay: mockpaySecret,
   }
-  const switches = { FAULTS_ENABLED: values.FAULTS_ENABLED, MOCKPAY_ENABLED: mockpayEnabled, CHECKOUT_DEMO_ENABLED: checkoutDemoEnabled }
+  const switches = {
+    FAULTS_ENABLED: values.FAULTS_ENABLED, MOCKPAY_ENABLED: mockpayEnabled, CHECKOUT_DEMO_ENABLED: checkoutDemoEnabled,
+    WEBHOOK_ENDPOINTS_ALLOW_PRIVATE: values.WEBHOOK_ENDPOINTS_ALLOW_PRIVATE === undefined ? local : ['true', '1'].includes(values.WEBHOOK_ENDPOINTS_ALLOW_PRIVATE),
+  }
   return {
     ...values,
     ...secrets,
@@ -598,7 +604,6 @@ export function parseConfig(env: Record<string, string | undefined>, options: Pa
     // Not undefined here: a deployment without it was refused, and local runs default to mockpay.
     PAYMENT_PROVIDER: paymentProvider!,
     MOCKPAY_WEBHOOK_SECRET: mockpaySecret,
-    WEBHOOK_ENDPOINTS_ALLOW_PRIVATE: values.WEBHOOK_ENDPOINTS_ALLOW_PRIVATE === undefined ? local : ['true', '1'].includes(values.WEBHOOK_ENDPOINTS_ALLOW_PRIVATE),
     WEBHOOK_RETRY_SCHEDULE: durationsMs(values.WEBHOOK_RETRY_SCHEDULE),
     SESSION_PASSWORD: values.SESSION_PASSWORD ?? generate('SESSION_PASSWORD'),
     REPLAY_CACHE_SECRET: values.REPLAY_CACHE_SECRET ?? replayCacheKeyFrom(secrets.OPS_TOKEN),

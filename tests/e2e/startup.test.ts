@@ -212,15 +212,15 @@ describeWithServices('start-up', ['postgres', 'redis'], () => {
     await expect(start).rejects.toThrow(/exited with code 1 before it was ready[\s\S]*\n {2}MOCKPAY_WEBHOOK_SECRET: missing — /)
   })
 
-  it('warns in the log and, to the ops token only, in /api/ready about each of FAULTS_ENABLED, MOCKPAY_ENABLED and CHECKOUT_DEMO_ENABLED on with DATABASE_URL', async () => {
-    const app = await startApp({ databaseUrl: database.url, redisUrl, label: 'startup-warnings', env: { FAULTS_ENABLED: 'true', MOCKPAY_ENABLED: 'true', CHECKOUT_DEMO_ENABLED: 'true' } })
+  it('warns in the log and, to the ops token only, in /api/ready about each of FAULTS_ENABLED, MOCKPAY_ENABLED, CHECKOUT_DEMO_ENABLED and WEBHOOK_ENDPOINTS_ALLOW_PRIVATE on with DATABASE_URL', async () => {
+    const app = await startApp({ databaseUrl: database.url, redisUrl, label: 'startup-warnings', env: { FAULTS_ENABLED: 'true', MOCKPAY_ENABLED: 'true', CHECKOUT_DEMO_ENABLED: 'true', WEBHOOK_ENDPOINTS_ALLOW_PRIVATE: 'true' } })
     // Anyone (a load balancer) learns whether the instance is ready, never which unsafe switches are on.
     for (const headers of [{}, { authorization: 'Bearer not-the-ops-token' }] as Array<Record<string, string>>) {
       const anonymous = await request(app.url, '/api/ready', { headers })
       expect(anonymous.status, anonymous.text).toBe(200)
       expect(Object.keys(anonymous.json).sort()).toEqual(['checks', 'status'])
       expect(anonymous.json.status).toBe('ready')
-      expect(anonymous.text).not.toMatch(/FAULTS_ENABLED|MOCKPAY|CHECKOUT_DEMO|webhooks|payments/)
+      expect(anonymous.text).not.toMatch(/FAULTS_ENABLED|MOCKPAY|CHECKOUT_DEMO|ALLOW_PRIVATE|webhooks|payments/)
     }
     const ready = await opsRequest(app.url, '/api/ready')
     expect(ready.status, ready.text).toBe(200)
@@ -228,9 +228,10 @@ describeWithServices('start-up', ['postgres', 'redis'], () => {
       { setting: 'FAULTS_ENABLED', detail: expect.stringMatching(/X-Fault header\. Tests only: unset it in production\.$/) },
       { setting: 'MOCKPAY_ENABLED', detail: expect.stringMatching(/paid or refunded .* without paying.*set MOCKPAY_ENABLED=false in production\.$/) },
       { setting: 'CHECKOUT_DEMO_ENABLED', detail: expect.stringMatching(/as the demo tenant without a secret key\. Demo only: set CHECKOUT_DEMO_ENABLED=false in production\.$/) },
+      { setting: 'WEBHOOK_ENDPOINTS_ALLOW_PRIVATE', detail: expect.stringMatching(/loopback, private and link-local addresses.*unset it in production\.$/) },
     ])
     // One warn line each, at start-up, with the same setting and detail.
-    const lines = ['FAULTS_ENABLED', 'MOCKPAY_ENABLED', 'CHECKOUT_DEMO_ENABLED'].flatMap(setting => logLines(app, `${setting} is on: unsafe in production`))
+    const lines = ['FAULTS_ENABLED', 'MOCKPAY_ENABLED', 'CHECKOUT_DEMO_ENABLED', 'WEBHOOK_ENDPOINTS_ALLOW_PRIVATE'].flatMap(setting => logLines(app, `${setting} is on: unsafe in production`))
     expect(lines.map(({ level, setting, detail }) => ({ level, setting, detail }))).toEqual(ready.json.warnings.map((warning: object) => ({ level: 'warn', ...warning })))
   })
 

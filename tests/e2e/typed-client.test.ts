@@ -11,7 +11,7 @@ import { describeWithServices } from '../support/services'
 
 // The order's life through a client typed from the OpenAPI document (tests/support/api-types.ts,
 // `npm run openapi:types`) with openapi-fetch, through Prism: create → read → pay (mockpay) →
-// refund → read the refund, and cancel another order. Paths, parameters, bodies and answers are
+// refund → read the refund, cancel another order, then list the orders and the events. Paths, parameters, bodies and answers are
 // the document's types, so `npm run typecheck` fails when the document and this use part ways.
 
 type Order = components['schemas']['Order']
@@ -92,5 +92,17 @@ describeWithServices('a client typed from the OpenAPI document (openapi-fetch)',
     const canceled = await client.POST('/api/orders/{id}/cancel', { params: { path: { id: other.data!.id }, header: { 'Idempotency-Key': randomUUID() } } })
     expect(canceled.response.status, JSON.stringify(canceled.error)).toBe(200)
     expect(canceled.data).toMatchObject({ id: other.data!.id, status: 'canceled' })
+
+    // The lists, typed: the two orders newest first, and the tenant's events oldest first, paged by their ids.
+    const listed = await client.GET('/api/orders', { params: { query: { limit: 10 } } })
+    expect(listed.response.status, JSON.stringify(listed.error)).toBe(200)
+    expect(listed.data!.data.map(read => [read.id, read.status])).toEqual([[other.data!.id, 'canceled'], [order.id, 'partially_refunded']])
+    const canceledOnly = await client.GET('/api/orders', { params: { query: { status: 'canceled', limit: 10 } } })
+    expect(canceledOnly.data!.data.map(read => read.id)).toEqual([other.data!.id])
+    const firstEvent = await client.GET('/api/events', { params: { query: { limit: 1 } } })
+    expect(firstEvent.response.status, JSON.stringify(firstEvent.error)).toBe(200)
+    expect(firstEvent.data).toMatchObject({ object: 'list', hasMore: true, data: [{ type: 'order.created', data: { object: { id: order.id } } }] })
+    const paidEvents = await client.GET('/api/events', { params: { query: { after: firstEvent.data!.data[0]!.id, type: 'order.paid' } } })
+    expect(paidEvents.data!.data.map(event => [event.type, event.data.object.id])).toEqual([['order.paid', order.id]])
   })
 })
