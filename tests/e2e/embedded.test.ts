@@ -187,6 +187,12 @@ describe('embedded mode: the checkout loop with mockpay and the in-app worker', 
       return jobs.some(job => job.idempotencyKey === webhookId && job.status === 'completed')
     }, { timeoutMs: 20_000, intervalMs: 100 })
     expect(await readOrder()).toMatchObject({ id: orderId, status: 'paid', paymentIntentId: intentId })
+
+    // The events, from PGlite's triggers and listed below its oldest running transaction: created, then paid; the late failure changed nothing.
+    const listed = await request(app!.url, '/api/events', { headers: auth })
+    expect(listed.status, listed.text).toBe(200)
+    expect(listed.json.data.map((event: { type: string, data: { object: { id: string, status: string } } }) => [event.type, event.data.object.id, event.data.object.status]))
+      .toEqual([['order.created', orderId, 'pending_payment'], ['order.paid', orderId, 'paid']])
   })
 
   it('refunds and cancels on PGlite: concurrent 40 % refunds on one order admit exactly two, each made once at mockpay; an unpaid order is canceled', async () => {
