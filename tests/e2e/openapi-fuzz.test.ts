@@ -86,7 +86,7 @@ describeWithServices('requests generated from the OpenAPI document', ['postgres'
     if (generated.withoutCredentials) return generated
     const headers = { ...generated.headers }
     if (/^\/api\/(ops\/|metrics$)/.test(operation.path)) Object.assign(headers, opsHeaders)
-    else if (/^\/api\/(orders|inventory|webhook-endpoints)(\/|$)/.test(operation.path)) headers.authorization = `Bearer ${stack.tenant.secretKey}`
+    else if (/^\/api\/(orders|inventory|webhook-endpoints|events)(\/|$)/.test(operation.path)) headers.authorization = `Bearer ${stack.tenant.secretKey}`
     else if (operation.path.startsWith('/api/webhooks/')) return signed(generated)
     return { ...generated, headers }
   }
