@@ -1,6 +1,6 @@
-import { z } from 'zod'
 import { AuditQuery, DiscrepanciesQuery, DismissSchema, EventsQuery, EvidenceQuery, InventoryPath, InventoryQuery, JobsQuery, MailboxQuery, RecordsQuery, ResendSchema, ResolveDiscrepancySchema, TaskNameSchema, WebhookEndpointsQuery } from '../ops/schemas'
 import { ApiKeyIdSchema, CreateTenantSchema, IssueKeySchema, TenantIdSchema } from '../tenants/schema'
+import { EventIdSchema } from '../events/schema'
 
 /**
  * The ops routes' inputs as the document shows them: the very schemas the routes validate with
@@ -29,7 +29,7 @@ export const EventsListQuery = EventsQuery.extend({
   type: EventsQuery.shape.type.meta({ description: 'Only events of this type.' }),
   orderId: EventsQuery.shape.orderId.meta({ description: 'Only the events of this order (its own and its refunds\').', example: 'ord_8cf2b5a4d0e1' }),
 })
-export const EventIdParam = z.string().meta({ description: 'An event id, `evt_…`; any other value is 404.', example: 'evt_2q8Lr0cYt1mB6w9kN3pXaQ' })
+export const EventIdParam = EventIdSchema.meta({ description: 'An event id, `evt_…`; any other value is 404.', example: 'evt_2q8Lr0cYt1mB6w9kN3pXaQ' })
 export const ResendEventBody = ResendSchema.meta({ id: 'ResendEventRequest', description: 'No body (or `{}`): every enabled endpoint subscribed to the event\'s type. `endpointId`: that endpoint only.', example: { endpointId: 'we_4f8a2c' } })
 export const WebhookEndpointsListQuery = WebhookEndpointsQuery.extend({
   tenant: WebhookEndpointsQuery.shape.tenant.meta({ description: 'Only this tenant\'s endpoints.', example: 'ten_demo_store' }),
