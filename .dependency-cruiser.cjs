@@ -43,6 +43,20 @@ module.exports = {
       to: { circular: true },
     },
     ...layerRules,
+    {
+      name: 'app-uses-module-entries',
+      comment: 'The app reaches nuxt-idempotency through its documented entries (nuxt-idempotency/server, nuxt-idempotency/core), never its sources.',
+      severity: 'error',
+      from: { path: '^(server|shared|scripts)/' },
+      to: { path: '^packages/nuxt-idempotency/src/' },
+    },
+    {
+      name: 'db-kit-knows-no-idempotency',
+      comment: 'packages/db-kit is below the module: it imports neither the module nor the app.',
+      severity: 'error',
+      from: { path: '^packages/db-kit/src/' },
+      to: { path: '^(packages/nuxt-idempotency|server|shared)/' },
+    },
   ],
   options: {
     doNotFollow: { path: 'node_modules' },

@@ -27,7 +27,7 @@ const selects = (name: string) => !projectFilters.length
 const test: TestUserConfig = {
   project: ['unit', 'integration', 'e2e', 'nuxt', 'module'],
   projects: [
-    { test: { name: 'unit', include: ['tests/unit/**/*.test.ts'], environment: 'node' } },
+    { test: { name: 'unit', include: ['tests/unit/**/*.test.ts', 'packages/db-kit/test/**/*.test.ts'], environment: 'node' } },
     {
       test: {
         name: 'integration',

@@ -9,7 +9,9 @@
  */
 import { createServer } from 'node:http'
 import { randomUUID } from 'node:crypto'
-import { fingerprint, finishedRecordInsert, type IdempotentRequest, storedResponse } from 'nuxt-idempotency/core'
+import { fingerprint, type IdempotentRequest } from 'nuxt-idempotency/core'
+import { finishedRecordInsert } from '../packages/nuxt-idempotency/src/runtime/core/store'
+import { storedResponse } from '../packages/nuxt-idempotency/src/runtime/core/run'
 import { initConfig } from '../server/config'
 import { openAppDatabase } from '../server/db'
 import { createRequestLogWriter, REQUEST_LOG_WRITER_OPTIONS } from '../server/observability/request-log'

@@ -6,7 +6,7 @@
  */
 import { ConfigError, parseConfig } from '../server/config'
 import { openAppDatabase } from '../server/db'
-import { PgliteDirLockedError } from 'nuxt-idempotency/db'
+import { PgliteDirLockedError } from '@idempotent-checkout/db-kit'
 import { createTenant } from '../server/tenants/service'
 
 const name = process.argv.slice(2).join(' ').trim()

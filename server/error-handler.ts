@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http'
 import type { NitroErrorHandler } from 'nitropack'
-import { isDatabaseUnavailable } from 'nuxt-idempotency/db'
+import { isDatabaseUnavailable } from '@idempotent-checkout/db-kit'
 import { log } from './observability/logger'
 import { noApiRouteDetail, problemBody, type ProblemBody, problemOf, type ProblemSlug, rawRequestPath, requestMethod } from './problems'
 

@@ -6,8 +6,15 @@
  * other way, so no import runs in a circle.
  */
 
-// The idempotency layer's own (nuxt-idempotency owns that table).
-export { idempotencyStatuses, type IdempotencyStatus } from 'nuxt-idempotency/statuses'
+// The idempotency layer's own (nuxt-idempotency owns that table): its type decides, this list only
+// spells it for the pages, and fails to compile when the two differ.
+import type { IdempotencyStatus as ModuleIdempotencyStatus } from 'nuxt-idempotency/core'
+
+export const idempotencyStatuses = ['processing', 'succeeded', 'failed'] as const satisfies readonly ModuleIdempotencyStatus[]
+export type IdempotencyStatus = typeof idempotencyStatuses[number]
+// Every status of the module's is listed: an unlisted one makes this `false` and the line fail.
+const listsEveryStatus: [ModuleIdempotencyStatus] extends [IdempotencyStatus] ? true : false = true
+void listsEveryStatus
 
 /**
  * queued: waiting for run_at. running: claimed by `locked_by` under `fence`. failed: an attempt

@@ -1,5 +1,5 @@
 import { and, eq, inArray } from 'drizzle-orm'
-import { type Database, transaction } from 'nuxt-idempotency/db'
+import { type Database, transaction } from '@idempotent-checkout/db-kit'
 import { stock, tenants } from '../db/schema'
 import { findStock, setStock } from '../stock/service'
 import type { Tenant } from '../tenants/service'

@@ -1,6 +1,5 @@
-import type { DatabaseHandle } from 'nuxt-idempotency/db'
-import type { Locks } from 'nuxt-idempotency/locks'
-import type { IdempotencyDeps } from 'nuxt-idempotency/core'
+import type { DatabaseHandle } from '@idempotent-checkout/db-kit'
+import type { Locks, IdempotencyDeps } from 'nuxt-idempotency/core'
 import type { AppConfig } from '../config'
 import { rescueStaleJobs } from '../jobs/rescue'
 import { deleteCompletedJobs } from '../jobs/retention'

@@ -1,6 +1,5 @@
-import { mkdirSync, renameSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { dirname } from 'node:path'
-import { readTextIfExists } from 'nuxt-idempotency/db'
 
 /** How a kept secret is made and checked (the configuration's own generator and validation). */
 export interface SecretMaker {
@@ -62,4 +61,15 @@ function readStored(file: string): Record<string, unknown> | undefined {
     // Not JSON: refused below with what to do.
   }
   throw new Error(`${file} is not a JSON object of secrets. Delete it to generate new development secrets (clients holding the old ones must be given the new).`)
+}
+
+/** The file's text; undefined when it does not exist (any other failure is thrown). */
+function readTextIfExists(file: string): string | undefined {
+  try {
+    return readFileSync(file, 'utf8')
+  }
+  catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined
+    throw error
+  }
 }

@@ -433,6 +433,14 @@ function warningsOf(config: Pick<AppConfig, 'FAULTS_ENABLED' | 'MOCKPAY_ENABLED'
 export const redisUsesTls = (settings: Pick<Env, 'REDIS_TLS' | 'REDIS_URL'>) => settings.REDIS_TLS || settings.REDIS_URL?.startsWith('rediss://') === true
 
 /** The Redis settings that decide how the app reaches Redis. */
+/** REDIS_CLUSTER_NODES and REDIS_SENTINELS (`host:port,host:port`, checked by the schema) as ioredis takes them. */
+export function hostPortList(list: string): Array<{ host: string, port: number }> {
+  return list.split(',').map((entry) => {
+    const colon = entry.lastIndexOf(':')
+    return { host: entry.slice(0, colon), port: Number(entry.slice(colon + 1)) }
+  })
+}
+
 export type RedisSettingValues = Pick<Env, 'REDIS_URL' | 'REDIS_CLUSTER_NODES' | 'REDIS_SENTINELS' | 'REDIS_SENTINEL_NAME'
   | 'REDIS_USERNAME' | 'REDIS_PASSWORD' | 'REDIS_TLS' | 'REDIS_CA_FILE'>
 

@@ -1,6 +1,6 @@
 import { getTableColumns, sql } from 'drizzle-orm'
 import type { AnyPgColumn, PgTable } from 'drizzle-orm/pg-core'
-import { type Database, defineStatement, mapRow, queryPrepared } from 'nuxt-idempotency/db'
+import { type Database, defineStatement, mapRow, queryPrepared } from '@idempotent-checkout/db-kit'
 
 /**
  * A batch loader: the rows of `table` whose `id` is one of the batch's, in one prepared query

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm'
 import { bigint, bigserial, boolean, check, index, integer, jsonb, pgSequence, pgTable, primaryKey, text, timestamp, unique, uniqueIndex } from 'drizzle-orm/pg-core'
 import type { PaymentNextAction } from '../../shared/orders'
-import { idempotencyRecords } from 'nuxt-idempotency/schema'
+import { idempotencyRecords } from 'nuxt-idempotency/core'
 import {
   type IdempotencyStatus, idempotencyStatuses, type JobStatus, jobStatuses, type LedgerDiscrepancyKind, ledgerDiscrepancyKinds, type LedgerDiscrepancyStatus,
   ledgerDiscrepancyStatuses, type RefundSource, refundSources, type RefundStatus, refundStatuses, type WebhookEventSource, webhookEventSources,

@@ -1,5 +1,5 @@
 import { and, asc, eq, gt, lt, sql } from 'drizzle-orm'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { events } from '../db/schema'
 import { problem } from '../problems'
 import type { EventView } from '../../shared/events'

@@ -1,8 +1,8 @@
 import { sql } from 'drizzle-orm'
-import type { Database, BoundStatement } from 'nuxt-idempotency/db'
+import type { Database, BoundStatement } from '@idempotent-checkout/db-kit'
 import { newId } from '../db/ids'
 import { jobs } from '../db/schema'
-import { defineStatement, afterCommit } from 'nuxt-idempotency/db'
+import { defineStatement, afterCommit } from '@idempotent-checkout/db-kit'
 import type { JobType, PayloadOf } from './types'
 import { wakeWorkers } from './wake'
 
@@ -38,7 +38,7 @@ function jobValues<Type extends JobType>(type: Type, payload: PayloadOf<Type>, o
 /**
  * Enqueues inside the caller's transaction (the outbox): the job exists if and only if the business
  * write commits, and the workers are woken once it did (an after-commit hook of `tx`, see
- * transaction() of nuxt-idempotency/db). Resolves to the new job's id, or undefined when (kind, dedupeKey)
+ * transaction() of @idempotent-checkout/db-kit). Resolves to the new job's id, or undefined when (kind, dedupeKey)
  * already exists.
  */
 export async function enqueueJob<Type extends JobType>(tx: Database, type: Type, payload: PayloadOf<Type>, options: EnqueueOptions): Promise<string | undefined> {

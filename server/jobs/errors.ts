@@ -1,4 +1,4 @@
-import { describeDatabaseError } from 'nuxt-idempotency/db'
+import { describeDatabaseError } from '@idempotent-checkout/db-kit'
 import { escapeText } from '../observability/logger'
 
 /**

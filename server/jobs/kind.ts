@@ -1,4 +1,4 @@
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import type { ClaimedJob, JobEffect } from './store'
 import type { JobType } from './types'
 

@@ -1,5 +1,5 @@
-import type { Database } from 'nuxt-idempotency/db'
-import type { Locks } from 'nuxt-idempotency/locks'
+import type { Database } from '@idempotent-checkout/db-kit'
+import type { Locks } from 'nuxt-idempotency/core'
 import { type MaintenanceResult, withTaskLock } from '../maintenance/task-lock'
 import { log } from '../observability/logger'
 import { metrics } from '../observability/metrics'

@@ -1,6 +1,5 @@
-import type { PacedDeleteOptions } from 'nuxt-idempotency/core'
-import type { Database } from 'nuxt-idempotency/db'
-import type { Locks } from 'nuxt-idempotency/locks'
+import type { PacedDeleteOptions, Database } from '@idempotent-checkout/db-kit'
+import type { Locks } from 'nuxt-idempotency/core'
 import { type RetentionResult, runRetention } from '../maintenance/retention'
 import { metrics } from '../observability/metrics'
 import { createJobStore } from './store'

@@ -1,9 +1,8 @@
 import { and, asc, desc, eq, getTableColumns, inArray, lt, lte, type SQL, sql } from 'drizzle-orm'
-import { type Database, queryAllPrepared, queryPrepared, type BoundStatement, defineStatement, mapRow, shiftParams } from 'nuxt-idempotency/db'
+import { type Database, queryAllPrepared, queryPrepared, type BoundStatement, defineStatement, mapRow, shiftParams } from '@idempotent-checkout/db-kit'
 import { type JobStatus, jobs } from '../db/schema'
-import { afterCommit, transaction } from 'nuxt-idempotency/db'
+import { afterCommit, transaction, deletePickedRows, pickedOnce } from '@idempotent-checkout/db-kit'
 import { wakeWorkers } from './wake'
-import { deletePickedRows, pickedOnce } from 'nuxt-idempotency/core'
 
 /**
  * Every state change of a job is one conditional UPDATE. A claim draws a new fence token from a

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events'
-import type { DatabaseHandle } from 'nuxt-idempotency/db'
+import type { DatabaseHandle } from '@idempotent-checkout/db-kit'
 
 /**
  * Wakes workers when jobs were committed: at once in this process, and through one NOTIFY per

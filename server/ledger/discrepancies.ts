@@ -1,5 +1,5 @@
 import { and, eq, isNotNull, notInArray, type SQL, sql } from 'drizzle-orm'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { newId } from '../db/ids'
 import { ledgerDiscrepancies } from '../db/schema'
 import { metrics } from '../observability/metrics'

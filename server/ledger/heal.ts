@@ -1,5 +1,5 @@
 import { and, eq, inArray, sql } from 'drizzle-orm'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { jobs, orders, refunds } from '../db/schema'
 import { refundSendNoticeJob } from '../orders/job-types'
 import { applyPaymentStatus, isPaid, lockOrder, type PaymentStatusContext, recordHistory, refundTotals, statusAfterRefunds } from '../orders/payment-state'

@@ -1,6 +1,6 @@
 import { log } from '../observability/logger'
 import { isCluster, type RedisClient, useRedis } from '../redis'
-import { createMemoryLocks, createRedisLocks, type Locks } from 'nuxt-idempotency/locks'
+import { createMemoryLocks, createRedisLocks, type Locks } from 'nuxt-idempotency/core'
 
 export type { Locks }
 

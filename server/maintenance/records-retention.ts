@@ -1,6 +1,6 @@
-import { createIdempotencyStore, type PacedDeleteOptions } from 'nuxt-idempotency/core'
-import type { Database } from 'nuxt-idempotency/db'
-import type { Locks } from 'nuxt-idempotency/locks'
+import { createIdempotencyStore } from 'nuxt-idempotency/core'
+import type { Database, PacedDeleteOptions } from '@idempotent-checkout/db-kit'
+import type { Locks } from 'nuxt-idempotency/core'
 import { metrics } from '../observability/metrics'
 import { type RetentionResult, runRetention } from './retention'
 

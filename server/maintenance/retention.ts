@@ -1,5 +1,5 @@
-import { deleteInPacedBatches, type BatchDelete, type PacedDeleteOptions, RETENTION_PACE } from 'nuxt-idempotency/core'
-import type { Locks } from 'nuxt-idempotency/locks'
+import { deleteInPacedBatches, type BatchDelete, type PacedDeleteOptions, RETENTION_PACE } from '@idempotent-checkout/db-kit'
+import type { Locks } from 'nuxt-idempotency/core'
 import { log } from '../observability/logger'
 import { type Skippable, withTaskLock } from './task-lock'
 

@@ -1,5 +1,5 @@
-import { RETENTION_LOCK_TTL_MS } from 'nuxt-idempotency/core'
-import { LockBackendError, type Locks } from 'nuxt-idempotency/locks'
+import { RETENTION_LOCK_TTL_MS } from '@idempotent-checkout/db-kit'
+import { LockBackendError, type Locks } from 'nuxt-idempotency/core'
 import { log } from '../observability/logger'
 
 /**

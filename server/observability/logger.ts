@@ -1,5 +1,5 @@
 import pino from 'pino'
-import { describeDatabaseError } from 'nuxt-idempotency/db'
+import { describeDatabaseError } from '@idempotent-checkout/db-kit'
 
 /**
  * Structured JSON log lines on stdout, one object per line, for any log shipper:

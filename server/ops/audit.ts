@@ -1,5 +1,5 @@
 import { and, desc, eq, gte, isNotNull, ne, sql } from 'drizzle-orm'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { rowsOf } from '../db/raw-rows'
 import { ledgerSums } from '../stock/service'
 import { invoices, mailbox, orders, orderStatusHistory, paymentIntentRefunds, paymentIntents, refunds, requestLog, sideEffects, stock, stockMovements, webhookEvents } from '../db/schema'

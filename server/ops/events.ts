@@ -1,5 +1,5 @@
 import { and, asc, count, desc, eq, gte, inArray, type SQL, sql } from 'drizzle-orm'
-import { type Database, transaction } from 'nuxt-idempotency/db'
+import { type Database, transaction } from '@idempotent-checkout/db-kit'
 import { newId } from '../db/ids'
 import { events, jobs, webhookAttempts, webhookEndpoints } from '../db/schema'
 import { enqueueJob } from '../jobs/enqueue'
@@ -124,7 +124,7 @@ const subscribes = (endpoint: { events: string[] }, type: string) => endpoint.ev
  * of another tenant; 409 `event-not-resendable` when no endpoint qualifies.
  */
 export function resendEvent(db: Database, origin: OperatorOrigin, eventId: string, endpointId: string | undefined): Promise<OpsResend> {
-  // transaction() of nuxt-idempotency/db: the workers are woken once the jobs are committed.
+  // transaction() of @idempotent-checkout/db-kit: the workers are woken once the jobs are committed.
   return transaction(db, async (tx) => {
     const [event] = await tx.select({ id: events.id, tenantId: events.tenantId, type: events.type }).from(events).where(eq(events.id, eventId))
     if (!event) throw problem('not-found', `No event "${eventId}". List events with GET /api/ops/events.`)

@@ -1,5 +1,5 @@
 import { and, asc, eq, inArray, like, or, type SQL, sql } from 'drizzle-orm'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import {
   events, idempotencyRecords, invoices, jobs, ledgerDiscrepancies, mailbox, operatorActions, orders, orderStatusHistory, refunds, requestLog, sideEffects, stockMovements, webhookAttempts,
   webhookEndpoints, webhookEvents,

@@ -1,5 +1,5 @@
 import { and, desc, eq } from 'drizzle-orm'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { stock } from '../db/schema'
 import { problem } from '../problems'
 import { inventoryOf, serializeStock } from '../stock/service'

@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { orders, refunds } from '../db/schema'
 import { createJobStore, type JobRow } from '../jobs/store'
 import { paymentRefundJob } from '../orders/job-types'

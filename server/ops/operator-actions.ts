@@ -1,4 +1,4 @@
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { operatorActions } from '../db/schema'
 
 /** What operators can do to tenants, their keys, dead letters, orders, ledger discrepancies and events; each is kept as evidence in `operator_actions`. */

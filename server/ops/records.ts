@@ -1,5 +1,5 @@
 import { and, eq, type SQL } from 'drizzle-orm'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { type IdempotencyStatus, idempotencyRecords, mailbox } from '../db/schema'
 import { newestFirst } from './list'
 

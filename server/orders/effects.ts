@@ -1,5 +1,5 @@
 import { and, eq } from 'drizzle-orm'
-import { type Database, shiftParams } from 'nuxt-idempotency/db'
+import { type Database, shiftParams } from '@idempotent-checkout/db-kit'
 import { sideEffects } from '../db/schema'
 import type { JobEffect } from '../jobs/store'
 

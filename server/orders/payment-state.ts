@@ -1,5 +1,5 @@
 import { and, asc, eq, gte, isNull, lte, sql } from 'drizzle-orm'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { newId } from '../db/ids'
 import { orders, orderStatusHistory, refunds, webhookEvents } from '../db/schema'
 import { enqueueJob } from '../jobs/enqueue'

@@ -1,6 +1,6 @@
 import { and, desc, eq, getTableName, gte, lt, or, type SQL, sql } from 'drizzle-orm'
 import { useConfig } from '../config'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { jobs, orders, refunds } from '../db/schema'
 import { paymentCreateIntentJob } from './job-types'
 import type { OrderPaymentView, OrderView, RefundView } from '../../shared/orders'

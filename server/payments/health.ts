@@ -1,6 +1,6 @@
 import { desc, inArray, sql } from 'drizzle-orm'
 import { useConfig } from '../config'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { jobs } from '../db/schema'
 import { paymentCancelJob, paymentCreateIntentJob, paymentRefundJob } from '../orders/job-types'
 

@@ -1,6 +1,6 @@
 import { type AppConfig, useConfig } from '../config'
 import { useDatabaseHandle } from '../db'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { createMockpayProvider } from './mockpay/provider'
 import { createMidtransProvider } from './midtrans'
 import { createStripeProvider } from './stripe'

@@ -3,8 +3,7 @@ import type { ConnectionOptions } from 'node:tls'
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis'
 import type { Driver } from 'unstorage'
 import redisDriver from 'unstorage/drivers/redis'
-import { parseHostPorts } from 'nuxt-idempotency/locks'
-import { type AppConfig, ConfigError, redisSettingProblems, redisUsesTls, useConfig } from '../config'
+import { type AppConfig, ConfigError, hostPortList, redisSettingProblems, redisUsesTls, useConfig } from '../config'
 
 /** One node (REDIS_URL), a Redis Cluster (REDIS_CLUSTER_NODES) or a master found through Sentinels (REDIS_SENTINELS). */
 export type RedisTopology = 'standalone' | 'cluster' | 'sentinel'
@@ -126,13 +125,13 @@ export function createRedisConnection(settings: RedisSettings, options: RedisCon
       // Each node's connection: the cluster itself queues nothing, and a node's commands time out.
       redisOptions: node,
     }
-    storageDriver = redisDriver({ base, cluster: parseHostPorts(settings.REDIS_CLUSTER_NODES!), clusterOptions })
+    storageDriver = redisDriver({ base, cluster: hostPortList(settings.REDIS_CLUSTER_NODES!), clusterOptions })
   }
   else if (topology === 'sentinel') {
     storageDriver = redisDriver({
       ...common,
       base,
-      sentinels: parseHostPorts(settings.REDIS_SENTINELS!),
+      sentinels: hostPortList(settings.REDIS_SENTINELS!),
       name: settings.REDIS_SENTINEL_NAME,
       sentinelTLS: tls,
       enableTLSForSentinelMode: tls !== undefined,

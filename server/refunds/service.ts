@@ -1,5 +1,5 @@
 import { and, eq } from 'drizzle-orm'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { orders, refunds } from '../db/schema'
 import { insertRefund, lockOrder, recordHistory, refundTotals } from '../orders/payment-state'
 import { problem } from '../problems'

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm'
-import type { BoundStatement, Database } from 'nuxt-idempotency/db'
+import type { BoundStatement, Database } from '@idempotent-checkout/db-kit'
 import { rowsOf } from '../db/raw-rows'
 
 /**

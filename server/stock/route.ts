@@ -1,5 +1,5 @@
 import { getRouterParam, type H3Event } from 'h3'
-import { transaction } from 'nuxt-idempotency/db'
+import { transaction } from '@idempotent-checkout/db-kit'
 import { requireIdempotencyKey } from 'nuxt-idempotency/server'
 import { useConfig } from '../config'
 import { useDatabaseHandle } from '../db'

@@ -1,5 +1,5 @@
 import { and, asc, desc, eq, gt, inArray, type SQL, sql } from 'drizzle-orm'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { newId } from '../db/ids'
 import { rowsOf } from '../db/raw-rows'
 import { stock, stockMovements } from '../db/schema'

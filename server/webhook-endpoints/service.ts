@@ -1,6 +1,6 @@
 import { and, desc, eq, lt, or, sql } from 'drizzle-orm'
 import type { z } from 'zod'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { newSigningSecret } from '../config'
 import { newId } from '../db/ids'
 import { webhookEndpoints } from '../db/schema'

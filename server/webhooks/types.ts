@@ -1,4 +1,4 @@
-import type { Verification, WebhookDelivery } from 'nuxt-idempotency/webhooks'
+import type { Verification, WebhookDelivery } from 'nuxt-idempotency/core'
 import type { RefundStatus } from '../../shared/statuses'
 import type { PaymentStatus } from '../orders/payment-state'
 import type { PaymentEventType } from '../payments/types'
@@ -57,5 +57,5 @@ export interface WebhookProvider {
   parse(json: unknown, delivery: WebhookDelivery): Parsed
 }
 
-// The delivery and its verification are the idempotency module's (nuxt-idempotency/webhooks).
-export { TIMESTAMP_TOLERANCE_SECONDS, type Verification, type WebhookDelivery } from 'nuxt-idempotency/webhooks'
+// The delivery and its verification are the idempotency module's (nuxt-idempotency/core).
+export { TIMESTAMP_TOLERANCE_SECONDS, type Verification, type WebhookDelivery } from 'nuxt-idempotency/core'

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { openDatabase, transaction } from 'nuxt-idempotency/db'
+import { openDatabase, transaction } from '@idempotent-checkout/db-kit'
 import { insertRefund, lockOrder } from '../../server/orders/payment-state'
 import { type AppProcess, fastJobsEnv, startApp, stopAll } from '../support/app'
 import { createTenant, request, type TestResponse } from '../support/http'

@@ -1,7 +1,7 @@
 import { and, asc, eq, inArray, sql } from 'drizzle-orm'
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest'
 import { createReplayCache, fingerprint, type IdempotencyDeps, type IdempotentOutcome, runIdempotent } from 'nuxt-idempotency/core'
-import { type Database, transaction } from 'nuxt-idempotency/db'
+import { type Database, transaction } from '@idempotent-checkout/db-kit'
 import { jobs, mailbox, sideEffects } from '../../server/db/schema'
 import { createWorker, type Worker } from '../../server/jobs/worker'
 import { setLogLevel } from '../../server/observability/logger'

@@ -2,11 +2,10 @@ import { randomUUID } from 'node:crypto'
 import { setTimeout as delay } from 'node:timers/promises'
 import { eq, sql } from 'drizzle-orm'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { idempotencyRecords, tenants } from '../../server/db/schema'
-import {
-  canTakeOver, type Claim, type ClaimInput, createIdempotencyStore, type IdempotencyStore, type RecordView, type StoredResponse,
-} from 'nuxt-idempotency/core'
+import { createIdempotencyStore, type IdempotencyStore } from 'nuxt-idempotency/core'
+import { canTakeOver, type Claim, type ClaimInput, type RecordView, type StoredResponse } from '../../packages/nuxt-idempotency/src/runtime/core/store'
 import { type DatabaseDriver, openSuiteDatabase, type SuiteDatabase } from '../support/databases'
 import { describeWithServices } from '../support/services'
 

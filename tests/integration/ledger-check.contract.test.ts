@@ -1,6 +1,6 @@
 import { eq, sql } from 'drizzle-orm'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { Database, DatabaseHandle } from 'nuxt-idempotency/db'
+import type { Database, DatabaseHandle } from '@idempotent-checkout/db-kit'
 import { ledgerDiscrepancies, operatorActions, orders, paymentIntentRefunds, paymentIntents, refunds } from '../../server/db/schema'
 import { newId } from '../../server/db/ids'
 import { runLedgerCheck } from '../../server/ledger/check'

@@ -1,6 +1,6 @@
 import postgres from 'postgres'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { type DatabaseHandle, IDLE_IN_TRANSACTION_TIMEOUT_MS, LOCK_TIMEOUT_MS, openDatabase, queryAllPrepared, queryPrepared } from 'nuxt-idempotency/db'
+import { type DatabaseHandle, IDLE_IN_TRANSACTION_TIMEOUT_MS, LOCK_TIMEOUT_MS, openDatabase, queryAllPrepared, queryPrepared } from '@idempotent-checkout/db-kit'
 import { startTurnsProxy } from '../../bench/pg-turns-proxy.mjs'
 import { startPostgresServer, type TestPostgresServer } from '../support/chaos/postgres-server'
 import { type Pgbouncer, startPgbouncer } from '../support/pgbouncer.mjs'

@@ -1,6 +1,6 @@
 import { eq, sql } from 'drizzle-orm'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { type DatabaseHandle, openDatabase, transaction } from 'nuxt-idempotency/db'
+import { type DatabaseHandle, openDatabase, transaction } from '@idempotent-checkout/db-kit'
 import { startTurnsProxy } from '../../bench/pg-turns-proxy.mjs'
 import { orders } from '../../server/db/schema'
 import { throughPooler } from '../support/postgres-topology'

@@ -1,6 +1,6 @@
 import { eq, inArray, sql } from 'drizzle-orm'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import type { Database, DatabaseHandle } from 'nuxt-idempotency/db'
+import type { Database, DatabaseHandle } from '@idempotent-checkout/db-kit'
 import { jobs, mailbox, orders, orderStatusHistory, paymentIntents, refunds, webhookEvents } from '../../server/db/schema'
 import { paymentCreateIntentJob } from '../../server/orders/job-types'
 import type { IdempotencyDeps } from 'nuxt-idempotency/core'

@@ -1,7 +1,7 @@
 import { and, asc, eq, sql } from 'drizzle-orm'
 import fc from 'fast-check'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { type Database, transaction, violatedConstraint } from 'nuxt-idempotency/db'
+import { type Database, transaction, violatedConstraint } from '@idempotent-checkout/db-kit'
 import { newId } from '../../server/db/ids'
 import { rowsOf } from '../../server/db/raw-rows'
 import { orders, stock, stockMovements, tenants } from '../../server/db/schema'

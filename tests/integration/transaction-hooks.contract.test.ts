@@ -1,8 +1,8 @@
 import { eq } from 'drizzle-orm'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import type { Database, DatabaseHandle, AfterCommitHook } from 'nuxt-idempotency/db'
+import type { Database, DatabaseHandle, AfterCommitHook } from '@idempotent-checkout/db-kit'
 import { jobs, tenants } from '../../server/db/schema'
-import { defineStatement, afterCommit, transaction } from 'nuxt-idempotency/db'
+import { defineStatement, afterCommit, transaction } from '@idempotent-checkout/db-kit'
 import { jobInsert } from '../../server/jobs/enqueue'
 import { orderSendConfirmationJob } from '../../server/orders/job-types'
 import { onLocalWake } from '../../server/jobs/wake'
@@ -11,7 +11,7 @@ import { enqueueTestJob } from '../support/jobs'
 import { describeWithServices } from '../support/services'
 
 /**
- * A transaction owns its after-commit hooks (transaction() of nuxt-idempotency/db): whoever writes inside it
+ * A transaction owns its after-commit hooks (transaction() of @idempotent-checkout/db-kit): whoever writes inside it
  * registers what must wait for the commit — an enqueue registers the workers' wake-up — and the
  * hooks run once it committed, never after a rollback. Same contract on both drivers.
  */

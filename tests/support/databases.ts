@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { type DatabaseHandle, openDatabase } from 'nuxt-idempotency/db'
+import { type DatabaseHandle, openDatabase } from '@idempotent-checkout/db-kit'
 import { appDatabase } from './postgres-topology'
 import { createTestDatabase } from './services'
 import { testMigrations } from './migrations'

@@ -1,6 +1,6 @@
 import type postgres from 'postgres'
 import type { AppProcess } from './app'
-import { processingLockKey as lockName } from 'nuxt-idempotency/core'
+import { processingLockKey as lockName } from '../../packages/nuxt-idempotency/src/runtime/core/run'
 import { pollUntil } from './poll'
 import { connectSharedTestRedis } from './redis-topologies'
 

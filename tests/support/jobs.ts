@@ -1,6 +1,6 @@
 import postgres from 'postgres'
-import type { Database, DatabaseHandle } from 'nuxt-idempotency/db'
-import { openDatabase, transaction } from 'nuxt-idempotency/db'
+import type { Database, DatabaseHandle } from '@idempotent-checkout/db-kit'
+import { openDatabase, transaction } from '@idempotent-checkout/db-kit'
 import { newId } from '../../server/db/ids'
 import { type JobErrorEntry, orders, tenants } from '../../server/db/schema'
 import { z } from 'zod'

@@ -1,6 +1,6 @@
 import { describe } from 'vitest'
-import { createMemoryLocks, createRedisLocks } from 'nuxt-idempotency/locks'
-import type { Locks, RedisLocksOptions } from 'nuxt-idempotency/locks'
+import { createMemoryLocks, createRedisLocks } from 'nuxt-idempotency/core'
+import type { Locks, RedisLocksOptions } from 'nuxt-idempotency/core'
 import type { DatabaseDriver } from './databases'
 import { clusterEnv, connectRedisTopology, connectSharedTestRedis, type RedisClusterProcesses, type RedisSentinelProcesses, sentinelEnv, startRedisCluster, startRedisSentinel, type TestRedisConnection, testRedisTopology } from './redis-topologies'
 import { connectTestRedis, describeWithServices } from './services'

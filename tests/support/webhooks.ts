@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type postgres from 'postgres'
 import { toStripeAmount } from '../../server/payments/currencies'
-import { hmacSha256, midtransSignature, signStandardWebhook } from 'nuxt-idempotency/webhooks'
+import { hmacSha256, midtransSignature, signStandardWebhook } from 'nuxt-idempotency/core'
 import { testSecrets } from './app'
 import { request, type TestResponse } from './http'
 

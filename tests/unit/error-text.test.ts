@@ -1,6 +1,6 @@
 import { DrizzleQueryError } from 'drizzle-orm'
 import { describe, expect, it } from 'vitest'
-import { describeDatabaseError, isDatabaseUnavailable } from 'nuxt-idempotency/db'
+import { describeDatabaseError, isDatabaseUnavailable } from '@idempotent-checkout/db-kit'
 import { describeError, RetryableJobError } from '../../server/jobs/errors'
 import { serializeError } from '../../server/observability/logger'
 

@@ -1,6 +1,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { canonicalJson, fingerprint, type FingerprintInput } from 'nuxt-idempotency/core'
+import { canonicalJson } from '../../packages/nuxt-idempotency/src/runtime/core/fingerprint'
+import { fingerprint, type FingerprintInput } from 'nuxt-idempotency/core'
 import { CreateOrderSchema } from '../../server/orders/schema'
 import {
   orderCustomerFields, orderItemFields, orderTopLevelFields, exampleOrder, unknownFieldsArbitrary,

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import { describe, expect, it } from 'vitest'
-import { processingLockKey } from 'nuxt-idempotency/core'
+import { processingLockKey } from '../../packages/nuxt-idempotency/src/runtime/core/run'
 
 // The processing lock's name (server/idempotency/core.ts): a key too long for a Redis key is hashed.
 // Keys are any 1–255 visible ASCII characters, so a hashed name must be one no raw key can spell.

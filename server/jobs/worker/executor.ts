@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { log } from '../../observability/logger'
 import { metrics } from '../../observability/metrics'
 import { FencedOutError, JobInterrupted } from '../errors'

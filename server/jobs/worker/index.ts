@@ -1,5 +1,5 @@
-import type { Database, DatabaseHandle } from 'nuxt-idempotency/db'
-import type { Locks } from 'nuxt-idempotency/locks'
+import type { Database, DatabaseHandle } from '@idempotent-checkout/db-kit'
+import type { Locks } from 'nuxt-idempotency/core'
 import { log } from '../../observability/logger'
 import type { BackoffPolicy } from '../backoff'
 import type { JobKind } from '../kind'

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { resourceLockKey } from '../../../shared/resources'
 import { describeError, PermanentJobError, RetryableJobError } from '../errors'
 import { injectJobFailure, readJobFaults } from '../faults'

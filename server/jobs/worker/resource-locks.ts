@@ -1,4 +1,4 @@
-import { LockBackendError, type Locks } from 'nuxt-idempotency/locks'
+import { LockBackendError, type Locks } from 'nuxt-idempotency/core'
 import { log } from '../../observability/logger'
 import { metrics } from '../../observability/metrics'
 

@@ -1,6 +1,6 @@
 import { type AppConfig, useConfig } from '../../config'
 import { useDatabaseHandle } from '../../db'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import type { ProviderLedgerReader } from '../types'
 import { createMidtransLedgerReader } from './midtrans'
 import { createMockpayLedgerReader } from './mockpay'

@@ -1,5 +1,5 @@
 import { asc, eq } from 'drizzle-orm'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { paymentIntentRefunds, paymentIntents } from '../../db/schema'
 import { MOCKPAY } from '../../payments/mockpay/provider'
 import type { LedgerRefund } from '../../../shared/ops-api'

@@ -1,4 +1,4 @@
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { orders } from '../../db/schema'
 import { RetryableJobError } from '../../jobs/errors'
 import type { OrderJobPayload } from '../job-types'

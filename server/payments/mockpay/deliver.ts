@@ -1,4 +1,4 @@
-import { signStandardWebhook } from 'nuxt-idempotency/webhooks'
+import { signStandardWebhook } from 'nuxt-idempotency/core'
 import { RetryableJobError } from '../../jobs/errors'
 import { defineJobKind } from '../../jobs/kind'
 import { mockpayDeliverJob } from './job-types'

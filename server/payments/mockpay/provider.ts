@@ -1,5 +1,5 @@
 import { eq, sql } from 'drizzle-orm'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { newId } from '../../db/ids'
 import { paymentIntentRefunds, paymentIntents } from '../../db/schema'
 import { problemOf } from '../../problems'

@@ -1,6 +1,6 @@
 import { eq } from 'drizzle-orm'
-import { type BoundStatement, queryPrepared } from 'nuxt-idempotency/db'
-import { signStandardWebhook } from 'nuxt-idempotency/webhooks'
+import { type BoundStatement, queryPrepared } from '@idempotent-checkout/db-kit'
+import { signStandardWebhook } from 'nuxt-idempotency/core'
 import { events, webhookEndpoints } from '../../db/schema'
 import { serializeEvent } from '../../events/serialize'
 import { PermanentJobError, RetryableJobError } from '../../jobs/errors'

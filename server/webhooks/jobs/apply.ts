@@ -1,5 +1,5 @@
 import { eq, sql } from 'drizzle-orm'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { webhookEvents } from '../../db/schema'
 import { applyPaymentStatus, isPaid, lockOrder } from '../../orders/payment-state'
 import type { PaymentProvider, PaymentEventType } from '../../payments/types'

@@ -1,4 +1,4 @@
-import { midtransNotificationId, midtransNotificationIdentity, verifyMidtransSignature } from 'nuxt-idempotency/webhooks'
+import { midtransNotificationId, midtransNotificationIdentity, verifyMidtransSignature } from 'nuxt-idempotency/core'
 import { z } from 'zod'
 import type { PaymentEventType } from '../../payments/types'
 import type { PaymentEvent, WebhookProvider } from '../types'

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { STANDARD_SIGNATURE_HEADERS, standardWebhookHeader, verifyStandardWebhook } from 'nuxt-idempotency/webhooks'
+import { STANDARD_SIGNATURE_HEADERS, standardWebhookHeader, verifyStandardWebhook } from 'nuxt-idempotency/core'
 import type { PaymentEvent, WebhookProvider } from '../types'
 import { explainIssues } from './common'
 

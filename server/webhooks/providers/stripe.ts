@@ -1,4 +1,4 @@
-import { verifyStripeSignature } from 'nuxt-idempotency/webhooks'
+import { verifyStripeSignature } from 'nuxt-idempotency/core'
 import { z } from 'zod'
 import type { RefundStatus } from '../../../shared/statuses'
 import type { PaymentEventType } from '../../payments/types'

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { z } from 'zod'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { JobInterrupted, PermanentJobError, RetryableJobError, SnoozeJob } from '../../../server/jobs/errors'
 import { defineJobKind, type JobContext } from '../../../server/jobs/kind'
 import type { JobStatus } from '../../../server/db/schema'

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { z } from 'zod'
-import type { Database } from 'nuxt-idempotency/db'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { orderResource } from '../../../shared/resources'
 import { PermanentJobError, RetryableJobError, SnoozeJob } from '../../../server/jobs/errors'
 import { defineJobKind, type JobKind } from '../../../server/jobs/kind'

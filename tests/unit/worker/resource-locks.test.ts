@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { createMemoryLocks, LockBackendError, type Locks } from 'nuxt-idempotency/locks'
+import { createMemoryLocks, LockBackendError, type Locks } from 'nuxt-idempotency/core'
 import { setLogLevel } from '../../../server/observability/logger'
 import { createLockKeeper, type HeldLock, type LockingJob } from '../../../server/jobs/worker/resource-locks'
 

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import type { MigrationSource } from '../db/client'
+import type { MigrationSource } from '@idempotent-checkout/db-kit'
 
 /** The module's migrations journal: beside an app's own (`__drizzle_migrations`), never mixed with it. */
 export const IDEMPOTENCY_MIGRATIONS_TABLE = '__idempotency_migrations'

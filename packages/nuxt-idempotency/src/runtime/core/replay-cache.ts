@@ -1,6 +1,6 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto'
 import type { Storage } from 'unstorage'
-import { ExpiringMap } from './expiring-map'
+import { ExpiringMap } from '@idempotent-checkout/db-kit/expiring-map'
 import type { RecordView, StoredResponse } from './store'
 
 /** What a replay, or a 422 for another request, needs of a finished record. */

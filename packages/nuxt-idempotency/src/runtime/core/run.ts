@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { BoundStatement, Database, DatabaseHandle } from '../db/types'
-import { describeDatabaseError, isLockTimeout, violatedConstraint, violatedUniqueConstraint } from '../db/errors'
+import type { BoundStatement, Database, DatabaseHandle } from '@idempotent-checkout/db-kit'
+import { describeDatabaseError, isLockTimeout, violatedConstraint, violatedUniqueConstraint } from '@idempotent-checkout/db-kit'
 import { LockBackendError, type Locks } from '../locks/types'
 import { CACHE_EXPIRY_MARGIN_MS, type FinishedRecord, finishedFromView, type ReplayCache } from './replay-cache'
 import {

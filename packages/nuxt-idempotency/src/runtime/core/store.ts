@@ -1,9 +1,7 @@
 import { and, eq, getTableColumns, inArray, isNull, lt, or, sql } from 'drizzle-orm'
-import type { BoundStatement, Database } from '../db/types'
+import type { BoundStatement, Database } from '@idempotent-checkout/db-kit'
 import { idempotencyRecords as records } from './schema'
-import { defineStatement } from '../db/statements'
-import { transaction } from '../db/transaction'
-import { deletePickedRows } from './paced-delete'
+import { defineStatement, transaction, deletePickedRows } from '@idempotent-checkout/db-kit'
 
 /**
  * Postgres is the source of truth for idempotency; the unique (scope, key) decides who executes.

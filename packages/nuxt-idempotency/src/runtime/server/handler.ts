@@ -3,7 +3,7 @@ import {
   type H3Event, readRawBody, setResponseHeader, setResponseHeaders, setResponseStatus,
 } from 'h3'
 import { type AtomicPlan, type IdempotentOutcome, type IdempotentResult, runIdempotent as runCore } from '../core/run'
-import type { Database } from '../db/types'
+import type { Database } from '@idempotent-checkout/db-kit'
 import { fingerprint } from '../core/fingerprint'
 import { parseIdempotencyKeyHeader } from '../core/key'
 import { idempotencyProblem, problemOf, sendProblem } from '../core/problems'

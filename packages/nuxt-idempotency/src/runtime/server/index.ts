@@ -1,5 +1,11 @@
-// The Nitro side of the layer, for explicit imports (the same functions are auto-imported).
-export * from './handler'
-export * from '../core/problems'
-export * from './services'
-export * from './webhooks'
+// nuxt-idempotency/server: the server utils the module auto-imports into Nitro, for explicit imports
+// (and their types). Each name is documented in README.md#server-utils; test/exports.test.ts pins the list.
+export {
+  defineIdempotentEventHandler, type IdempotencyOutcome, type IdempotencyOutcomeReport, type IdempotencyRouteRules, type IdempotentHandlerContext,
+  type IdempotentHandlerOptions, type IdempotentReply, type IdempotentRoute, requireIdempotencyKey, runIdempotent,
+} from './handler'
+export { idempotencyReady, type IdempotencyServices, provideIdempotency, useIdempotencyDatabase } from './services'
+export {
+  type AtomicWebhookHandlerContext, defineIdempotentWebhookHandler, defineWebhookProvider, midtransWebhookProvider, standardWebhooksProvider, stripeWebhookProvider,
+  type WebhookHandlerContext, type WebhookHandlerOptions, type WebhookProviderDefinition,
+} from './webhooks'

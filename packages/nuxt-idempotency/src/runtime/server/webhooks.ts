@@ -3,7 +3,7 @@ import { checkIdempotencyKey } from '../core/key'
 import { midtransNotificationId, midtransNotificationIdentity, parseJsonBody, standardWebhookHeader, type Verification, verifyMidtransSignature, verifyStandardWebhook, verifyStripeSignature, type WebhookDelivery } from '../webhooks'
 import { reportOutcome, runIdempotent } from './handler'
 import { idempotencyProblem, problemOf, sendProblem } from '../core/problems'
-import type { Database } from '../db/types'
+import type { Database } from '@idempotent-checkout/db-kit'
 
 /**
  * An app's own signed webhooks, deduplicated by the same layer as its API: the provider's event id

@@ -1,6 +1,6 @@
 import { sql, type SQLWrapper } from 'drizzle-orm'
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core'
-import type { Database } from '../db/types'
+import type { Database } from './types'
 
 /**
  * Retention that keeps up at any write rate: a run deletes batch after batch until every table's

@@ -45,6 +45,6 @@ export function afterCommit(db: Database, hook: AfterCommitHook): void {
     return
   }
   const handle = handles.get(db)
-  if (!handle) throw new Error('afterCommit() outside transaction(): open the transaction with transaction() from nuxt-idempotency/db, so that its hooks run after COMMIT')
+  if (!handle) throw new Error('afterCommit() outside transaction(): open the transaction with transaction() from @idempotent-checkout/db-kit, so that its hooks run after COMMIT')
   runAfterCommit(handle, [hook])
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { ExpiringMap } from 'nuxt-idempotency/core'
+import { ExpiringMap } from '@idempotent-checkout/db-kit/expiring-map'
 
 describe('ExpiringMap', () => {
   it('answers an entry until its expiry, then forgets it', () => {

@@ -4,11 +4,11 @@ import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { openDatabase, holdPgliteDir, PGLITE_LOCK_FILE, PgliteDirLockedError } from 'nuxt-idempotency/db'
-import { testMigrations } from '../support/migrations'
+import { openDatabase, PGLITE_LOCK_FILE, PgliteDirLockedError } from '../src'
+import { holdPgliteDir } from '../src/pglite-lock'
 
-const jitiCli = fileURLToPath(new URL('../../node_modules/jiti/lib/jiti-cli.mjs', import.meta.url))
-const lockModule = fileURLToPath(new URL('../../packages/nuxt-idempotency/src/runtime/db/pglite-lock.ts', import.meta.url))
+const jitiCli = fileURLToPath(new URL('../../../node_modules/jiti/lib/jiti-cli.mjs', import.meta.url))
+const lockModule = fileURLToPath(new URL('../src/pglite-lock.ts', import.meta.url))
 
 let dir: string
 const children: ChildProcess[] = []
@@ -83,7 +83,7 @@ describe('holdPgliteDir', () => {
 
   it('openDatabase refuses an embedded directory another process holds, before PGlite opens it', async () => {
     const holder = await holdingProcess()
-    await expect(openDatabase({ pgliteDir: dir, migrations: testMigrations })).rejects.toThrow(`is in use by process ${holder.pid}`)
+    await expect(openDatabase({ pgliteDir: dir, migrations: [] })).rejects.toThrow(`is in use by process ${holder.pid}`)
     expect(existsSync(join(dir, 'PG_VERSION'))).toBe(false)
   })
 })
