@@ -147,7 +147,7 @@ interface ServerProcess {
 /** Every server started, for the failure output; each target stops its own after its block. */
 const servers: ServerProcess[] = []
 
-/** Starts `.output/server/index.mjs` and waits (with a deadline) until it answers HTTP. */
+/** Starts `.output/server/index.mjs` and waits (with a deadline) until it answers HTTP from its database. */
 async function startServer(label: string, outputDir: string, cwd: string, env: Record<string, string>): Promise<ServerProcess> {
   const started = Date.now()
   const port = await freePort()
@@ -170,7 +170,8 @@ async function startServer(label: string, outputDir: string, cwd: string, env: R
   const deadline = Date.now() + stepTimeoutMs.serverStart
   while (Date.now() < deadline) {
     if (hasExited) throw new Error(`${label} exited (code ${child.exitCode}) before it answered. Output:\n${outputTail(output)}`)
-    if (await answers200(port)) {
+    // The database opened and migrated too (the rows route reads it), not just the HTTP server.
+    if (await answers200(port, '/') && await answers200(port, '/api/rows?key=startup')) {
       timings[`start ${label}`] = took(started)
       return server
     }
@@ -184,9 +185,9 @@ async function startServer(label: string, outputDir: string, cwd: string, env: R
  * reused by the first test request, and a server whose event loop is busy starting up (the embedded
  * database opening) may close it for idleness just as that request arrives (ECONNRESET).
  */
-function answers200(port: number): Promise<boolean> {
+function answers200(port: number, path: string): Promise<boolean> {
   return new Promise((resolve) => {
-    const request = httpGet({ host: '127.0.0.1', port, path: '/', agent: false, timeout: 2_000 }, (response) => {
+    const request = httpGet({ host: '127.0.0.1', port, path, agent: false, timeout: 2_000 }, (response) => {
       response.resume()
       response.on('end', () => resolve(response.statusCode === 200))
       response.on('error', () => resolve(false))
@@ -568,11 +569,16 @@ describe.each(targets)('$title', (target) => {
     expect(executionsOf('atomic', key)).toHaveLength(1)
 
     const failing = newKey('atomic-fail')
-    expect((await post(urls[0]!, '/api/atomic', failing, { note: 'lost', fail: true })).status).toBe(500)
+    expect((await post(urls[0]!, '/api/atomic', failing, { note: 'retried' }, { 'x-fail-after-write': '1' })).status).toBe(500)
     expect(executionsOf('atomic', failing)).toHaveLength(1)
-    expect(await rowsOf(failing)).toEqual({ writes: 0, records: [] })
+    // No write, and no answer stored: at most the claim, released for the retry.
+    const afterFailure = await rowsOf(failing)
+    expect(afterFailure.writes).toBe(0)
+    expect(afterFailure.records.map(record => JSON.parse(record) as Record<string, unknown>)).toEqual(afterFailure.records.length
+      ? [expect.objectContaining({ status: 'processing', response_status: null, response_body: null })]
+      : [])
     // Nothing was stored: the retry runs again, and this time commits.
-    expectExecuted(await post(urls[urls.length - 1]!, '/api/atomic', failing, { note: 'kept' }), 200)
+    expectExecuted(await post(urls[urls.length - 1]!, '/api/atomic', failing, { note: 'retried' }), 200)
     expect(executionsOf('atomic', failing)).toHaveLength(2)
     expect(await rowsOf(failing)).toMatchObject({ writes: 1, records: [expect.any(String)] })
   }, stepTimeoutMs.test)
@@ -780,14 +786,17 @@ describe.each(targets)('$title', (target) => {
 
   it.runIf(target.name === 'pgbouncer')('PgBouncer killed for 3 s and restarted: requests answer 200 again within 5 s, and no key ran twice', async () => {
     const sent: Array<{ key: string, note: string, status: number }> = []
-    const send = async (i: number) => {
+    const send = async (i: number, headers: Record<string, string> = {}) => {
       const key = newKey(`outage-${i}`)
       const note = `outage-${i}`
-      const answer = await post(urls[i % urls.length]!, '/api/atomic', key, { note }).catch(() => ({ status: 0 }))
+      const answer = await post(urls[i % urls.length]!, '/api/atomic', key, { note }, headers).catch(() => ({ status: 0 }))
       sent.push({ key, note, status: answer.status })
       return answer.status
     }
     expect(await send(0)).toBe(200)
+    // Transactions open when PgBouncer dies: their writes are cut with their records.
+    const inFlight = Array.from({ length: 4 }, (_, i) => send(100 + i, { 'x-hold-ms': '1000' }))
+    await sleep(300)
     await pooler!.kill()
     const outageEnds = Date.now() + 3_000
     for (let i = 1; Date.now() < outageEnds; i++) {
@@ -796,6 +805,7 @@ describe.each(targets)('$title', (target) => {
       expect(status === 0 || status >= 500, `during the outage: ${status}`).toBe(true)
       await sleep(250)
     }
+    for (const status of await Promise.all(inFlight)) expect(status === 0 || status >= 500, `cut in flight: ${status}`).toBe(true)
     await pooler!.start()
     const restarted = Date.now()
     let recoveredAfter: number | undefined
@@ -806,12 +816,20 @@ describe.each(targets)('$title', (target) => {
       }
       await sleep(200)
     }
-    timings['pgbouncer recovery'] = recoveredAfter === undefined ? 'none within 5 s' : `${(recoveredAfter / 1000).toFixed(1)} s`
+    timings['pgbouncer recovery'] = `${recoveredAfter === undefined ? 'none within 5 s' : `${(recoveredAfter / 1000).toFixed(1)} s`} (answers: ${sent.map(({ status }) => status).join(' ')})`
     expect(recoveredAfter, pooler!.log()).toBeDefined()
     // Both instances answer again, and every key sent, retried now, has committed its write exactly once.
     for (const url of urls) expectExecuted(await post(url, '/api/atomic', newKey('after'), { note: 'after' }), 200)
     for (const [i, { key, note }] of sent.entries()) {
-      const retry = await post(urls[(i + 1) % urls.length]!, '/api/atomic', key, { note })
+      // As a client retries: after Retry-After while the key is in progress.
+      const retryStarted = Date.now()
+      let retry = await post(urls[(i + 1) % urls.length]!, '/api/atomic', key, { note })
+      // A request cut in flight could not release its claim: the key is free once the route's lease (2 s) ran out.
+      while (retry.status === 409 && Date.now() - retryStarted < 8_000) {
+        await sleep(Number(retry.headers.get('retry-after')) * 1000)
+        retry = await post(urls[(i + 1) % urls.length]!, '/api/atomic', key, { note })
+      }
+      if (Date.now() - retryStarted > 500) timings[`pgbouncer retry of ${note}`] = took(retryStarted)
       expect(retry.status, retry.text).toBe(200)
       expect(retry.json).toEqual({ key, written: true })
       expect((await rowsOf(key)).writes, `${key}, first answered ${sent[i]!.status}`).toBe(1)
