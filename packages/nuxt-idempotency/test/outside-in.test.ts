@@ -225,7 +225,7 @@ async function startPgbouncer(): Promise<Pooler> {
   const port = await freePort()
   const dir = mkdtempSync(join(tmpdir(), 'nuxt-idempotency-outside-in-pgbouncer-'))
   // PgBouncer refuses to run as root: then it runs as the `postgres` OS user, which owns its folder.
-  const runAs = process.getuid?.() === 0
+  const runAs: { uid?: number, gid?: number } = process.getuid?.() === 0
     ? { uid: Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' })), gid: Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' })) }
     : {}
   writeFileSync(join(dir, 'users.txt'), '"root" ""\n')
@@ -246,7 +246,7 @@ async function startPgbouncer(): Promise<Pooler> {
     `logfile = ${logfile}`,
     '',
   ].join('\n'))
-  if ('uid' in runAs) chownSync(dir, runAs.uid, runAs.gid)
+  if (runAs.uid !== undefined && runAs.gid !== undefined) chownSync(dir, runAs.uid, runAs.gid)
   let child: ChildProcess | undefined
   let exited: Promise<unknown> | undefined
   const output: string[] = []
@@ -420,8 +420,10 @@ beforeAll(async () => {
     expect(existsSync(join(installed, 'dist')), name).toBe(true)
     expect(existsSync(join(installed, 'src')), name).toBe(false)
   }
-  // One db-kit: the module's dependency is the installed tarball, not a second copy.
-  expect(existsSync(join(appDir, 'node_modules/nuxt-idempotency/node_modules/@idempotent-checkout/db-kit'))).toBe(false)
+  // One db-kit (the module's dependency is the installed tarball) and one drizzle-orm (the app's `sql` and the module's tx agree).
+  for (const nested of ['nuxt-idempotency/node_modules/@idempotent-checkout/db-kit', 'nuxt-idempotency/node_modules/drizzle-orm', '@idempotent-checkout/db-kit/node_modules/drizzle-orm']) {
+    expect(existsSync(join(appDir, 'node_modules', nested)), nested).toBe(false)
+  }
   // The registry's postgres.js, not this repository's patched copy.
   const postgresDir = join(appDir, 'node_modules/postgres')
   expect(JSON.parse(readFileSync(join(postgresDir, 'package.json'), 'utf8')).version).toBe(stockPostgresVersion)
@@ -470,6 +472,9 @@ describe.each(targets)('$title', (target) => {
   let database: string | undefined
   let pooler: Pooler | undefined
   let blockStarted: number
+  /** The servers' environment, for one started later with other settings. */
+  let serverEnv: Record<string, string>
+  let targetDir: string
 
   const executionsOf = (route: string, key: string) => executions(executionsFile).filter(execution => execution.route === route && execution.key === key)
   const rowsOf = async (key: string) => {
@@ -491,7 +496,8 @@ describe.each(targets)('$title', (target) => {
     outcomesFile = join(dir, 'outcomes.jsonl')
     writeFileSync(executionsFile, '')
     writeFileSync(outcomesFile, '')
-    const env: Record<string, string> = {
+    targetDir = dir
+    const env: Record<string, string> = serverEnv = {
       EXECUTIONS_FILE: executionsFile,
       OUTCOMES_FILE: outcomesFile,
       HANDLER_DELAY_MS: String(handlerDelayMs),
@@ -728,6 +734,32 @@ describe.each(targets)('$title', (target) => {
       }
     }
     expect(executionsOf('subscriptions', key)).toHaveLength(1)
+  }, stepTimeoutMs.test)
+
+  it.runIf(target.name === 'postgres')('encryption keys rotated: the new key first, the old one still read; a record under a key no longer listed is 500 stored-response-unreadable', async () => {
+    const newEncryptionKey = randomBytes(32).toString('base64')
+    const rotated = await startServer(`${target.name}-rotated`, outputDir, targetDir, { ...serverEnv, NUXT_IDEMPOTENCY_ENCRYPTION_KEYS: `${newEncryptionKey},${encryptionKey}` })
+    targetServers.push(rotated)
+    try {
+      const oldKey = newKey('rotation-old')
+      const underOld = await post(urls[0]!, '/api/subscriptions', oldKey, { plan: 'old' })
+      expectExecuted(underOld, 201)
+      expectReplay(await post(rotated.url, '/api/subscriptions', oldKey, { plan: 'old' }), underOld)
+
+      const rotatedKey = newKey('rotation-new')
+      const underNew = await post(rotated.url, '/api/subscriptions', rotatedKey, { plan: 'new' })
+      expectExecuted(underNew, 201)
+      expectReplay(await post(rotated.url, '/api/subscriptions', rotatedKey, { plan: 'new' }), underNew)
+      // An instance that lists only the old key cannot read it: it says which setting to fix, and runs nothing.
+      const unreadable = await post(urls[urls.length - 1]!, '/api/subscriptions', rotatedKey, { plan: 'new' })
+      expectProblem(unreadable, 500, 'stored-response-unreadable')
+      expect(unreadable.json?.detail).toContain('NUXT_IDEMPOTENCY_ENCRYPTION_KEYS')
+      expect(executionsOf('subscriptions', oldKey)).toHaveLength(1)
+      expect(executionsOf('subscriptions', rotatedKey)).toHaveLength(1)
+    }
+    finally {
+      await stopServer(rotated)
+    }
   }, stepTimeoutMs.test)
 
   it('runOnce: concurrent calls on every instance get one stored result; a throw stores nothing; a running one is 409 after its lease', async () => {
