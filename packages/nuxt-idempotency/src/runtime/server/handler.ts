@@ -248,6 +248,15 @@ export interface IdempotencyRouteRules {
  * replayed with `Idempotent-Replayed: true`; a thrown 4xx is stored too, a 5xx never. Its type is
  * the handler's result, so `$fetch` of the route is typed with it.
  */
+// Two signatures, not one union: options without `mode` would otherwise leave the handler's
+// parameters untyped (TypeScript cannot tell the modes apart by a property that is absent).
+
+export function defineIdempotentEventHandler<Result>(
+  definition: AtomicIdempotentHandlerOptions<Result>,
+): EventHandler<EventHandlerRequest, Promise<Result>>
+export function defineIdempotentEventHandler<Result>(
+  definition: LeasedIdempotentHandlerOptions<Result> | LeasedIdempotentHandlerOptions<Result>['handler'],
+): EventHandler<EventHandlerRequest, Promise<Result>>
 export function defineIdempotentEventHandler<Result>(
   definition: IdempotentHandlerOptions<Result> | LeasedIdempotentHandlerOptions<Result>['handler'],
 ): EventHandler<EventHandlerRequest, Promise<Result>> {
