@@ -8,6 +8,7 @@ import { defineIdempotentWebhookHandler } from '../src/runtime/server/webhooks'
 
 // Compile-time: checked by `npm run typecheck` (server/tsconfig.json includes this folder); at run
 // time these assertions do nothing. Nothing here is called.
+/* eslint-disable @typescript-eslint/no-unused-vars -- handlers defined only for their types */
 
 interface Subscription { id: string, plan: 'pro' | 'team' }
 declare const provider: ReturnType<typeof standardWebhooksProvider>

@@ -250,11 +250,11 @@ export interface IdempotencyRouteRules {
  */
 // Two signatures, not one union: options without `mode` would otherwise leave the handler's
 // parameters untyped (TypeScript cannot tell the modes apart by a property that is absent).
-
 export function defineIdempotentEventHandler<Result>(
   definition: AtomicIdempotentHandlerOptions<Result>,
 ): EventHandler<EventHandlerRequest, Promise<Result>>
 export function defineIdempotentEventHandler<Result>(
+  // eslint-disable-next-line @typescript-eslint/unified-signatures
   definition: LeasedIdempotentHandlerOptions<Result> | LeasedIdempotentHandlerOptions<Result>['handler'],
 ): EventHandler<EventHandlerRequest, Promise<Result>>
 export function defineIdempotentEventHandler<Result>(
