@@ -1,13 +1,14 @@
 import type { Database } from '@idempotent-checkout/db-kit'
 import type { EventHandler, EventHandlerRequest } from 'h3'
+import {
+  type AtomicIdempotentHandlerContext, type AtomicWebhookHandlerContext, defineIdempotentEventHandler, defineIdempotentWebhookHandler, type IdempotentHandlerContext,
+  runOnce, type standardWebhooksProvider, type WebhookHandlerContext,
+} from 'nuxt-idempotency/server'
 import { describe, expectTypeOf, it } from 'vitest'
-import { type AtomicIdempotentHandlerContext, defineIdempotentEventHandler, type IdempotentHandlerContext } from '../src/runtime/server/handler'
-import { runOnce } from '../src/runtime/server/run-once'
-import type { standardWebhooksProvider, WebhookHandlerContext, AtomicWebhookHandlerContext } from '../src/runtime/server/webhooks'
-import { defineIdempotentWebhookHandler } from '../src/runtime/server/webhooks'
 
-// Compile-time: checked by `npm run typecheck` (server/tsconfig.json includes this folder); at run
-// time these assertions do nothing. Nothing here is called.
+// Compile-time only, through the package's published types (what an app sees): `npm run typecheck`
+// checks this file (server/tsconfig.json and tsconfig.json include this folder); vitest does not run
+// it (not *.test.ts), and nothing here is ever called.
 /* eslint-disable @typescript-eslint/no-unused-vars -- handlers defined only for their types */
 
 interface Subscription { id: string, plan: 'pro' | 'team' }
