@@ -1,5 +1,6 @@
 import type { Database } from '@idempotent-checkout/db-kit'
 import type { EventHandler, EventHandlerRequest } from 'h3'
+import type { Serialize, Simplify } from 'nitropack/types'
 import {
   type AtomicIdempotentHandlerContext, type AtomicWebhookHandlerContext, defineIdempotentEventHandler, defineIdempotentWebhookHandler, type IdempotentHandlerContext,
   runOnce, type standardWebhooksProvider, type WebhookHandlerContext,
@@ -75,6 +76,17 @@ describe('types that flow', () => {
       return { stored: true as const }
     }, { atomic: true })
     expectTypeOf<Awaited<ReturnType<typeof atomic>>>().toEqualTypeOf<{ stored: true }>()
+  })
+
+  it('reaches $fetch: a route\'s entry in Nitro\'s InternalApi is the handler\'s result, serialised', () => {
+    // What .nuxt/types/nitro-routes.d.ts writes for each route file, applied to an idempotent handler.
+    const route = defineIdempotentEventHandler({
+      mode: 'atomic',
+      storeIf: response => response.status < 300,
+      handler: async () => ({ id: 'sub_1', createdAt: new Date(), execution: 1 }),
+    })
+    type Fetched = Simplify<Serialize<Awaited<ReturnType<typeof route>>>>
+    expectTypeOf<Fetched>().toEqualTypeOf<{ id: string, createdAt: string, execution: number }>()
   })
 
   it('runOnce returns the work\'s awaited result', () => {
