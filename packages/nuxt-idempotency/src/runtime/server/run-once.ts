@@ -32,8 +32,9 @@ export class IdempotencyInProgressError extends Error {
 const ROUTE = 'runOnce'
 
 /**
- * Runs `work` once per `id`: the first call runs it and stores its result (as JSON, so a later call
- * gets it back as JSON would: Dates as strings); later calls return that result without running it.
+ * Runs `work` once per `id`: the first call runs it and stores its result as JSON (every call, the
+ * first too, gets that JSON form back: Dates as strings, undefined as null); later calls return it
+ * without running `work`.
  * A call while another runs waits up to `lease` for its result, then throws
  * IdempotencyInProgressError. A throw from `work` stores nothing: the next call runs it again.
  */
@@ -58,8 +59,11 @@ export async function runOnce<Work extends () => unknown>(id: string, work: Work
       waitMs: leaseMs,
       leaseMs,
     },
-    { mode: 'leased', execute: async () => ({ status: 200, body: { result: await work() ?? null } }) },
+    // The first caller gets the JSON form too, as every later one will.
+    { mode: 'leased', execute: async () => ({ status: 200, body: { result: jsonForm(await work()) } }) },
   )
   if (outcome.kind === 'executed' || outcome.kind === 'replayed') return outcome.response.body.result as Awaited<ReturnType<Work>>
   throw new IdempotencyInProgressError(id, scope)
 }
+
+const jsonForm = (value: unknown): unknown => value === undefined ? null : JSON.parse(JSON.stringify(value)) as unknown
