@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto'
 import type { Storage } from 'unstorage'
 import { deleteInPacedBatches, RETENTION_LOCK_TTL_MS, RETENTION_PACE, openDatabase } from '@idempotent-checkout/db-kit'
 import { createIdempotencyStore, createReplayCache, idempotencyMigrations, type IdempotencyDeps } from '../core'
+import { createResponseCipher } from '../core/encryption'
 import type { DatabaseHandle, MigrationSource } from '@idempotent-checkout/db-kit'
 import { createMemoryLocks, createRedisLocks, type Locks, parseHostPorts, type RedisClient } from '../locks'
 import type { ModuleOptions } from '../../module'
@@ -68,15 +69,18 @@ async function connect(options: IdempotencyRuntimeOptions): Promise<IdempotencyS
     // The app's own tables first (drizzle-kit folders, drizzle's journal table), then the module's.
     migrations: [...options.appMigrationsDirs.map(folder => ({ folder, table: '__drizzle_migrations' })), moduleMigrations()],
   })
+  // A malformed key stops the server here, before anything is stored under it.
+  const cipher = createResponseCipher(options.encryptionKeys)
   const redis = redisTopology ? await openRedis(redisTopology) : undefined
   const locks: Locks = redis ? createRedisLocks(redis.client) : createMemoryLocks()
   const shared = sharedReplayStorage(options.storage, redis)
   const replays = createReplayCache({
     maxBytes: options.replayCacheBytes,
     shared: shared && { storage: shared, signingKey: options.replayCacheSecret || derivedSigningKey(databaseUrl) },
+    cipher,
   })
   return {
-    database, locks, replays, lockTtlMs: options.lockTtlMs, leaseMs: options.leaseMs,
+    database, locks, replays, lockTtlMs: options.lockTtlMs, leaseMs: options.leaseMs, cipher, maxResponseBytes: options.maxResponseBytes,
     close: async () => {
       await locks.close()
       await database.close()
