@@ -31,7 +31,6 @@ export const problemCatalog = {
   'discrepancy-not-open': { status: 409, title: 'Discrepancy is not open', explanation: 'Only an open ledger discrepancy can be resolved. This one was resolved already, by an operator (`resolvedBy`, with their note) or by a later ledger check that found both ledgers agreeing; if the ledgers differ again, the check opens a new one.' },
   'payment-state-conflict': { status: 409, title: 'Payment intent is in another state', explanation: 'The simulated provider (mockpay) cannot make this transition from the intent\'s current state: only a pending or failed intent can be confirmed, only a pending one failed, only a succeeded one refunded. `intentStatus` names its state.' },
   'internal-error': { status: 500, title: 'Internal error', explanation: 'An unexpected error; nothing was committed and the idempotency key was released. Retry with the same key.' },
-  'service-unavailable': { status: 503, title: 'Service unavailable', explanation: 'A dependency (the database) is unreachable; nothing was executed. Retry with the same key after `Retry-After` seconds.' },
 } as const satisfies Record<string, { status: number, title: string, explanation: string }>
 
 export type ProblemSlug = keyof typeof problemCatalog

@@ -1,3 +1,4 @@
+import { isDatabaseUnavailable } from '@idempotent-checkout/db-kit'
 import { createError, type H3Error, type H3Event, send, setResponseHeader, setResponseHeaders, setResponseStatus } from 'h3'
 
 /**
@@ -11,6 +12,7 @@ export const idempotencyProblems = {
   'idempotency-key-reused': { status: 422, title: 'Idempotency key reused with a different request', explanation: 'This key was already used for a request with a different method, route or body. Retries must resend exactly the same request; a new operation needs a new key.' },
   'request-in-progress': { status: 409, title: 'Request with this key is in progress', explanation: 'A request with the same key and body is still being processed. Retry after `Retry-After` seconds with the same key, or send `Prefer: wait=N` (N ≤ 10) to wait for its result.' },
   'request-too-large': { status: 413, title: 'Request body too large', explanation: 'The body is larger than this route accepts. Nothing ran and nothing was stored: send a smaller body (the limit is in `detail`), under the same key.' },
+  'service-unavailable': { status: 503, title: 'Service unavailable', explanation: 'A dependency (the database) is unreachable; nothing was executed. Retry with the same key after `Retry-After` seconds.' },
   'stored-response-unreadable': { status: 500, title: 'Stored response unreadable', explanation: 'The response stored for this key is encrypted under a key the server no longer has. Nothing ran again. The operator adds the old key back to NUXT_IDEMPOTENCY_ENCRYPTION_KEYS; the client retries later with the same key.' },
   'webhook-signature-invalid': { status: 401, title: 'Webhook signature invalid', explanation: 'The signature or timestamp headers are missing, wrong, or outside the ±300 s tolerance. Nothing was stored.' },
 } as const satisfies Record<string, { status: number, title: string, explanation: string }>
@@ -50,6 +52,23 @@ export function idempotencyProblem(slug: IdempotencyProblemSlug, detail: string,
 export function problemOf(error: unknown): { body: ProblemBody, headers?: Record<string, string> } | undefined {
   const data = (error as { data?: { problem?: ProblemBody, headers?: Record<string, string> } } | undefined)?.data
   return data?.problem ? { body: data.problem, headers: data.headers } : undefined
+}
+
+/** Seconds a client is told to wait (Retry-After) when the database cannot be reached. */
+export const UNAVAILABLE_RETRY_AFTER_SECONDS = 1
+
+/**
+ * The answer of a handler that failed: its problem, a 503 problem when the database could not be
+ * reached (nothing was stored: the same key may be retried), anything else thrown on to the app's
+ * error handler.
+ */
+export function sendFailure(event: H3Event, error: unknown): Promise<void> {
+  const problem = problemOf(error)
+  if (problem) return sendProblem(event, problem)
+  if (isDatabaseUnavailable(error)) {
+    return sendProblem(event, problemOf(idempotencyProblem('service-unavailable', `The database could not be reached; nothing was executed or stored. Retry with the same Idempotency-Key after ${UNAVAILABLE_RETRY_AFTER_SECONDS} s.`, { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_SECONDS) }))!)
+  }
+  throw error
 }
 
 /** Answers a problem as application/problem+json (for apps whose error handler does not know the shape). */

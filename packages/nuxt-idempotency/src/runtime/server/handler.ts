@@ -7,7 +7,7 @@ import { type Database, transaction } from '@idempotent-checkout/db-kit'
 import { UnreadableStoredResponse } from '../core/encryption'
 import { fingerprint, pickFields } from '../core/fingerprint'
 import { parseIdempotencyKeyHeader } from '../core/key'
-import { idempotencyProblem, problemOf, sendProblem } from '../core/problems'
+import { idempotencyProblem, sendFailure } from '../core/problems'
 import { idempotencyReady, useIdempotencyOptions } from './services'
 import { getRouteRules, useNitroApp } from '#imports'
 
@@ -266,10 +266,8 @@ export function defineIdempotentEventHandler<Result>(
       return await handleIdempotently(event, options)
     }
     catch (error) {
-      const problem = problemOf(error)
-      if (!problem) throw error
-      // The problem is the answer; its body is not the handler's Result (errors are not in the route's type).
-      return sendProblem(event, problem) as Promise<unknown> as Promise<Result>
+      // A problem or an unreachable database is the answer; its body is not the handler's Result (errors are not in the route's type).
+      return sendFailure(event, error) as Promise<unknown> as Promise<Result>
     }
   })
 }

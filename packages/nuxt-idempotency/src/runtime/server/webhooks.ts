@@ -3,7 +3,7 @@ import { checkIdempotencyKey } from '../core/key'
 import { midtransNotificationId, midtransNotificationIdentity, parseJsonBody, standardWebhookHeader, type Verification, verifyMidtransSignature, verifyStandardWebhook, verifyStripeSignature, type WebhookDelivery } from '../webhooks'
 import { readBodyWithin, reportOutcome, runIdempotent } from './handler'
 import { useIdempotencyOptions } from './services'
-import { idempotencyProblem, problemOf, sendProblem } from '../core/problems'
+import { idempotencyProblem, sendFailure } from '../core/problems'
 import type { Database } from '@idempotent-checkout/db-kit'
 
 /**
@@ -142,10 +142,8 @@ export function defineIdempotentWebhookHandler<Result>(
       return reply.body as Result
     }
     catch (error) {
-      const problem = problemOf(error)
-      if (!problem) throw error
-      // The problem is the answer; its body is not the handler's Result (errors are not in the route's type).
-      return sendProblem(event, problem) as Promise<unknown> as Promise<Result>
+      // A problem or an unreachable database is the answer; its body is not the handler's Result (errors are not in the route's type).
+      return sendFailure(event, error) as Promise<unknown> as Promise<Result>
     }
   })
 }
