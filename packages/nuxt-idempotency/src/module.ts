@@ -73,7 +73,6 @@ const defaults: ModuleOptions = {
   appMigrationsDirs: [],
 }
 
-
 const serverUtilities = {
   'runtime/server/handler': ['defineIdempotentEventHandler', 'runIdempotent', 'requireIdempotencyKey'],
   'runtime/server/webhooks': ['defineWebhookProvider', 'defineIdempotentWebhookHandler', 'standardWebhooksProvider', 'stripeWebhookProvider', 'midtransWebhookProvider'],

@@ -62,6 +62,9 @@ export async function closeIdempotency(): Promise<void> {
 }
 
 async function connect(options: IdempotencyRuntimeOptions): Promise<IdempotencyServices> {
+  // The migrations are found from import.meta.url, which Nitro points at the server's entry only once
+  // the bundle is loaded; the start-up plugin asks before that.
+  await new Promise(resolve => setImmediate(resolve))
   const databaseUrl = options.databaseUrl || process.env.DATABASE_URL || undefined
   const redisTopology = redisTopologyOf(options)
   const database = await openDatabase({
