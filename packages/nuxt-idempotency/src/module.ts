@@ -106,6 +106,9 @@ export default defineNuxtModule<ModuleOptions>({
       // PGlite loads its WASM and data files relative to its own module: it stays external, when
       // installed (an external that cannot be resolved is a build warning).
       if (drivers.pglite) config.externals.external = [...(config.externals.external ?? []), '@electric-sql/pglite']
+      // Without it, db-kit's import of it (reached only without a database URL) stays as written,
+      // unresolved and without a warning: starting without a URL then names the package to install.
+      else config.rollupConfig = { ...config.rollupConfig, plugins: [...asArray(config.rollupConfig?.plugins), pgliteAbsent] }
       config.hooks = defu(config.hooks, {
         // The server applies the migrations at start-up: ship them with the build (`nuxi dev`'s too).
         compiled(nitro: { options: { output: { serverDir: string } } }) {
@@ -164,3 +167,11 @@ async function checkDrivers(options: ModuleOptions, rootDir: string): Promise<{ 
   }
   return { pglite }
 }
+
+/** A Rollup plugin: `@electric-sql/pglite` is external, unresolved (it is not installed). */
+const pgliteAbsent = {
+  name: 'nuxt-idempotency:pglite-absent',
+  resolveId: (id: string) => (id === '@electric-sql/pglite' ? { id, external: true } : null),
+}
+
+const asArray = <T>(value: T | T[] | undefined | null | false): T[] => (Array.isArray(value) ? value : value ? [value] : [])
