@@ -109,17 +109,19 @@ export default defineNuxtModule<ModuleOptions>({
       // Without it, db-kit's import of it (reached only without a database URL) stays as written,
       // unresolved and without a warning: starting without a URL then names the package to install.
       else config.rollupConfig = { ...config.rollupConfig, plugins: [...asArray(config.rollupConfig?.plugins), pgliteAbsent] }
-      config.hooks = defu(config.hooks, {
-        // The server applies the migrations at start-up: ship them with the build (`nuxi dev`'s too).
-        compiled(nitro: { options: { output: { serverDir: string } } }) {
-          const serverDir = nitro.options.output.serverDir
-          cpSync(migrationsDir, join(serverDir, SHIPPED_MIGRATIONS_DIR), { recursive: true })
-          const shipped = join(serverDir, SHIPPED_APP_MIGRATIONS_DIR)
-          rmSync(shipped, { recursive: true, force: true })
-          if (!appMigrationsDirs.length) return
-          appMigrationsDirs.forEach((folder, index) => cpSync(folder, join(shipped, String(index)), { recursive: true }))
-          writeFileSync(join(shipped, 'order.json'), `${JSON.stringify(appMigrationsDirs.map((_, index) => String(index)))}\n`)
-        },
+    })
+
+    // The server applies the migrations at start-up: ship them with the build (`nuxi dev`'s too).
+    // A hook of its own, beside any `compiled` hook the app's nitro config has.
+    nuxt.hook('nitro:init', (nitro) => {
+      nitro.hooks.hook('compiled', () => {
+        const serverDir = nitro.options.output.serverDir
+        cpSync(migrationsDir, join(serverDir, SHIPPED_MIGRATIONS_DIR), { recursive: true })
+        const shipped = join(serverDir, SHIPPED_APP_MIGRATIONS_DIR)
+        rmSync(shipped, { recursive: true, force: true })
+        if (!appMigrationsDirs.length) return
+        appMigrationsDirs.forEach((folder, index) => cpSync(folder, join(shipped, String(index)), { recursive: true }))
+        writeFileSync(join(shipped, 'order.json'), `${JSON.stringify(appMigrationsDirs.map((_, index) => String(index)))}\n`)
       })
     })
 
