@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { checkedMigrationsDir } from '../src/runtime/core/migrations'
 import { type Instance, startInstance, waitUntilReady } from './support/instances'
 import { SETUP_TIMEOUT_MS } from './support/key-contract'
-import { fixtureBuildDir } from './support/services'
+import { startPgbouncer } from './support/pgbouncer.mjs'
+import { describeWithServices, fixtureBuildDir, postgresAdminUrl, testDatabase } from './support/services'
 
 /**
  * A build carries no path of the machine that built it: the module's migrations and the app's
@@ -82,6 +83,28 @@ describe('a built server without the build machine\'s paths', () => {
     const response = await fetch(`${instance.url}/api/greetings`)
     expect(response.status).toBe(200)
     expect(await response.json()).toEqual({ greetings: 2, records: true })
+  })
+
+  describeWithServices('behind a transaction pooler', ['postgres'], () => {
+    it('started in session mode, stops naming the module\'s settings to set', async () => {
+      const pooler = await startPgbouncer({ serverUrl: postgresAdminUrl })
+      const database = testDatabase('shipped_pooler')
+      await database.create()
+      try {
+        const url = new URL(database.url)
+        url.port = String(pooler.port)
+        const instance = await start({ DATABASE_URL: url.toString() })
+        const exited = await new Promise<number | null>(resolve => instance.child.once('exit', code => resolve(code)))
+        expect(exited).toBe(1)
+        expect(instance.output()).toMatch(/TransactionPoolerError.*unsupported startup parameter/s)
+        expect(instance.output()).toMatch(/Set NUXT_IDEMPOTENCY_DATABASE_POOL_MODE=transaction \(idempotency\.databasePoolMode\), and NUXT_IDEMPOTENCY_DATABASE_DIRECT_URL \(idempotency\.databaseDirectUrl\) to a direct connection/)
+        expect(instance.output()).not.toMatch(/Set DATABASE_POOL_MODE/)
+      }
+      finally {
+        await database.drop()
+        await pooler.destroy()
+      }
+    })
   })
 
   it('a run-time migrations folder that does not exist stops the server, naming the folder, the setting and the command', async () => {

@@ -76,7 +76,7 @@ async function connect(options: IdempotencyRuntimeOptions): Promise<IdempotencyS
     migrations: [...appMigrationsDirs(options).map(folder => ({ folder, table: '__drizzle_migrations' })), moduleMigrations()],
   }).catch((error: unknown) => {
     throw error instanceof TransactionPoolerError
-      ? new Error(`nuxt-idempotency: ${error.message} Set NUXT_IDEMPOTENCY_DATABASE_POOL_MODE=transaction (idempotency.databasePoolMode), `
+      ? new TransactionPoolerError(`nuxt-idempotency: ${error.message} Set NUXT_IDEMPOTENCY_DATABASE_POOL_MODE=transaction (idempotency.databasePoolMode), `
         + 'and NUXT_IDEMPOTENCY_DATABASE_DIRECT_URL (idempotency.databaseDirectUrl) to a direct connection if you have one.', { cause: error })
       : error
   })
