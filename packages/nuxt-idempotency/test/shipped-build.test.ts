@@ -86,6 +86,24 @@ describe('a built server without the build machine\'s paths', () => {
   })
 
   describeWithServices('behind a transaction pooler', ['postgres'], () => {
+    it('in transaction mode with a direct URL set, migrates and serves through the pooler', async () => {
+      const pooler = await startPgbouncer({ serverUrl: postgresAdminUrl })
+      const database = testDatabase('shipped_direct')
+      await database.create()
+      try {
+        const pooled = new URL(database.url)
+        pooled.port = String(pooler.port)
+        const instance = await start({ DATABASE_URL: pooled.toString(), NUXT_IDEMPOTENCY_DATABASE_POOL_MODE: 'transaction', NUXT_IDEMPOTENCY_DATABASE_DIRECT_URL: database.url })
+        await waitUntilReady(instance, '/api/greetings')
+        expect(await (await fetch(`${instance.url}/api/greetings`)).json()).toEqual({ greetings: 2, records: true })
+        await instance.stop()
+      }
+      finally {
+        await database.drop()
+        await pooler.destroy()
+      }
+    })
+
     it('started in session mode, stops naming the module\'s settings to set', async () => {
       const pooler = await startPgbouncer({ serverUrl: postgresAdminUrl })
       const database = testDatabase('shipped_pooler')
