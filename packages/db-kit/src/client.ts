@@ -5,6 +5,7 @@ import type postgres from 'postgres'
 import { TransactionPoolerError } from './errors'
 import { holdPgliteDir } from './pglite-lock'
 import { type PoolMode, postgresConnection } from './postgres-options'
+import { withLiterals } from './literals'
 import { shiftParams } from './statements'
 import { registerDatabase, runAfterCommit } from './transaction'
 import type { BoundStatement, Database, DatabaseHandle } from './types'
@@ -137,7 +138,7 @@ async function openPostgres(options: PostgresOpening): Promise<DatabaseHandle> {
       try {
         await connection.unsafe(mode.heldTimeouts ? `begin; ${mode.heldTimeouts}` : 'begin')
         try {
-          await connection.unsafe(statement.text, statement.params as never[], sendOptions(mode))
+          await send(connection, mode, statement)
           await options.beforeCommit()
         }
         catch (error) {
@@ -311,7 +312,7 @@ function serialised(): <T>(work: () => Promise<T>) => Promise<T> {
 
 type Rows = Array<Record<string, unknown>>
 interface PostgresJsClient {
-  unsafe: (text: string, params?: never[], options?: { prepare: boolean, describe?: boolean }) => Promise<Rows>
+  unsafe: (text: string, params?: never[], options?: { prepare: boolean }) => Promise<Rows>
   reserve: () => Promise<PostgresJsClient & { release: () => void }>
 }
 interface PgliteClient {
@@ -323,9 +324,9 @@ const driverClient = (db: Database) => (db as unknown as { $client: DriverClient
 
 /**
  * How a postgres.js pool sends: prepared or not, and what opens a pipelined transaction (BEGIN, and
- * lock_timeout behind a pooler). Unprepared statements skip postgres.js' describe-first round trip
- * (patches/postgres+3.4.9.patch): their values are already text (defineStatement's), so the
- * server's parameter types are not needed to encode them.
+ * lock_timeout behind a pooler). Behind a pooler the statements go unprepared with their values
+ * written into the text (./literals.ts): postgres.js sends an unprepared statement that has
+ * parameters in two round trips (it asks the server for their types first), a text without any in one.
  */
 interface DriverMode {
   prepare: boolean
@@ -336,8 +337,12 @@ interface DriverMode {
    */
   heldTimeouts?: string
 }
-const sendOptions = (mode: DriverMode) => ({ prepare: mode.prepare, describe: mode.prepare })
 const driverModes = new WeakMap<object, DriverMode>()
+
+/** One statement on a connection as the mode sends it: prepared with parameters, or (behind a pooler) one unprepared text. */
+const send = (connection: Pick<PostgresJsClient, 'unsafe'>, mode: DriverMode, statement: BoundStatement) => (mode.prepare
+  ? connection.unsafe(statement.text, statement.params as never[], { prepare: true })
+  : connection.unsafe(withLiterals(statement), [], { prepare: false }))
 const sessionMode: DriverMode = { prepare: true, opening: 'begin' }
 
 function pooledMode(lockTimeoutMs: number): DriverMode {
@@ -391,7 +396,7 @@ async function inTransaction(client: PostgresJsClient, mode: DriverMode, stateme
   try {
     const sent = [
       connection.unsafe(mode.opening),
-      ...statements.map(statement => connection.unsafe(statement.text, statement.params as never[], sendOptions(mode))),
+      ...statements.map(statement => send(connection, mode, statement)),
       connection.unsafe('commit'),
     ]
     const settled = await Promise.allSettled(sent)

@@ -49,6 +49,17 @@ export interface ModuleOptions {
    * read relative to the working directory.
    */
   appMigrationsDirs: string[]
+  /** Largest request body an idempotent handler reads, in bytes (default 1 MiB); a larger one is refused with a 413 and nothing runs. */
+  maxBodyBytes: number
+  /** A response whose stored form (JSON) is larger is answered but not stored, and the key is free again. 0: no limit. */
+  maxResponseBytes: number
+  /**
+   * Encrypts stored responses (body and headers) in Postgres and in the shared replay cache with
+   * AES-256-GCM: comma-separated base64 keys of 32 bytes, the first seals, any listed one opens
+   * (rotation: the new key first, the old one kept until the TTL has passed). Empty: off.
+   * Set it with NUXT_IDEMPOTENCY_ENCRYPTION_KEYS at run time, never in the build.
+   */
+  encryptionKeys: string
 }
 
 const defaults: ModuleOptions = {
@@ -71,10 +82,14 @@ const defaults: ModuleOptions = {
   storage: 'idempotency',
   connect: true,
   appMigrationsDirs: [],
+  maxBodyBytes: 1_048_576,
+  maxResponseBytes: 0,
+  encryptionKeys: '',
 }
 
 const serverUtilities = {
   'runtime/server/handler': ['defineIdempotentEventHandler', 'runIdempotent', 'requireIdempotencyKey'],
+  'runtime/server/run-once': ['runOnce', 'IdempotencyInProgressError'],
   'runtime/server/webhooks': ['defineWebhookProvider', 'defineIdempotentWebhookHandler', 'standardWebhooksProvider', 'stripeWebhookProvider', 'midtransWebhookProvider'],
   'runtime/server/services': ['idempotencyReady', 'provideIdempotency', 'useIdempotencyDatabase'],
 }

@@ -21,12 +21,13 @@ const entries = {
   },
   'nuxt-idempotency/server': {
     runtime: [
-      'defineIdempotentEventHandler', 'defineIdempotentWebhookHandler', 'defineWebhookProvider', 'idempotencyReady', 'midtransWebhookProvider', 'provideIdempotency',
-      'requireIdempotencyKey', 'runIdempotent', 'standardWebhooksProvider', 'stripeWebhookProvider', 'useIdempotencyDatabase',
+      'IdempotencyInProgressError', 'defineIdempotentEventHandler', 'defineIdempotentWebhookHandler', 'defineWebhookProvider', 'idempotencyReady', 'midtransWebhookProvider',
+      'provideIdempotency', 'requireIdempotencyKey', 'runIdempotent', 'runOnce', 'standardWebhooksProvider', 'stripeWebhookProvider', 'useIdempotencyDatabase',
     ],
     declared: [
-      'AtomicWebhookHandlerContext', 'IdempotencyOutcome', 'IdempotencyOutcomeReport', 'IdempotencyRouteRules', 'IdempotencyServices', 'IdempotentHandlerContext',
-      'IdempotentHandlerOptions', 'IdempotentReply', 'IdempotentRoute', 'WebhookHandlerContext', 'WebhookHandlerOptions', 'WebhookProviderDefinition',
+      'AtomicIdempotentHandlerContext', 'AtomicIdempotentHandlerOptions', 'AtomicWebhookHandlerContext', 'IdempotencyFingerprint', 'IdempotencyOutcome',
+      'IdempotencyOutcomeReport', 'IdempotencyRouteRules', 'IdempotencyServices', 'IdempotentHandlerContext', 'IdempotentHandlerOptions', 'IdempotentHandlerSettings',
+      'IdempotentReply', 'IdempotentRoute', 'LeasedIdempotentHandlerOptions', 'RunOnceOptions', 'WebhookHandlerContext', 'WebhookHandlerOptions', 'WebhookProviderDefinition',
     ],
     dts: 'dist/runtime/server/index.d.ts',
   },

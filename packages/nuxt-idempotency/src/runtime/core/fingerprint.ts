@@ -27,3 +27,19 @@ export function fingerprint({ method, route, scope, payload }: FingerprintInput)
     .update(canonicalJson([method.toUpperCase(), route, scope, payload]))
     .digest('hex')
 }
+
+/**
+ * The fields of `body` named by dot paths (`customer.id`), as the fingerprint sees them: each path
+ * with its value (absent: null), so that a changed listed field changes it and nothing else does.
+ */
+export function pickFields(body: unknown, paths: readonly string[]): Record<string, unknown> {
+  const picked: Record<string, unknown> = {}
+  for (const path of paths) {
+    let value: unknown = body
+    for (const part of path.split('.')) {
+      value = typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[part] : undefined
+    }
+    picked[path] = value ?? null
+  }
+  return picked
+}

@@ -1,6 +1,7 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto'
 import type { Storage } from 'unstorage'
 import { ExpiringMap } from '@idempotent-checkout/db-kit/expiring-map'
+import { openResponse, type ResponseCipher, sealResponse, UnreadableStoredResponse } from './encryption'
 import type { RecordView, StoredResponse } from './store'
 
 /** What a replay, or a 422 for another request, needs of a finished record. */
@@ -16,8 +17,8 @@ export interface FinishedRecord {
   expiresAt: number
 }
 
-/** Why an entry of the shared tier was not believed (the request went on to Postgres). */
-export type RejectedEntry = 'signature' | 'mismatch' | 'expired'
+/** Why an entry of the shared tier was not believed (the request went on to Postgres). unreadable: sealed under a key no longer configured. */
+export type RejectedEntry = 'signature' | 'mismatch' | 'expired' | 'unreadable'
 
 export interface ReplayCache {
   /** This instance's tier only: no I/O. */
@@ -40,6 +41,8 @@ export interface ReplayCacheOptions {
    * make an instance answer with a response of their own: every instance on one Redis needs the same key.
    */
   shared?: { storage: Storage, signingKey: string }
+  /** Encrypts the responses of the shared tier's entries (this instance's own tier stays in memory, plain). */
+  cipher?: ResponseCipher
   /** The shared tier failed (Redis away): the request goes on to Postgres as on a miss. */
   onSharedError?: (error: unknown) => void
   /** An entry of the shared tier was not believed: the request goes on to Postgres as on a miss. */
@@ -84,7 +87,13 @@ export function createReplayCache(options: ReplayCacheOptions): ReplayCache {
     const record = JSON.parse(entry.record) as unknown
     if (!isFinishedRecord(record) || record.scope !== scope || record.key !== key || record.fingerprint !== fingerprint) return rejected('mismatch')
     if (record.cacheUntil <= Date.now()) return rejected('expired')
-    return record
+    try {
+      return { ...record, response: openResponse(options.cipher, record.response, scope, key) }
+    }
+    catch (error) {
+      if (error instanceof UnreadableStoredResponse) return rejected('unreadable')
+      throw error
+    }
   }
 
   function rejected(reason: RejectedEntry): undefined {
@@ -118,7 +127,9 @@ export function createReplayCache(options: ReplayCacheOptions): ReplayCache {
       if (!shared) return
       const ttlSeconds = Math.min(SHARED_MAX_SECONDS, Math.floor((record.cacheUntil - Date.now()) / 1000))
       if (ttlSeconds < 1) return
-      const entry: SignedEntry = { record: json, mac: macOf(json).toString('base64url') }
+      // Sealed with the record's scope and key, as Postgres holds it: the entry opens only for that key.
+      const sharedJson = options.cipher ? JSON.stringify({ ...record, response: sealResponse(options.cipher, record.response, record.scope, record.key) }) : json
+      const entry: SignedEntry = { record: sharedJson, mac: macOf(sharedJson).toString('base64url') }
       shared.setItem(storageKey(record.scope, record.key), JSON.stringify(entry), { ttl: ttlSeconds }).catch(error => options.onSharedError?.(error))
     },
   }

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { BoundStatement, Database, DatabaseHandle } from '@idempotent-checkout/db-kit'
 import { describeDatabaseError, isLockTimeout, violatedConstraint, violatedUniqueConstraint } from '@idempotent-checkout/db-kit'
 import { LockBackendError, type Locks } from '../locks/types'
+import { openResponse, type ResponseCipher, sealResponse } from './encryption'
 import { CACHE_EXPIRY_MARGIN_MS, type FinishedRecord, finishedFromView, type ReplayCache } from './replay-cache'
 import {
   canTakeOver, type Claim, type ClaimInput, type CommitOutcome, createIdempotencyStore, finishedRecordExpiry, finishedRecordInsert, type IdempotencyStore,
@@ -102,6 +103,12 @@ export interface IdempotentRequest {
   waitMs: number
   /** Adds `idempotency: { key, replayed }` to each stored body (an object): a replay marker in the body as well as the header. */
   annotateBody?: boolean
+  /** This request's processing lock (atomic) or lease (leased), in ms; default the deps' `lockTtlMs` / `leaseMs`. */
+  leaseMs?: number
+  /** false: the response is answered but not stored, and the key is free again (a retry runs again). */
+  storeIf?: (response: { status: number, body: unknown }) => boolean
+  /** A response whose stored form (JSON) is larger is answered but not stored; default the deps' (0: no limit). */
+  maxResponseBytes?: number
 }
 
 export interface IdempotencyDeps {
@@ -114,7 +121,14 @@ export interface IdempotencyDeps {
   leaseMs: number
   /** The deterministic failure a thrown error stands for; undefined: not one (nothing is stored). Default: an HTTP error of status 400–499. */
   failureOf?: (error: unknown) => StoredFailure | undefined
+  /** Encrypts stored responses (body and headers) at rest; absent: stored as they are. */
+  cipher?: ResponseCipher
+  /** Default of IdempotentRequest.maxResponseBytes; 0 or absent: no limit. */
+  maxResponseBytes?: number
 }
+
+/** Why an executed response was answered but not stored (the key is free again). */
+export type NotStoredReason = 'store_if' | 'response_too_large'
 
 interface Notes {
   /** The processing lock could not be used (Redis unreachable): the unique index alone decided. */
@@ -124,7 +138,7 @@ interface Notes {
 }
 
 export type IdempotentOutcome = Notes & (
-  | { kind: 'executed', response: StoredResponse }
+  | { kind: 'executed', response: StoredResponse, notStored?: NotStoredReason }
   | { kind: 'replayed', response: FinishedRecord['response'] }
   /** Same key, another request; `firstRoute` when known. */
   | { kind: 'conflict', firstRoute?: string }
@@ -172,11 +186,12 @@ function answerFinished(record: FinishedRecord, fingerprint: string): Idempotent
 async function attemptAtomic(deps: IdempotencyDeps, request: IdempotentRequest, operation: AtomicOperation): Promise<IdempotentOutcome> {
   const remembered = deps.replays.local(request.scope, request.key)
   if (remembered) return answerFinished(remembered, request.fingerprint)
+  const lockTtlMs = request.leaseMs ?? deps.lockTtlMs
   const lockKey = processingLockKey(request.scope, request.key)
   // The shared cache and the lock are asked at once: on one Redis connection they travel together.
   const [cached, lock] = await Promise.all([
     deps.replays.shared(request.scope, request.key, request.fingerprint),
-    deps.locks.acquireTagged(lockKey, deps.lockTtlMs, request.fingerprint).catch((error: unknown) => {
+    deps.locks.acquireTagged(lockKey, lockTtlMs, request.fingerprint).catch((error: unknown) => {
       if (error instanceof LockBackendError) return undefined
       throw error
     }),
@@ -189,7 +204,7 @@ async function attemptAtomic(deps: IdempotencyDeps, request: IdempotentRequest, 
   if (!lock) return { ...await executeAtomically(deps, request, operation), degraded: true }
   if (!lock.acquired) return await answerWhileHeld(deps, request, lock.holderTag)
   const { token } = lock
-  const renewal = setInterval(() => void deps.locks.extend(lockKey, token, deps.lockTtlMs).catch(() => {}), Math.max(50, Math.floor(deps.lockTtlMs / 3)))
+  const renewal = setInterval(() => void deps.locks.extend(lockKey, token, lockTtlMs).catch(() => {}), Math.max(50, Math.floor(lockTtlMs / 3)))
   renewal.unref()
   try {
     return await executeAtomically(deps, request, operation)
@@ -209,7 +224,7 @@ async function attemptAtomic(deps: IdempotencyDeps, request: IdempotentRequest, 
  */
 async function answerWhileHeld(deps: IdempotencyDeps, request: IdempotentRequest, holderTag: string | undefined): Promise<IdempotentOutcome> {
   const existing = await storeOf(deps).find(request.scope, request.key)
-  if (existing && !existing.expired && existing.status !== 'processing') return answerFinished(rememberFinished(deps, existing), request.fingerprint)
+  if (existing && !existing.expired && existing.status !== 'processing') return answerStored(deps, existing, request.fingerprint)
   if (holderTag !== undefined && holderTag !== request.fingerprint) return { kind: 'conflict', firstRoute: existing?.route }
   return { kind: 'in_progress', reason: 'running' }
 }
@@ -219,9 +234,12 @@ async function executeAtomically(deps: IdempotencyDeps, request: IdempotentReque
   const now = new Date()
   const plan = operation.plan(db, now)
   const response = storedResponse(plan.result, request)
-  const record = { ...request, response, now }
+  const notStored = notStoredBecause(deps, request, response)
+  const record = { ...request, response: sealed(deps, request, response), now }
   try {
-    await deps.database.transact([finishedRecordInsert(db, record), ...plan.statements], { beforeCommit: operation.beforeCommit })
+    // Not stored: the business writes commit alone, and the key stays free.
+    const statements = notStored ? plan.statements : [finishedRecordInsert(db, record), ...plan.statements]
+    if (statements.length) await deps.database.transact(statements, { beforeCommit: operation.beforeCommit })
   }
   catch (error) {
     const constraint = violatedConstraint(error)
@@ -239,13 +257,16 @@ async function executeAtomically(deps: IdempotencyDeps, request: IdempotentReque
     if (!answer) throw error
     return storeAnswer(deps, request, answer, pass)
   }
+  if (notStored) return { kind: 'executed', response, notStored }
   rememberExecuted(deps, request, response, finishedRecordExpiry(record))
   return { kind: 'executed', response }
 }
 
 /** Stores a deterministic answer found after the business writes were refused: the record alone. */
 async function storeAnswer(deps: IdempotencyDeps, request: IdempotentRequest, response: StoredResponse, pass: number): Promise<IdempotentOutcome> {
-  const record = { ...request, response, now: new Date() }
+  const notStored = notStoredBecause(deps, request, response)
+  if (notStored) return { kind: 'executed', response, notStored }
+  const record = { ...request, response: sealed(deps, request, response), now: new Date() }
   try {
     await deps.database.transact([finishedRecordInsert(deps.database.db, record)])
   }
@@ -282,7 +303,7 @@ async function answerForTakenKey(
   }
   if (existing.fingerprint !== request.fingerprint) return { kind: 'conflict', firstRoute: existing.route }
   if (existing.status === 'processing') return { kind: 'in_progress', reason: 'running' }
-  return answerFinished(rememberFinished(deps, existing), request.fingerprint)
+  return answerStored(deps, existing, request.fingerprint)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -296,10 +317,10 @@ type LeasedDecision
 async function attemptClaimed(deps: IdempotencyDeps, request: IdempotentRequest, operation: TransactionalOperation | LeasedOperation): Promise<IdempotentOutcome> {
   const cached = deps.replays.local(request.scope, request.key) ?? await deps.replays.shared(request.scope, request.key, request.fingerprint)
   if (cached) return answerFinished(cached, request.fingerprint)
-  const input: ClaimInput = { ...request, leaseMs: deps.leaseMs }
+  const input: ClaimInput = { ...request, leaseMs: request.leaseMs ?? deps.leaseMs }
   const decision = await claimLeased(deps, input)
   if (decision.kind === 'answered') return decision.outcome
-  const outcome = await executeClaimed(deps, request, operation, decision.claim)
+  const outcome = await executeClaimed(deps, request, operation, decision.claim, input.leaseMs)
   return decision.takeover ? { ...outcome, takeover: true } : outcome
 }
 
@@ -327,33 +348,46 @@ async function claimLeased(deps: IdempotencyDeps, input: ClaimInput): Promise<Le
       return { kind: 'answered', outcome: { kind: 'in_progress', reason: 'running' } }
     }
     else {
-      return { kind: 'answered', outcome: answerFinished(rememberFinished(deps, existing), input.fingerprint) }
+      return { kind: 'answered', outcome: answerStored(deps, existing, input.fingerprint) }
     }
     existing = await store.find(input.scope, input.key)
   }
   return { kind: 'answered', outcome: { kind: 'in_progress', reason: 'running' } }
 }
 
-async function executeClaimed(deps: IdempotencyDeps, request: IdempotentRequest, operation: TransactionalOperation | LeasedOperation, claim: Claim): Promise<IdempotentOutcome> {
+async function executeClaimed(deps: IdempotencyDeps, request: IdempotentRequest, operation: TransactionalOperation | LeasedOperation, claim: Claim, leaseMs: number): Promise<IdempotentOutcome> {
   const store = storeOf(deps)
-  const renewal = setInterval(() => void store.renew(claim, deps.leaseMs).catch(() => {}), Math.max(50, Math.floor(deps.leaseMs / 3)))
+  const renewal = setInterval(() => void store.renew(claim, leaseMs).catch(() => {}), Math.max(50, Math.floor(leaseMs / 3)))
   renewal.unref()
+  let notStored: NotStoredReason | undefined
+  // What the record keeps of a response: sealed, or nothing (the record is deleted, the key free again).
+  const persist = (response: StoredResponse): StoredResponse | undefined => {
+    notStored = notStoredBecause(deps, request, response)
+    return notStored ? undefined : sealed(deps, request, response)
+  }
+  // Without any of the options that need it, the atomic commit stays as it was: no extra work per request.
+  const persistsAsIs = !deps.cipher && !request.storeIf && !(request.maxResponseBytes ?? deps.maxResponseBytes)
+  const storeOrDiscard = async (response: StoredResponse) => {
+    const kept = persist(response)
+    return kept ? store.storeFenced(claim, kept) : store.discard(claim)
+  }
   try {
     let committed: CommitOutcome
     try {
       if (operation.mode === 'atomic') {
-        committed = await store.commit(claim, async tx => storedResponse(await operation.execute(tx), request), operation.beforeCommit)
+        committed = await store.commit(claim, async tx => storedResponse(await operation.execute(tx), request), operation.beforeCommit, persistsAsIs ? undefined : persist)
       }
       else {
         // No transaction is open while the work runs: a slow outside call holds no connection.
         const response = storedResponse(await operation.execute(), request)
-        committed = await store.storeFenced(claim, response) ? { kind: 'committed', response } : { kind: 'lease-lost' }
+        committed = await storeOrDiscard(response) ? { kind: 'committed', response } : { kind: 'lease-lost' }
       }
     }
     catch (error) {
       const failure = storedFailure(deps, error, request)
       if (failure) {
-        if (!await store.storeFenced(claim, failure)) return { kind: 'in_progress', reason: 'lease_lost' }
+        if (!await storeOrDiscard(failure)) return { kind: 'in_progress', reason: 'lease_lost' }
+        if (notStored) return { kind: 'executed', response: failure, notStored }
         rememberExecuted(deps, request, failure, claim.record.expiresAt)
         return { kind: 'executed', response: failure }
       }
@@ -362,6 +396,7 @@ async function executeClaimed(deps: IdempotencyDeps, request: IdempotentRequest,
       throw error
     }
     if (committed.kind === 'lease-lost') return { kind: 'in_progress', reason: 'lease_lost' }
+    if (notStored) return { kind: 'executed', response: committed.response, notStored }
     rememberExecuted(deps, request, committed.response, claim.record.expiresAt)
     return { kind: 'executed', response: committed.response }
   }
@@ -450,11 +485,39 @@ function rememberExecuted(deps: IdempotencyDeps, request: IdempotentRequest, res
   })
 }
 
-function rememberFinished(deps: IdempotencyDeps, record: RecordView): FinishedRecord {
-  const finished = finishedFromView(record)
+/**
+ * A finished record read from the database, answered (and remembered by the caches, readable). A
+ * response no configured key opens throws UnreadableStoredResponse, unless the request is another
+ * one (a conflict needs only the fingerprint).
+ */
+function answerStored(deps: IdempotencyDeps, record: RecordView, fingerprint: string): IdempotentOutcome {
+  let finished = finishedFromView(record)
+  try {
+    finished = { ...finished, response: openResponse(deps.cipher, finished.response, finished.scope, finished.key) }
+  }
+  catch (error) {
+    if (finished.fingerprint !== fingerprint) return { kind: 'conflict', firstRoute: finished.route }
+    throw error
+  }
   deps.replays.put(finished)
-  return finished
+  return answerFinished(finished, fingerprint)
 }
+
+/** Why `response` is not to be stored (the request's storeIf, the size limit); undefined: it is. */
+function notStoredBecause(deps: IdempotencyDeps, request: IdempotentRequest, response: StoredResponse): NotStoredReason | undefined {
+  if (request.storeIf && !request.storeIf({ status: response.status, body: response.body })) return 'store_if'
+  const limit = request.maxResponseBytes ?? deps.maxResponseBytes ?? 0
+  // Measured only when there is a limit: no extra serialisation otherwise.
+  if (limit > 0 && storedBytes(response) > limit) return 'response_too_large'
+  return undefined
+}
+
+/** The size of a response's stored form: its body and headers as JSON, in bytes. */
+export const storedBytes = (response: Pick<StoredResponse, 'body' | 'headers'>): number =>
+  Buffer.byteLength(JSON.stringify({ body: response.body, headers: response.headers ?? {} }) ?? '')
+
+const sealed = (deps: IdempotencyDeps, request: IdempotentRequest, response: StoredResponse): StoredResponse =>
+  sealResponse(deps.cipher, response, request.scope, request.key)
 
 const stores = new WeakMap<Database, IdempotencyStore>()
 function storeOf(deps: IdempotencyDeps): IdempotencyStore {

@@ -179,12 +179,15 @@ export function createIdempotencyStore(db: Database) {
 
     /**
      * Runs `work` and stores its response in one transaction, fenced by the lease token: the row
-     * is locked first, so nobody can take the claim over while the owner commits.
+     * is locked first, so nobody can take the claim over while the owner commits. `persist`: what
+     * the record keeps of the response (encrypted, say); undefined from it deletes the record in
+     * that transaction instead (the work's writes still commit, the key is free again).
      */
     async commit(
       claim: Claim,
       work: (tx: Database) => Promise<StoredResponse>,
       beforeCommit?: () => Promise<void>,
+      persist?: (response: StoredResponse) => StoredResponse | undefined,
     ): Promise<CommitOutcome> {
       let stored: Promise<unknown> | undefined
       const outcome = await transaction(db, async (tx) => {
@@ -204,7 +207,10 @@ export function createIdempotencyStore(db: Database) {
         // attempt (INSERT … ON CONFLICT) sees the record at once instead of waiting on this update.
         // Not awaited here, so that it travels with the COMMIT in one round trip; should it fail,
         // Postgres turns that COMMIT into a ROLLBACK, and `stored` rejects below.
-        stored = tx.update(records).set(finalFields(response)).where(eq(records.id, claim.record.id)).execute()
+        const kept = persist ? persist(response) : response
+        stored = kept
+          ? tx.update(records).set(finalFields(kept)).where(eq(records.id, claim.record.id)).execute()
+          : tx.delete(records).where(eq(records.id, claim.record.id)).execute()
         stored.catch(() => {})
         return { kind: 'committed' as const, response }
       }).catch((error: unknown) => {
@@ -222,6 +228,12 @@ export function createIdempotencyStore(db: Database) {
     async storeFenced(claim: Claim, response: StoredResponse): Promise<boolean> {
       const rows = await db.update(records).set(finalFields(response))
         .where(owned(claim.record.id, claim.leaseToken)).returning({ id: records.id })
+      return rows.length === 1
+    },
+
+    /** Deletes an owner's claim instead of storing its response (not to be kept): the key is free again. */
+    async discard(claim: Claim): Promise<boolean> {
+      const rows = await db.delete(records).where(owned(claim.record.id, claim.leaseToken)).returning({ id: records.id })
       return rows.length === 1
     },
 

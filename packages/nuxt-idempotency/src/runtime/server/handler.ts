@@ -3,8 +3,9 @@ import {
   type H3Event, readRawBody, setResponseHeader, setResponseHeaders, setResponseStatus,
 } from 'h3'
 import { type AtomicPlan, type IdempotentOutcome, type IdempotentResult, runIdempotent as runCore } from '../core/run'
-import type { Database } from '@idempotent-checkout/db-kit'
-import { fingerprint } from '../core/fingerprint'
+import { type Database, transaction } from '@idempotent-checkout/db-kit'
+import { UnreadableStoredResponse } from '../core/encryption'
+import { fingerprint, pickFields } from '../core/fingerprint'
 import { parseIdempotencyKeyHeader } from '../core/key'
 import { idempotencyProblem, problemOf, sendProblem } from '../core/problems'
 import { idempotencyReady, useIdempotencyOptions } from './services'
@@ -18,6 +19,8 @@ import { getRouteRules, useNitroApp } from '#imports'
 
 /** What the layer made of a request, for logs and metrics (the `idempotency:outcome` hook, `event.context.idempotencyOutcome`). */
 export type IdempotencyOutcome = 'miss' | 'replay' | 'conflict' | 'in_progress' | 'missing_key' | 'invalid' | 'signature_invalid' | 'error'
+  /** Executed and answered, but its stored form was larger than `maxResponseBytes`: not stored, the key is free again. */
+  | 'response_too_large'
 
 export interface IdempotencyOutcomeReport {
   event: H3Event
@@ -32,6 +35,8 @@ export interface IdempotencyOutcomeReport {
   takeover?: boolean
   /** A leased owner ran past its lease and another took over: nothing was stored. */
   leaseLost?: boolean
+  /** false: executed and answered, but not stored (`storeIf` declined it, or it was too large). */
+  stored?: boolean
 }
 
 interface RouteOperation {
@@ -49,6 +54,12 @@ interface RouteOperation {
   annotateBody?: boolean
   /** Runs in the transaction just before COMMIT (atomic modes); throwing rolls everything back. */
   beforeCommit?: () => Promise<void>
+  /** This route's lease (leased) or processing lock (atomic), in ms; default the module's `leaseMs` / `lockTtlMs`. */
+  leaseMs?: number
+  /** false: the answer is sent but not stored, and the key is free again. */
+  storeIf?: (response: { status: number, body: unknown }) => boolean
+  /** A response whose stored form (JSON) is larger is answered but not stored; default the module's `maxResponseBytes`. */
+  maxResponseBytes?: number
 }
 
 /** Every effect as statements sent with the record, one commit (atomic, the fastest). */
@@ -112,6 +123,9 @@ export async function runIdempotent(event: H3Event, operation: IdempotentRoute):
     ttlSeconds: operation.ttlSeconds ?? options.ttl,
     waitMs: preferredWaitMs(event) ?? operation.defaultWaitMs ?? options.waitMs,
     annotateBody: operation.annotateBody,
+    leaseMs: operation.leaseMs,
+    storeIf: operation.storeIf,
+    maxResponseBytes: operation.maxResponseBytes,
   }
   // For the request's log line: enough of the fingerprint to tell two bodies apart, not the payload.
   event.context.idempotency = { scope, key: request.key, route: request.route, fingerprintPrefix: request.fingerprint.slice(0, FINGERPRINT_PREFIX_LENGTH) }
@@ -130,13 +144,20 @@ export async function runIdempotent(event: H3Event, operation: IdempotentRoute):
   catch (error) {
     // The database gone, a bug: nothing was stored.
     report('error')
+    if (error instanceof UnreadableStoredResponse) {
+      throw idempotencyProblem('stored-response-unreadable', `The response stored for Idempotency-Key "${request.key}" is encrypted under key ${error.kid}, which this server no longer has; nothing ran again. Add that key back to NUXT_IDEMPOTENCY_ENCRYPTION_KEYS (after the current one) and retry with the same key.`)
+    }
     throw error
   }
   const notes = { degraded: outcome.degraded, takeover: outcome.takeover }
 
   switch (outcome.kind) {
     case 'executed':
-      report('miss', notes)
+      if (outcome.notStored === 'response_too_large') {
+        const limit = request.maxResponseBytes ?? options.maxResponseBytes
+        console.warn(`[nuxt-idempotency] ${request.route}: the response is larger than maxResponseBytes (${limit} bytes): answered but not stored, so a retry with Idempotency-Key "${request.key}" runs again. Raise the route's maxResponseBytes or answer with less.`)
+      }
+      report(outcome.notStored === 'response_too_large' ? 'response_too_large' : 'miss', { ...notes, ...(outcome.notStored && { stored: false }) })
       return { outcome: 'miss', body: respond(event, outcome.response, false) }
     case 'replayed':
       report('replay', notes)
@@ -154,42 +175,92 @@ export interface IdempotentHandlerContext {
   /** The request's key: pass it on to whatever the handler calls (a provider's API, a queue), so a retry after a crash is recognised there too. */
   idempotencyKey: string
   scope: string
-  /** `mode: 'atomic'` only: the record's own transaction; the handler's writes commit with its stored response, or not at all. */
-  tx?: Database
 }
 
-export interface IdempotentHandlerOptions<Result> {
+/** The context of a `mode: 'atomic'` handler. */
+export interface AtomicIdempotentHandlerContext extends IdempotentHandlerContext {
+  /** The record's own transaction: the handler's writes commit with its stored response, or not at all. */
+  tx: Database
+}
+
+/** What a retry must repeat to be the same request: body fields by dot path, or a function's value. */
+export type IdempotencyFingerprint = readonly string[] | ((body: unknown, event: H3Event) => unknown)
+
+/** The options of defineIdempotentEventHandler besides `mode` and `handler`. */
+export interface IdempotentHandlerSettings {
   /** Whose keys these are (a tenant, a user); default: the route. Keys of two scopes never meet. */
   scope?: (event: H3Event) => string | Promise<string>
   /** Seconds the key is remembered; default: the module's `ttl` (routeRules `idempotency.ttl` wins). */
   ttl?: number
+  /**
+   * This route's in-progress lease (leased) or processing lock (atomic), in ms, renewed while the
+   * handler runs; after a crash a retry takes over once it ran out. Default: the module's `leaseMs` /
+   * `lockTtlMs` (routeRules `idempotency.lease` wins).
+   */
+  lease?: number
   /** How long a duplicate of a request in flight waits for its result (ms) before a 409. */
   waitMs?: number
   /** false: a request without a key runs unprotected (routeRules `idempotency.required` wins). */
   required?: boolean
   /**
-   * leased (default): the handler runs with no transaction open (it calls out). atomic: it runs in
-   * the record's transaction (`context.tx`), for handlers that only write to this database.
+   * false: the answer is sent but not stored, and the key is free again (a retry runs the handler
+   * again). Asked of returned answers and thrown 4xx; a 5xx is never stored. In atomic mode the
+   * handler's writes still commit; only the record is not kept.
    */
-  mode?: 'leased' | 'atomic'
+  storeIf?: (response: { status: number, body: unknown }) => boolean
+  /**
+   * What a retry must repeat: body fields by dot path (`['amount', 'customer.id']`, the rest
+   * ignored), or a function whose value is fingerprinted. Default: the whole parsed body and the
+   * query. The method, route and scope always count.
+   */
+  fingerprint?: IdempotencyFingerprint
+  /** A response whose stored form (JSON) is larger is answered but not stored; default the module's `maxResponseBytes` (0: no limit). */
+  maxResponseBytes?: number
+  /** A larger request body is refused with a 413 and nothing runs; default the module's `maxBodyBytes` (1 MiB). */
+  maxBodyBytes?: number
+}
+
+/** leased (the default): the handler runs with no transaction open (it calls out), and has no `tx`. */
+export interface LeasedIdempotentHandlerOptions<Result> extends IdempotentHandlerSettings {
+  mode?: 'leased'
   handler: (event: H3Event, context: IdempotentHandlerContext) => Result | Promise<Result>
 }
 
-/** Per-route options in routeRules: `routeRules: { '/api/x': { idempotency: { ttl, required } } }`. */
+/** atomic: the handler runs in the record's transaction (`context.tx`), for handlers that only write to this database. */
+export interface AtomicIdempotentHandlerOptions<Result> extends IdempotentHandlerSettings {
+  mode: 'atomic'
+  handler: (event: H3Event, context: AtomicIdempotentHandlerContext) => Result | Promise<Result>
+}
+
+export type IdempotentHandlerOptions<Result> = LeasedIdempotentHandlerOptions<Result> | AtomicIdempotentHandlerOptions<Result>
+
+/** Per-route options in routeRules: `routeRules: { '/api/x': { idempotency: { ttl, required, lease } } }`. */
 export interface IdempotencyRouteRules {
   ttl?: number
   required?: boolean
+  /** ms, as the handler's `lease` option. */
+  lease?: number
 }
 
 /**
  * An event handler whose work runs once per Idempotency-Key (leased mode: no transaction is open
  * while it runs). Its return value, the status it set and its Location header are stored and
- * replayed with `Idempotent-Replayed: true`; a thrown 4xx is stored too, a 5xx never.
+ * replayed with `Idempotent-Replayed: true`; a thrown 4xx is stored too, a 5xx never. Its type is
+ * the handler's result, so `$fetch` of the route is typed with it.
  */
+// Two signatures, not one union: options without `mode` would otherwise leave the handler's
+// parameters untyped (TypeScript cannot tell the modes apart by a property that is absent).
 export function defineIdempotentEventHandler<Result>(
-  definition: IdempotentHandlerOptions<Result> | IdempotentHandlerOptions<Result>['handler'],
-): EventHandler<EventHandlerRequest, Promise<unknown>> {
-  const options = typeof definition === 'function' ? { handler: definition } : definition
+  definition: AtomicIdempotentHandlerOptions<Result>,
+): EventHandler<EventHandlerRequest, Promise<Result>>
+export function defineIdempotentEventHandler<Result>(
+  // eslint-disable-next-line @typescript-eslint/unified-signatures
+  definition: LeasedIdempotentHandlerOptions<Result> | LeasedIdempotentHandlerOptions<Result>['handler'],
+): EventHandler<EventHandlerRequest, Promise<Result>>
+export function defineIdempotentEventHandler<Result>(
+  definition: IdempotentHandlerOptions<Result> | LeasedIdempotentHandlerOptions<Result>['handler'],
+): EventHandler<EventHandlerRequest, Promise<Result>> {
+  const options: IdempotentHandlerOptions<Result> = typeof definition === 'function' ? { handler: definition } : definition
   return defineEventHandler(async (event) => {
     try {
       return await handleIdempotently(event, options)
@@ -197,20 +268,31 @@ export function defineIdempotentEventHandler<Result>(
     catch (error) {
       const problem = problemOf(error)
       if (!problem) throw error
-      return sendProblem(event, problem)
+      // The problem is the answer; its body is not the handler's Result (errors are not in the route's type).
+      return sendProblem(event, problem) as Promise<unknown> as Promise<Result>
     }
   })
 }
 
-async function handleIdempotently<Result>(event: H3Event, options: IdempotentHandlerOptions<Result>): Promise<unknown> {
+async function handleIdempotently<Result>(event: H3Event, options: IdempotentHandlerOptions<Result>): Promise<Result> {
   const rules = (getRouteRules(event) as { idempotency?: IdempotencyRouteRules }).idempotency ?? {}
-  const required = rules.required ?? options.required ?? useIdempotencyOptions().required
+  const moduleOptions = useIdempotencyOptions()
+  const required = rules.required ?? options.required ?? moduleOptions.required
   const route = `${event.method} ${event.context.matchedRoute?.path ?? event.path.split('?')[0]}`
-  if (!required && !getHeader(event, 'idempotency-key')) return options.handler(event, { idempotencyKey: '', scope: '' })
+  // Before anything else: a body over the limit runs nothing and stores nothing.
+  const raw = await readBodyWithin(event, options.maxBodyBytes ?? moduleOptions.maxBodyBytes, route)
+  const run = (context: IdempotentHandlerContext, tx?: Database) => options.mode === 'atomic'
+    ? options.handler(event, { ...context, tx: tx! })
+    : options.handler(event, context)
+  if (!required && !getHeader(event, 'idempotency-key')) {
+    const context = { idempotencyKey: '', scope: '' }
+    // Unprotected, but an atomic handler still gets the transaction it is typed with.
+    return options.mode === 'atomic' ? transaction((await idempotencyReady()).database.db, tx => Promise.resolve(run(context, tx))) : run(context)
+  }
   const key = requireIdempotencyKey(event)
   const scope = options.scope ? `scope:${await options.scope(event)}` : `route:${route}`
   const respondWith = async (tx?: Database): Promise<IdempotentResult> => {
-    const body = await options.handler(event, { idempotencyKey: key, scope, ...(tx && { tx }) })
+    const body = await run({ idempotencyKey: key, scope }, tx)
     const location = getResponseHeader(event, 'location')
     return {
       status: getResponseStatus(event),
@@ -222,26 +304,91 @@ async function handleIdempotently<Result>(event: H3Event, options: IdempotentHan
     scope,
     route,
     key,
-    payload: { query: getQuery(event), body: await readPayload(event) },
+    payload: await fingerprinted(event, raw, options.fingerprint),
     ttlSeconds: rules.ttl ?? options.ttl,
     defaultWaitMs: options.waitMs,
+    leaseMs: rules.lease ?? options.lease,
+    storeIf: options.storeIf,
+    maxResponseBytes: options.maxResponseBytes,
   }
   const reply = await runIdempotent(event, options.mode === 'atomic'
     ? { ...request, mode: 'atomic', execute: tx => respondWith(tx) }
     : { ...request, mode: 'leased', execute: () => respondWith() })
-  return reply.body
+  return reply.body as Result
+}
+
+/** What the fingerprint covers of the request: the listed fields, the function's value, or the whole body and query. */
+async function fingerprinted(event: H3Event, raw: Buffer | undefined, fields: IdempotencyFingerprint | undefined): Promise<unknown> {
+  const body = parsedBody(raw)
+  if (typeof fields === 'function') return { custom: await fields(body, event) }
+  if (fields) return { fields: pickFields(body, fields) }
+  return { query: getQuery(event), body }
 }
 
 /** The body as the fingerprint sees it: parsed JSON (key order and whitespace do not matter), else its text. */
-async function readPayload(event: H3Event): Promise<unknown> {
-  const text = await readRawBody(event, 'utf8')
-  if (text === undefined) return null
+function parsedBody(raw: Buffer | undefined): unknown {
+  if (raw === undefined) return null
+  const text = raw.toString('utf8')
   try {
     return JSON.parse(text)
   }
   catch {
     return text
   }
+}
+
+const PAYLOAD_METHODS = new Set(['PATCH', 'POST', 'PUT', 'DELETE'])
+
+/**
+ * The request body, refused with a 413 problem when it is larger than `limit` bytes: by its
+ * Content-Length before a byte is read, else by the bytes as they arrive (a chunked body stops
+ * being read at the limit). Kept where h3 finds it, so the handler's readBody() reads the same bytes.
+ */
+export async function readBodyWithin(event: H3Event, limit: number, route: string): Promise<Buffer | undefined> {
+  const tooLarge = () => {
+    reportOutcome({ event, route, outcome: 'invalid' })
+    return idempotencyProblem('request-too-large', `The body is larger than this route accepts (${limit} bytes). Nothing ran and nothing was stored: send a body of at most ${limit} bytes.`)
+  }
+  if (!PAYLOAD_METHODS.has(event.method)) return undefined
+  const headers = event.node.req.headers
+  const declared = Number.parseInt(headers['content-length'] ?? '', 10)
+  if (limit > 0 && declared > limit) throw tooLarge()
+  const request = event.node.req as typeof event.node.req & { rawBody?: unknown, body?: unknown }
+  const buffered = (event as { _requestBody?: unknown })._requestBody ?? event.web?.request?.body ?? request.rawBody ?? request.body
+  if (buffered || typeof request[Symbol.asyncIterator] !== 'function') {
+    // Already read (or not a Node stream): h3 reads it, then its size is checked.
+    const body = await readRawBody(event, false)
+    if (body && limit > 0 && body.length > limit) throw tooLarge()
+    return body
+  }
+  if (!declared && !/\bchunked\b/i.test(String(headers['transfer-encoding'] ?? ''))) return undefined
+  return new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = []
+    let size = 0
+    const stop = () => {
+      request.off('data', onData).off('end', onEnd).off('error', onError)
+    }
+    const onData = (chunk: Buffer) => {
+      size += chunk.length
+      chunks.push(chunk)
+      if (limit <= 0 || size <= limit) return
+      stop()
+      chunks.length = 0
+      // The rest is read and dropped while the 413 goes out: the connection stays usable for the next request.
+      request.on('data', () => {})
+      reject(tooLarge())
+    }
+    const onEnd = () => {
+      stop()
+      request.rawBody = Buffer.concat(chunks)
+      resolve(request.rawBody as Buffer)
+    }
+    const onError = (error: unknown) => {
+      stop()
+      reject(error)
+    }
+    request.on('data', onData).on('end', onEnd).on('error', onError)
+  })
 }
 
 function respond(event: H3Event, response: { status: number, body: Record<string, unknown>, headers?: Record<string, string> }, replayed: boolean): Record<string, unknown> {

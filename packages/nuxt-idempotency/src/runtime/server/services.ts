@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto'
 import type { Storage } from 'unstorage'
 import { deleteInPacedBatches, RETENTION_LOCK_TTL_MS, RETENTION_PACE, openDatabase, TransactionPoolerError } from '@idempotent-checkout/db-kit'
 import { createIdempotencyStore, createReplayCache, idempotencyMigrations, type IdempotencyDeps } from '../core'
+import { createResponseCipher } from '../core/encryption'
 import { checkedMigrationsDir, shippedAppMigrationsDirs } from '../core/migrations'
 import type { DatabaseHandle, MigrationSource } from '@idempotent-checkout/db-kit'
 import { createMemoryLocks, createRedisLocks, type Locks, parseHostPorts, type RedisClient } from '../locks'
@@ -80,15 +81,18 @@ async function connect(options: IdempotencyRuntimeOptions): Promise<IdempotencyS
         + 'and NUXT_IDEMPOTENCY_DATABASE_DIRECT_URL (idempotency.databaseDirectUrl) to a direct connection if you have one.', { cause: error })
       : error
   })
+  // A malformed key stops the server here, before anything is stored under it.
+  const cipher = createResponseCipher(options.encryptionKeys)
   const redis = redisTopology ? await openRedis(redisTopology) : undefined
   const locks: Locks = redis ? createRedisLocks(redis.client) : createMemoryLocks()
   const shared = sharedReplayStorage(options.storage, redis)
   const replays = createReplayCache({
     maxBytes: options.replayCacheBytes,
     shared: shared && { storage: shared, signingKey: options.replayCacheSecret || derivedSigningKey(databaseUrl) },
+    cipher,
   })
   return {
-    database, locks, replays, lockTtlMs: options.lockTtlMs, leaseMs: options.leaseMs,
+    database, locks, replays, lockTtlMs: options.lockTtlMs, leaseMs: options.leaseMs, cipher, maxResponseBytes: options.maxResponseBytes,
     close: async () => {
       await locks.close()
       await database.close()

@@ -1,7 +1,8 @@
-import { defineEventHandler, type EventHandler, type EventHandlerRequest, getHeader, type H3Event, readRawBody } from 'h3'
+import { defineEventHandler, type EventHandler, type EventHandlerRequest, getHeader, type H3Event } from 'h3'
 import { checkIdempotencyKey } from '../core/key'
 import { midtransNotificationId, midtransNotificationIdentity, parseJsonBody, standardWebhookHeader, type Verification, verifyMidtransSignature, verifyStandardWebhook, verifyStripeSignature, type WebhookDelivery } from '../webhooks'
-import { reportOutcome, runIdempotent } from './handler'
+import { readBodyWithin, reportOutcome, runIdempotent } from './handler'
+import { useIdempotencyOptions } from './services'
 import { idempotencyProblem, problemOf, sendProblem } from '../core/problems'
 import type { Database } from '@idempotent-checkout/db-kit'
 
@@ -83,6 +84,8 @@ export interface AtomicWebhookHandlerContext extends WebhookHandlerContext {
 export interface WebhookHandlerOptions {
   /** How long event ids are remembered, in seconds (default: the module's `ttl`). */
   ttl?: number
+  /** A larger delivery is refused with a 413 before its signature is checked; default the module's `maxBodyBytes` (1 MiB). */
+  maxBodyBytes?: number
 }
 
 /** Concurrent copies of one delivery wait for the first one's answer instead of a 409 (providers do not send Prefer). */
@@ -99,22 +102,22 @@ export function defineIdempotentWebhookHandler<Result>(
   provider: WebhookProviderDefinition,
   handler: (event: H3Event, context: WebhookHandlerContext) => Result | Promise<Result>,
   options?: WebhookHandlerOptions & { atomic?: false },
-): EventHandler<EventHandlerRequest, Promise<unknown>>
+): EventHandler<EventHandlerRequest, Promise<Result>>
 export function defineIdempotentWebhookHandler<Result>(
   provider: WebhookProviderDefinition,
   handler: (event: H3Event, context: AtomicWebhookHandlerContext) => Result | Promise<Result>,
   options: WebhookHandlerOptions & { atomic: true },
-): EventHandler<EventHandlerRequest, Promise<unknown>>
+): EventHandler<EventHandlerRequest, Promise<Result>>
 export function defineIdempotentWebhookHandler<Result>(
   provider: WebhookProviderDefinition,
   handler: (event: H3Event, context: AtomicWebhookHandlerContext) => Result | Promise<Result>,
   options: WebhookHandlerOptions & { atomic?: boolean } = {},
-): EventHandler<EventHandlerRequest, Promise<unknown>> {
-  return defineEventHandler(async (event) => {
+): EventHandler<EventHandlerRequest, Promise<Result>> {
+  return defineEventHandler(async (event): Promise<Result> => {
     try {
-      const body = Buffer.from(await readRawBody(event, false) ?? [])
-      const delivery: WebhookDelivery = { body, header: name => getHeader(event, name), nowSeconds: Math.floor(Date.now() / 1000) }
       const route = `POST ${event.context.matchedRoute?.path ?? event.path.split('?')[0]}`
+      const body = Buffer.from(await readBodyWithin(event, options.maxBodyBytes ?? useIdempotencyOptions().maxBodyBytes, route) ?? [])
+      const delivery: WebhookDelivery = { body, header: name => getHeader(event, name), nowSeconds: Math.floor(Date.now() / 1000) }
       const verification = provider.verify(delivery)
       const eventId = verification.ok ? provider.eventId(delivery) : undefined
       if (!verification.ok || !eventId || !checkIdempotencyKey(eventId).ok) {
@@ -136,12 +139,13 @@ export function defineIdempotentWebhookHandler<Result>(
       const reply = options.atomic
         ? await runIdempotent(event, { ...request, mode: 'atomic', execute: answer })
         : await runIdempotent(event, { ...request, mode: 'leased', execute: () => answer() })
-      return reply.body
+      return reply.body as Result
     }
     catch (error) {
       const problem = problemOf(error)
       if (!problem) throw error
-      return sendProblem(event, problem)
+      // The problem is the answer; its body is not the handler's Result (errors are not in the route's type).
+      return sendProblem(event, problem) as Promise<unknown> as Promise<Result>
     }
   })
 }
