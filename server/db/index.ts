@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import postgres from 'postgres'
-import { type Database, type DatabaseHandle, openDatabase, type OpenDatabaseOptions } from '@idempotent-checkout/db-kit'
+import { type Database, type DatabaseHandle, openDatabase, type OpenDatabaseOptions, TransactionPoolerError } from '@idempotent-checkout/db-kit'
 import { idempotencyMigrations } from 'nuxt-idempotency/core'
 import { type AppConfig, useConfig } from '../config'
 import * as schema from './schema'
@@ -17,10 +17,8 @@ export function databaseReady(): Promise<DatabaseHandle> {
   // Opened on the next turn of the event loop: the start-up plugin asks while the bundle is still
   // being loaded, and Nitro points import.meta.url at the server's entry (next to the migrations
   // the build ships, see shippedMigrationsDir) only once that is done.
-  opening ??= new Promise(resolve => setImmediate(resolve)).then(() => {
-    // The build ships the module's migrations next to the server; `nuxt dev` finds them where the module is.
-    return openAppDatabase(useConfig(), (useRuntimeConfig().idempotency as { migrationsDir?: string } | undefined)?.migrationsDir)
-  }).then(handle => (ready = handle))
+  // The build ships the module's migrations next to the server (`nuxt dev`'s build too).
+  opening ??= new Promise(resolve => setImmediate(resolve)).then(() => openAppDatabase(useConfig())).then(handle => (ready = handle))
   return opening
 }
 
@@ -48,9 +46,17 @@ export function databaseOptions(config: AppConfig): Omit<OpenDatabaseOptions, 'm
  * The app's database: its own migrations first (drizzle's default journal table), then the
  * idempotency module's, which create only what the app's did not.
  */
-export function openAppDatabase(config: AppConfig, moduleMigrationsFallback?: string): Promise<DatabaseHandle> {
+export function openAppDatabase(config: AppConfig): Promise<DatabaseHandle> {
   if (config.DATABASE_URL) checkPatchedDriver(postgres)
-  return openDatabase({ ...databaseOptions(config), migrations: [appMigrations(config), idempotencyMigrations(moduleMigrationsFallback)] })
+  return openDatabase({ ...databaseOptions(config), migrations: [appMigrations(config), idempotencyMigrations()] }).catch(inAppSettings)
+}
+
+/** db-kit's refusal of a transaction pooler in session mode, worded with this app's settings. */
+export function inAppSettings(error: unknown): never {
+  if (error instanceof TransactionPoolerError) {
+    throw new TransactionPoolerError(`DATABASE_URL: ${error.message} Set DATABASE_POOL_MODE=transaction, and DATABASE_DIRECT_URL to a direct connection if you have one.`, { cause: error })
+  }
+  throw error
 }
 
 /** The app's own migrations (drizzle's default journal table); they run before the module's. */

@@ -1,7 +1,6 @@
 import { sql } from 'drizzle-orm'
 import { bigint, bigserial, boolean, check, index, integer, jsonb, pgSequence, pgTable, primaryKey, text, timestamp, unique, uniqueIndex } from 'drizzle-orm/pg-core'
 import type { PaymentNextAction } from '../../shared/orders'
-import { idempotencyRecords } from 'nuxt-idempotency/core'
 import {
   type IdempotencyStatus, idempotencyStatuses, type JobStatus, jobStatuses, type LedgerDiscrepancyKind, ledgerDiscrepancyKinds, type LedgerDiscrepancyStatus,
   ledgerDiscrepancyStatuses, type RefundSource, refundSources, type RefundStatus, refundStatuses, type WebhookEventSource, webhookEventSources,
@@ -10,8 +9,9 @@ import {
 } from '../../shared/statuses'
 import type { LedgerView, OpsJobError } from '../../shared/ops-api'
 
-// The idempotency module's table, part of this schema so that drizzle-kit keeps it (and queries join it).
-export { idempotencyRecords }
+// The idempotency module's table (idempotencyRecords, from nuxt-idempotency/core) is not in this
+// schema: its own migrations own it, and drizzle-kit generate (which ignores tablesFilter) would
+// otherwise alter it. The app's indexes on it are in drizzle/0019_records_app_indexes.sql.
 
 export { idempotencyStatuses, jobStatuses, webhookEventSources, webhookEventStatuses }
 export type { IdempotencyStatus, JobStatus, WebhookEventSource, WebhookEventStatus }

@@ -1,4 +1,5 @@
-import type { events, idempotencyRecords, invoices, jobs, ledgerDiscrepancies, mailbox, operatorActions, orders, orderStatusHistory, refunds, requestLog, sideEffects, stockMovements, webhookAttempts, webhookEvents } from '../db/schema'
+import type { events, invoices, jobs, ledgerDiscrepancies, mailbox, operatorActions, orders, orderStatusHistory, refunds, requestLog, sideEffects, stockMovements, webhookAttempts, webhookEvents } from '../db/schema'
+import type { idempotencyRecords } from 'nuxt-idempotency/core'
 import { paymentIdempotencyKey, refundIdempotencyKey } from '../payments/keys'
 import { WebhookDeliveryPayload } from '../webhook-endpoints/job-types'
 import type { EvidenceEntry, EvidenceIds } from '../../shared/ops-api'

@@ -1,9 +1,9 @@
 import { and, asc, eq, inArray, like, or, type SQL, sql } from 'drizzle-orm'
 import type { Database } from '@idempotent-checkout/db-kit'
 import {
-  events, idempotencyRecords, invoices, jobs, ledgerDiscrepancies, mailbox, operatorActions, orders, orderStatusHistory, refunds, requestLog, sideEffects, stockMovements, webhookAttempts,
-  webhookEndpoints, webhookEvents,
+  events, invoices, jobs, ledgerDiscrepancies, mailbox, operatorActions, orders, orderStatusHistory, refunds, requestLog, sideEffects, stockMovements, webhookAttempts, webhookEndpoints, webhookEvents,
 } from '../db/schema'
+import { idempotencyRecords } from 'nuxt-idempotency/core'
 import { problem } from '../problems'
 import { type Evidence, type EvidenceEntry, type EvidenceQuery, evidenceSubjects } from '../../shared/ops-api'
 import { ANY_PROVIDER_SCOPE, OPS_SCOPE, orderResource, providerScope, tenantScope } from '../../shared/resources'

@@ -1,6 +1,7 @@
 import { and, eq, type SQL } from 'drizzle-orm'
 import type { Database } from '@idempotent-checkout/db-kit'
-import { type IdempotencyStatus, idempotencyRecords, mailbox } from '../db/schema'
+import { type IdempotencyStatus, mailbox } from '../db/schema'
+import { idempotencyRecords } from 'nuxt-idempotency/core'
 import { newestFirst } from './list'
 
 /** The operator listings behind the ops console: idempotency records and the dev mailbox, newest first. */

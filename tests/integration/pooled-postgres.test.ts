@@ -1,6 +1,7 @@
 import postgres from 'postgres'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { type DatabaseHandle, IDLE_IN_TRANSACTION_TIMEOUT_MS, LOCK_TIMEOUT_MS, openDatabase, queryAllPrepared, queryPrepared } from '@idempotent-checkout/db-kit'
+import { type DatabaseHandle, IDLE_IN_TRANSACTION_TIMEOUT_MS, LOCK_TIMEOUT_MS, openDatabase, queryAllPrepared, queryPrepared, TransactionPoolerError } from '@idempotent-checkout/db-kit'
+import { inAppSettings } from '../../server/db'
 import { startTurnsProxy } from '../../bench/pg-turns-proxy.mjs'
 import { startPostgresServer, type TestPostgresServer } from '../support/chaos/postgres-server'
 import { type Pgbouncer, startPgbouncer } from '../support/pgbouncer.mjs'
@@ -40,8 +41,12 @@ describeWithServices('Postgres behind a transaction pooler', ['postgres'], () =>
     await pooler?.destroy()
   })
 
-  it('session mode through the pooler stops at start-up, naming the setting to use', async () => {
-    await expect(open({ poolMode: 'session' })).rejects.toThrow(/unsupported startup parameter.*DATABASE_POOL_MODE=transaction/s)
+  it('session mode through the pooler stops at start-up with a TransactionPoolerError, which the app words with its settings', async () => {
+    const refusal = await open({ poolMode: 'session' }).catch((error: unknown) => error)
+    expect(refusal).toBeInstanceOf(TransactionPoolerError)
+    expect((refusal as Error).message).toMatch(/unsupported startup parameter.*pool mode `transaction`/s)
+    expect((refusal as Error).message).not.toMatch(/DATABASE_/)
+    expect(() => inAppSettings(refusal)).toThrow(/^DATABASE_URL: .*unsupported startup parameter.* Set DATABASE_POOL_MODE=transaction, and DATABASE_DIRECT_URL to a direct connection/s)
   })
 
   it('four instances migrating at once through the pooler apply each migration once', async () => {

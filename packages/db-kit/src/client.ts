@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { readMigrationFiles } from 'drizzle-orm/migrator'
 import type postgres from 'postgres'
+import { TransactionPoolerError } from './errors'
 import { holdPgliteDir } from './pglite-lock'
 import { type PoolMode, postgresConnection } from './postgres-options'
 import { withLiterals } from './literals'
@@ -202,7 +203,7 @@ async function checkReachable(client: postgres.Sql, poolMode: PoolMode): Promise
   catch (error) {
     if (poolMode === 'session' && /unsupported startup parameter/i.test(String((error as Error)?.message))) {
       await client.end({ timeout: 1 })
-      throw new Error(`DATABASE_URL refuses the connection's settings (${(error as Error).message}): it looks like a transaction pooler (PgBouncer, Supavisor, RDS Proxy). Set DATABASE_POOL_MODE=transaction, and DATABASE_DIRECT_URL to a direct connection if you have one.`, { cause: error })
+      throw new TransactionPoolerError(`The database URL refuses the connection's settings (${(error as Error).message}): it looks like a transaction pooler (PgBouncer, Supavisor, RDS Proxy), which needs pool mode \`transaction\`.`, { cause: error })
     }
     // Any other failure (Postgres restarting, say) is for the pool's reconnects to handle.
   }

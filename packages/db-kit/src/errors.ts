@@ -128,3 +128,12 @@ export function dataRefusalCode(error: unknown): string | undefined {
 export function isLockTimeout(error: unknown): boolean {
   return [...errorChain(error)].some(e => e.code === '55P03')
 }
+
+/**
+ * The database URL in session mode (the default) reached a transaction pooler (PgBouncer, Supavisor,
+ * RDS Proxy), which refused the connection's startup settings. The caller words the fix with its own
+ * setting names: `poolMode: 'transaction'`, and `directUrl` for migrations and LISTEN.
+ */
+export class TransactionPoolerError extends Error {
+  override name = 'TransactionPoolerError'
+}

@@ -8,7 +8,7 @@ export {
 } from './client'
 export { defineStatement, mapRow, shiftParams } from './statements'
 export { afterCommit, transaction } from './transaction'
-export { dataRefusalCode, describeDatabaseError, isDatabaseUnavailable, isLockTimeout, violatedConstraint, violatedUniqueConstraint } from './errors'
+export { dataRefusalCode, describeDatabaseError, isDatabaseUnavailable, isLockTimeout, TransactionPoolerError, violatedConstraint, violatedUniqueConstraint } from './errors'
 export { DatabaseUrlError, type PoolMode } from './postgres-options'
 export { PGLITE_LOCK_FILE, PgliteDirLockedError } from './pglite-lock'
 export {

@@ -1,13 +1,16 @@
-import { cpSync } from 'node:fs'
-import { join } from 'node:path'
+import { cpSync, rmSync, writeFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
 import { addServerImports, addServerPlugin, addTypeTemplate, createResolver, defineNuxtModule, tryResolveModule } from '@nuxt/kit'
 import { defu } from 'defu'
+import { checkedMigrationsDir, SHIPPED_APP_MIGRATIONS_DIR, SHIPPED_MIGRATIONS_DIR } from './runtime/core/migrations'
 
 export interface ModuleOptions {
   /** postgres:// URL of the records' database. Default: `DATABASE_URL` at run time; none: embedded PGlite in `pgliteDir`. */
   databaseUrl: string
   /** `transaction` when the URL is a transaction pooler (PgBouncer, Supavisor, RDS Proxy): no named prepared statements, timeouts set per transaction. */
   databasePoolMode: '' | 'session' | 'transaction'
+  /** A direct postgres:// URL (not through the pooler) for migrations and LISTEN, when `databaseUrl` is a transaction pooler. */
+  databaseDirectUrl: string
   /** Where the embedded database lives when there is no URL. */
   pgliteDir: string
   /** redis:// URL for the processing locks and the shared replay cache. Default: `REDIS_URL` at run time; none: in-process locks (one instance). */
@@ -41,7 +44,9 @@ export interface ModuleOptions {
   /**
    * The app's own drizzle-kit migrations folders, applied before the module's on the same database
    * (journal `drizzle.__drizzle_migrations`); its handlers reach that database with useIdempotencyDatabase().
-   * Absolute, or relative to the server's working directory.
+   * Absolute, or relative to the Nuxt rootDir; the build ships a copy of each. Set at run time
+   * (NUXT_IDEMPOTENCY_APP_MIGRATIONS_DIRS, comma-separated), they replace the shipped ones and are
+   * read relative to the working directory.
    */
   appMigrationsDirs: string[]
   /** Largest request body an idempotent handler reads, in bytes (default 1 MiB); a larger one is refused with a 413 and nothing runs. */
@@ -60,6 +65,7 @@ export interface ModuleOptions {
 const defaults: ModuleOptions = {
   databaseUrl: '',
   databasePoolMode: '',
+  databaseDirectUrl: '',
   pgliteDir: '.data/idempotency',
   redisUrl: '',
   redisClusterNodes: '',
@@ -81,9 +87,6 @@ const defaults: ModuleOptions = {
   encryptionKeys: '',
 }
 
-/** The module's migrations folder inside the built server (see runtime/server/services.ts). */
-const SHIPPED_MIGRATIONS_DIR = 'idempotency-migrations' // runtime/core/migrations.ts looks for it
-
 const serverUtilities = {
   'runtime/server/handler': ['defineIdempotentEventHandler', 'runIdempotent', 'requireIdempotencyKey'],
   'runtime/server/run-once': ['runOnce', 'IdempotencyInProgressError'],
@@ -98,10 +101,15 @@ export default defineNuxtModule<ModuleOptions>({
     const resolver = createResolver(import.meta.url)
     const migrationsDir = resolver.resolve('./runtime/migrations')
 
-    await checkDrivers(options, nuxt.options.rootDir)
+    const drivers = await checkDrivers(options, nuxt.options.rootDir)
 
-    // Runtime values come from here, overridable by NUXT_IDEMPOTENCY_* at run time.
-    nuxt.options.runtimeConfig.idempotency = defu(nuxt.options.runtimeConfig.idempotency as Partial<ModuleOptions> | undefined, { ...options, migrationsDir })
+    // The app's folders, found now (relative to rootDir) and shipped with the build: the built server
+    // reads its copies, whatever its working directory.
+    const appMigrationsDirs = options.appMigrationsDirs.map(folder => checkedMigrationsDir(resolve(nuxt.options.rootDir, folder), 'build'))
+
+    // Runtime values come from here, overridable by NUXT_IDEMPOTENCY_* at run time. No path of this
+    // machine goes in: the migrations are found next to the built server (or the module's files).
+    nuxt.options.runtimeConfig.idempotency = defu(nuxt.options.runtimeConfig.idempotency as Partial<ModuleOptions> | undefined, { ...options, appMigrationsDirs: [] })
 
     for (const [file, names] of Object.entries(serverUtilities)) {
       addServerImports(names.map(name => ({ name, from: resolver.resolve(`./${file}`) })))
@@ -110,13 +118,25 @@ export default defineNuxtModule<ModuleOptions>({
 
     nuxt.hook('nitro:config', (config) => {
       config.externals = defu(config.externals, { inline: [resolver.resolve('./runtime')] })
-      // PGlite loads its WASM and data files relative to its own module: it stays external.
-      config.externals.external = [...(config.externals.external ?? []), '@electric-sql/pglite']
-      config.hooks = defu(config.hooks, {
-        // The server applies the module's migrations at start-up: ship them with the build.
-        compiled(nitro: { options: { output: { serverDir: string } } }) {
-          cpSync(migrationsDir, join(nitro.options.output.serverDir, SHIPPED_MIGRATIONS_DIR), { recursive: true })
-        },
+      // PGlite loads its WASM and data files relative to its own module: it stays external, when
+      // installed (an external that cannot be resolved is a build warning).
+      if (drivers.pglite) config.externals.external = [...(config.externals.external ?? []), '@electric-sql/pglite']
+      // Without it, db-kit's import of it (reached only without a database URL) stays as written,
+      // unresolved and without a warning: starting without a URL then names the package to install.
+      else config.rollupConfig = { ...config.rollupConfig, plugins: [...asArray(config.rollupConfig?.plugins), pgliteAbsent] }
+    })
+
+    // The server applies the migrations at start-up: ship them with the build (`nuxi dev`'s too).
+    // A hook of its own, beside any `compiled` hook the app's nitro config has.
+    nuxt.hook('nitro:init', (nitro) => {
+      nitro.hooks.hook('compiled', () => {
+        const serverDir = nitro.options.output.serverDir
+        cpSync(migrationsDir, join(serverDir, SHIPPED_MIGRATIONS_DIR), { recursive: true })
+        const shipped = join(serverDir, SHIPPED_APP_MIGRATIONS_DIR)
+        rmSync(shipped, { recursive: true, force: true })
+        if (!appMigrationsDirs.length) return
+        appMigrationsDirs.forEach((folder, index) => cpSync(folder, join(shipped, String(index)), { recursive: true }))
+        writeFileSync(join(shipped, 'order.json'), `${JSON.stringify(appMigrationsDirs.map((_, index) => String(index)))}\n`)
       })
     })
 
@@ -151,10 +171,10 @@ export {}
  * database URL postgres.js, a Redis URL ioredis. A build without any database driver stops here,
  * with the command that installs one.
  */
-async function checkDrivers(options: ModuleOptions, rootDir: string): Promise<void> {
-  if (!options.connect) return
+async function checkDrivers(options: ModuleOptions, rootDir: string): Promise<{ pglite: boolean }> {
   const installed = async (name: string) => Boolean(await tryResolveModule(name, rootDir))
   const [postgres, pglite] = await Promise.all([installed('postgres'), installed('@electric-sql/pglite')])
+  if (!options.connect) return { pglite }
   if (!postgres && !pglite) {
     throw new Error('nuxt-idempotency needs a database driver: `npm install postgres@3` (for DATABASE_URL) and/or `npm install @electric-sql/pglite` (the embedded default).')
   }
@@ -162,4 +182,13 @@ async function checkDrivers(options: ModuleOptions, rootDir: string): Promise<vo
   if (redis && !await installed('ioredis')) {
     throw new Error('nuxt-idempotency: a Redis URL is set but ioredis is not installed: `npm install ioredis@5`.')
   }
+  return { pglite }
 }
+
+/** A Rollup plugin: `@electric-sql/pglite` is external, unresolved (it is not installed). */
+const pgliteAbsent = {
+  name: 'nuxt-idempotency:pglite-absent',
+  resolveId: (id: string) => (id === '@electric-sql/pglite' ? { id, external: true } : null),
+}
+
+const asArray = <T>(value: T | T[] | undefined | null | false): T[] => (Array.isArray(value) ? value : value ? [value] : [])

@@ -7,8 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { type DatabaseHandle, deleteInPacedBatches, openDatabase, type PacedDeleteOptions } from '@idempotent-checkout/db-kit'
 import { createIdempotencyStore, idempotencyMigrations, type IdempotencyStore } from '../src/runtime/core'
 import { idempotencyRecords as records } from '../src/runtime/core/schema'
-import { describeWithServices } from '../../../tests/support/services'
-import { testDatabase } from './support/services'
+import { describeWithServices, testDatabase } from './support/services'
 
 /**
  * A clock that moves only when the run sleeps or a batch takes time: every pause and every duration

@@ -23,9 +23,10 @@ export function freePort(): Promise<number> {
   })
 }
 
-export async function startInstance(entry: string, env: Record<string, string>): Promise<Instance> {
+export async function startInstance(entry: string, env: Record<string, string>, options: { cwd?: string } = {}): Promise<Instance> {
   const port = await freePort()
   const child = spawn(process.execPath, [entry], {
+    cwd: options.cwd,
     env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', NITRO_PORT: String(port), NITRO_HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   })

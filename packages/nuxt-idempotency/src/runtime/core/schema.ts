@@ -41,10 +41,7 @@ export const idempotencyRecords = pgTable('idempotency_records', {
   expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
 }, t => [
   unique('idempotency_records_scope_key_unique').on(t.scope, t.key),
+  // The retention's deletes, oldest first. Lookups use the (scope, key) constraint's index.
   index('idempotency_records_expires_at_idx').on(t.expiresAt),
-  // The evidence locker looks a key up without its scope (a webhook event id in any provider), and
-  // the ops listing reads the newest records first.
-  index('idempotency_records_key_idx').on(t.key),
-  index('idempotency_records_created_at_idx').on(t.createdAt),
   check('idempotency_records_status_check', sql`${t.status} in (${sql.raw(idempotencyStatuses.map(status => `'${status}'`).join(', '))})`),
 ])

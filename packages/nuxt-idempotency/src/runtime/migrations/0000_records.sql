@@ -1,4 +1,6 @@
 -- Edited after generation: IF NOT EXISTS, so that an app whose own migrations created this table earlier keeps it.
+-- 1.0 dropped two indexes only one app used (on key, on created_at) from this file: databases migrated
+-- before keep them (the journal applies 0000 by its date, not its content).
 CREATE TABLE IF NOT EXISTS "idempotency_records" (
 	"id" uuid PRIMARY KEY DEFAULT gen_random_uuid() NOT NULL,
 	"scope" text NOT NULL,
@@ -23,6 +25,4 @@ CREATE TABLE IF NOT EXISTS "idempotency_records" (
 	CONSTRAINT "idempotency_records_status_check" CHECK ("idempotency_records"."status" in ('processing', 'succeeded', 'failed'))
 );
 --> statement-breakpoint
-CREATE INDEX IF NOT EXISTS "idempotency_records_expires_at_idx" ON "idempotency_records" USING btree ("expires_at");--> statement-breakpoint
-CREATE INDEX IF NOT EXISTS "idempotency_records_key_idx" ON "idempotency_records" USING btree ("key");--> statement-breakpoint
-CREATE INDEX IF NOT EXISTS "idempotency_records_created_at_idx" ON "idempotency_records" USING btree ("created_at");
+CREATE INDEX IF NOT EXISTS "idempotency_records_expires_at_idx" ON "idempotency_records" USING btree ("expires_at");

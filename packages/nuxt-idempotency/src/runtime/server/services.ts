@@ -1,8 +1,9 @@
 import { createHmac } from 'node:crypto'
 import type { Storage } from 'unstorage'
-import { deleteInPacedBatches, RETENTION_LOCK_TTL_MS, RETENTION_PACE, openDatabase } from '@idempotent-checkout/db-kit'
+import { deleteInPacedBatches, RETENTION_LOCK_TTL_MS, RETENTION_PACE, openDatabase, TransactionPoolerError } from '@idempotent-checkout/db-kit'
 import { createIdempotencyStore, createReplayCache, idempotencyMigrations, type IdempotencyDeps } from '../core'
 import { createResponseCipher } from '../core/encryption'
+import { checkedMigrationsDir, shippedAppMigrationsDirs } from '../core/migrations'
 import type { DatabaseHandle, MigrationSource } from '@idempotent-checkout/db-kit'
 import { createMemoryLocks, createRedisLocks, type Locks, parseHostPorts, type RedisClient } from '../locks'
 import type { ModuleOptions } from '../../module'
@@ -18,10 +19,12 @@ export interface IdempotencyServices extends IdempotencyDeps {
   close(): Promise<void>
 }
 
-/** The module's options as runtimeConfig.idempotency holds them (NUXT_IDEMPOTENCY_* env overrides them). */
-export interface IdempotencyRuntimeOptions extends ModuleOptions {
-  /** The module's migrations where its sources are (development); a build ships its own copy. */
-  migrationsDir: string
+/**
+ * The module's options as runtimeConfig.idempotency holds them (NUXT_IDEMPOTENCY_* env overrides
+ * them; an env list is a comma-separated string).
+ */
+export interface IdempotencyRuntimeOptions extends Omit<ModuleOptions, 'appMigrationsDirs'> {
+  appMigrationsDirs: string[] | string
 }
 
 let opening: Promise<IdempotencyServices> | undefined
@@ -60,14 +63,23 @@ export async function closeIdempotency(): Promise<void> {
 }
 
 async function connect(options: IdempotencyRuntimeOptions): Promise<IdempotencyServices> {
+  // The migrations are found from import.meta.url, which Nitro points at the server's entry only once
+  // the bundle is loaded; the start-up plugin asks before that.
+  await new Promise(resolve => setImmediate(resolve))
   const databaseUrl = options.databaseUrl || process.env.DATABASE_URL || undefined
   const redisTopology = redisTopologyOf(options)
   const database = await openDatabase({
     url: databaseUrl,
     poolMode: options.databasePoolMode || undefined,
+    directUrl: options.databaseDirectUrl || undefined,
     pgliteDir: options.pgliteDir,
     // The app's own tables first (drizzle-kit folders, drizzle's journal table), then the module's.
-    migrations: [...options.appMigrationsDirs.map(folder => ({ folder, table: '__drizzle_migrations' })), moduleMigrations()],
+    migrations: [...appMigrationsDirs(options).map(folder => ({ folder, table: '__drizzle_migrations' })), moduleMigrations()],
+  }).catch((error: unknown) => {
+    throw error instanceof TransactionPoolerError
+      ? new TransactionPoolerError(`nuxt-idempotency: ${error.message} Set NUXT_IDEMPOTENCY_DATABASE_POOL_MODE=transaction (idempotency.databasePoolMode), `
+        + 'and NUXT_IDEMPOTENCY_DATABASE_DIRECT_URL (idempotency.databaseDirectUrl) to a direct connection if you have one.', { cause: error })
+      : error
   })
   // A malformed key stops the server here, before anything is stored under it.
   const cipher = createResponseCipher(options.encryptionKeys)
@@ -176,5 +188,15 @@ async function openRedis(topology: RedisTopology): Promise<{ client: RedisClient
 
 /** The module's migrations, for an app that opens the database itself (they run after its own). */
 export function moduleMigrations(): MigrationSource {
-  return idempotencyMigrations(useIdempotencyOptions().migrationsDir)
+  return idempotencyMigrations()
+}
+
+/**
+ * The app's migrations folders: set at run time (NUXT_IDEMPOTENCY_APP_MIGRATIONS_DIRS, read from the
+ * working directory), else the copies the build shipped. Each must be a drizzle-kit folder.
+ */
+function appMigrationsDirs(options: IdempotencyRuntimeOptions): string[] {
+  const configured = typeof options.appMigrationsDirs === 'string' ? options.appMigrationsDirs.split(',') : options.appMigrationsDirs
+  const folders = configured.map(folder => folder.trim()).filter(Boolean)
+  return folders.length ? folders.map(folder => checkedMigrationsDir(folder, 'run')) : shippedAppMigrationsDirs()
 }
