@@ -1,5 +1,5 @@
 import type { H3Event } from 'h3'
-import { type IdempotentReply, type IdempotentRoute, runIdempotent } from 'nuxt-idempotency/server'
+import { type IdempotentReply, type IdempotentRoute, runIdempotentRoute } from 'nuxt-idempotency/server'
 import { readCommitFaults } from '../faults'
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
@@ -12,7 +12,7 @@ type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
  */
 export async function runCheckoutIdempotent(event: H3Event, operation: DistributiveOmit<IdempotentRoute, 'annotateBody' | 'beforeCommit'>): Promise<IdempotentReply> {
   const faults = readCommitFaults(event)
-  const reply = await runIdempotent(event, { ...operation, annotateBody: true, beforeCommit: faults.beforeCommit } as IdempotentRoute)
+  const reply = await runIdempotentRoute(event, { ...operation, annotateBody: true, beforeCommit: faults.beforeCommit } as IdempotentRoute)
   // drop-after-commit: the connection is closed before the answer is written.
   if (reply.outcome === 'miss' && faults.afterCommit && await faults.afterCommit(event)) return { outcome: 'miss', body: {} }
   return reply

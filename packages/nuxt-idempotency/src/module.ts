@@ -88,7 +88,7 @@ const defaults: ModuleOptions = {
 }
 
 const serverUtilities = {
-  'runtime/server/handler': ['defineIdempotentEventHandler', 'runIdempotent', 'requireIdempotencyKey'],
+  'runtime/server/handler': ['defineIdempotentEventHandler', 'runIdempotentRoute', 'requireIdempotencyKey'],
   'runtime/server/run-once': ['runOnce', 'IdempotencyInProgressError'],
   'runtime/server/webhooks': ['defineWebhookProvider', 'defineIdempotentWebhookHandler', 'standardWebhooksProvider', 'stripeWebhookProvider', 'midtransWebhookProvider'],
   'runtime/server/services': ['idempotencyReady', 'provideIdempotency', 'useIdempotencyDatabase'],

@@ -22,7 +22,7 @@ const entries = {
   'nuxt-idempotency/server': {
     runtime: [
       'IdempotencyInProgressError', 'defineIdempotentEventHandler', 'defineIdempotentWebhookHandler', 'defineWebhookProvider', 'idempotencyReady', 'midtransWebhookProvider',
-      'provideIdempotency', 'requireIdempotencyKey', 'runIdempotent', 'runOnce', 'standardWebhooksProvider', 'stripeWebhookProvider', 'useIdempotencyDatabase',
+      'provideIdempotency', 'requireIdempotencyKey', 'runIdempotentRoute', 'runOnce', 'standardWebhooksProvider', 'stripeWebhookProvider', 'useIdempotencyDatabase',
     ],
     declared: [
       'AtomicIdempotentHandlerContext', 'AtomicIdempotentHandlerOptions', 'AtomicWebhookHandlerContext', 'IdempotencyFingerprint', 'IdempotencyOutcome',
@@ -34,7 +34,7 @@ const entries = {
   'nuxt-idempotency/core': {
     runtime: [
       'IDEMPOTENCY_MIGRATIONS_TABLE', 'LockBackendError', 'STANDARD_SIGNATURE_HEADERS', 'TIMESTAMP_TOLERANCE_SECONDS', 'checkIdempotencyKey', 'checkTimestamp',
-      'createIdempotencyStore', 'createMemoryLocks', 'createRedisLocks', 'createReplayCache', 'fingerprint', 'hmacSha256', 'idempotencyMigrations', 'idempotencyProblem',
+      'createIdempotencyStore', 'createMemoryLocks', 'createRedisLocks', 'createReplayCache', 'createResponseCipher', 'fingerprint', 'hmacSha256', 'idempotencyMigrations', 'idempotencyProblem',
       'idempotencyProblems', 'idempotencyRecords', 'idempotencyStatuses', 'midtransNotificationId', 'midtransNotificationIdentity', 'midtransSignature',
       'parseIdempotencyKeyHeader', 'problemError', 'problemOf', 'runIdempotent', 'sameBytes', 'signStandardWebhook', 'standardWebhookHeader', 'verifyMidtransSignature',
       'verifyStandardWebhook', 'verifyStripeSignature',
@@ -42,7 +42,7 @@ const entries = {
     declared: [
       'AtomicOperation', 'AtomicPlan', 'FingerprintInput', 'IdempotencyDeps', 'IdempotencyProblemSlug', 'IdempotencyStatus', 'IdempotencyStore', 'IdempotentOperation',
       'IdempotentOutcome', 'IdempotentRequest', 'IdempotentResult', 'KeyCheck', 'LeasedOperation', 'Locks', 'ProblemBody', 'RedisClient', 'RedisLocksOptions',
-      'ReplayCache', 'ReplayCacheOptions', 'StoredFailure', 'TransactionalOperation', 'Verification', 'WebhookDelivery',
+      'ReplayCache', 'ReplayCacheOptions', 'ResponseCipher', 'StoredFailure', 'TransactionalOperation', 'Verification', 'WebhookDelivery',
     ],
     dts: 'dist/runtime/core/index.d.ts',
   },

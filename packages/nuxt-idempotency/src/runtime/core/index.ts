@@ -7,6 +7,7 @@ export {
 } from './run'
 export { createIdempotencyStore, type IdempotencyStore } from './store'
 export { createReplayCache, type ReplayCache, type ReplayCacheOptions } from './replay-cache'
+export { createResponseCipher, type ResponseCipher } from './encryption'
 export { checkIdempotencyKey, type KeyCheck, parseIdempotencyKeyHeader } from './key'
 export { fingerprint, type FingerprintInput } from './fingerprint'
 export { IDEMPOTENCY_MIGRATIONS_TABLE, idempotencyMigrations } from './migrations'

@@ -14,7 +14,7 @@ import { getRouteRules, useNitroApp } from '#imports'
 /**
  * The h3 side of the layer: reads the request (key, `Prefer: wait`), runs the transport-free core
  * (../core/run.ts) and turns its outcome into the response. Every idempotent route of an app goes
- * through `runIdempotent` here, directly or through defineIdempotentEventHandler.
+ * through `runIdempotentRoute` here, directly or through defineIdempotentEventHandler.
  */
 
 /** What the layer made of a request, for logs and metrics (the `idempotency:outcome` hook, `event.context.idempotencyOutcome`). */
@@ -111,7 +111,7 @@ export function requireIdempotencyKey(event: H3Event): string {
  * replay. A key reused with another request (422), a duplicate of a request still in flight (409)
  * and failures are thrown as problems.
  */
-export async function runIdempotent(event: H3Event, operation: IdempotentRoute): Promise<IdempotentReply> {
+export async function runIdempotentRoute(event: H3Event, operation: IdempotentRoute): Promise<IdempotentReply> {
   const options = useIdempotencyOptions()
   const scope = `${options.keyPrefix}${operation.scope}`
   const request = {
@@ -309,7 +309,7 @@ async function handleIdempotently<Result>(event: H3Event, options: IdempotentHan
     storeIf: options.storeIf,
     maxResponseBytes: options.maxResponseBytes,
   }
-  const reply = await runIdempotent(event, options.mode === 'atomic'
+  const reply = await runIdempotentRoute(event, options.mode === 'atomic'
     ? { ...request, mode: 'atomic', execute: tx => respondWith(tx) }
     : { ...request, mode: 'leased', execute: () => respondWith() })
   return reply.body as Result

@@ -3,7 +3,7 @@
 export {
   type AtomicIdempotentHandlerContext, type AtomicIdempotentHandlerOptions, defineIdempotentEventHandler, type IdempotencyFingerprint, type IdempotencyOutcome,
   type IdempotencyOutcomeReport, type IdempotencyRouteRules, type IdempotentHandlerContext, type IdempotentHandlerOptions, type IdempotentHandlerSettings,
-  type IdempotentReply, type IdempotentRoute, type LeasedIdempotentHandlerOptions, requireIdempotencyKey, runIdempotent,
+  type IdempotentReply, type IdempotentRoute, type LeasedIdempotentHandlerOptions, requireIdempotencyKey, runIdempotentRoute,
 } from './handler'
 export { IdempotencyInProgressError, runOnce, type RunOnceOptions } from './run-once'
 export { idempotencyReady, type IdempotencyServices, provideIdempotency, useIdempotencyDatabase } from './services'

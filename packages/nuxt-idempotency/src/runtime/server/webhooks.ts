@@ -1,7 +1,7 @@
 import { defineEventHandler, type EventHandler, type EventHandlerRequest, getHeader, type H3Event } from 'h3'
 import { checkIdempotencyKey } from '../core/key'
 import { midtransNotificationId, midtransNotificationIdentity, parseJsonBody, standardWebhookHeader, type Verification, verifyMidtransSignature, verifyStandardWebhook, verifyStripeSignature, type WebhookDelivery } from '../webhooks'
-import { readBodyWithin, reportOutcome, runIdempotent } from './handler'
+import { readBodyWithin, reportOutcome, runIdempotentRoute } from './handler'
 import { useIdempotencyOptions } from './services'
 import { idempotencyProblem, sendFailure } from '../core/problems'
 import type { Database } from '@idempotent-checkout/db-kit'
@@ -137,8 +137,8 @@ export function defineIdempotentWebhookHandler<Result>(
       }
       const answer = async (tx?: Database) => ({ status: 200, body: (await handler(event, { eventId, rawBody, body: json, tx: tx! }) ?? { received: true }) as Record<string, unknown> })
       const reply = options.atomic
-        ? await runIdempotent(event, { ...request, mode: 'atomic', execute: answer })
-        : await runIdempotent(event, { ...request, mode: 'leased', execute: () => answer() })
+        ? await runIdempotentRoute(event, { ...request, mode: 'atomic', execute: answer })
+        : await runIdempotentRoute(event, { ...request, mode: 'leased', execute: () => answer() })
       return reply.body as Result
     }
     catch (error) {
