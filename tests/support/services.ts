@@ -1,35 +1,19 @@
 import { randomBytes } from 'node:crypto'
-import net from 'node:net'
 import postgres from 'postgres'
 import { describe } from 'vitest'
 import { Redis } from 'ioredis'
+import { postgresAdminUrl, reachable, redisUrl, requireServices } from '../../packages/nuxt-idempotency/test/support/services'
 
 export { freePort } from './ports.mjs'
 
 /**
- * Real Postgres and Redis for the integration and e2e suites. With REQUIRE_SERVICES=1 (CI) a
- * missing service fails the run instead of skipping the suites that need it.
+ * Real Postgres and Redis for the integration and e2e suites, reached as the module's suites reach
+ * them (its test support). With REQUIRE_SERVICES=1 (CI) a missing service fails the run instead of
+ * skipping the suites that need it.
  */
-export const requireServices = process.env.REQUIRE_SERVICES === '1'
-export const postgresAdminUrl = process.env.TEST_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/postgres'
-export const redisUrl = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
+export { postgresAdminUrl, reachable, redisUrl, requireServices }
 
 type Service = 'postgres' | 'redis'
-
-/** Whether something accepts a TCP connection at the URL's host and port within a second. */
-export function reachable(url: string, defaultPort: number): Promise<boolean> {
-  const { hostname, port } = new URL(url)
-  return new Promise((resolve) => {
-    const socket = net.connect({ host: hostname, port: Number(port || defaultPort) })
-    const done = (ok: boolean) => {
-      socket.destroy()
-      resolve(ok)
-    }
-    socket.setTimeout(1000, () => done(false))
-    socket.once('connect', () => done(true))
-    socket.once('error', () => done(false))
-  })
-}
 
 const availability = {
   postgres: await reachable(postgresAdminUrl, 5432),

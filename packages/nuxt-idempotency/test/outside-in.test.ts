@@ -1,8 +1,7 @@
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import { type ChildProcess, spawn } from 'node:child_process'
 import { randomBytes, randomUUID } from 'node:crypto'
-import { chownSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { get as httpGet, request as httpRequest } from 'node:http'
-import { connect, createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -10,6 +9,8 @@ import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
 import { Webhook } from 'standardwebhooks'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { type Pgbouncer, startPgbouncer } from './support/pgbouncer.mjs'
+import { freePort } from './support/ports.mjs'
 
 /**
  * The module as a stranger gets it: the package and its database layer (@idempotent-checkout/db-kit)
@@ -28,7 +29,6 @@ const templateDir = fileURLToPath(new URL('./outside-in/app', import.meta.url))
 const postgresHost = '127.0.0.1'
 const postgresUrl = (database: string, port = 5432) => `postgres://root@${postgresHost}:${port}/${database}`
 const redisUrl = 'redis://127.0.0.1:6379'
-const pgbouncerBinary = '/usr/sbin/pgbouncer'
 /** The version the template pins: the registry's, not this repository's patched copy. */
 const stockPostgresVersion = '3.4.10'
 
@@ -108,34 +108,6 @@ async function run(label: string, command: string, args: string[], options: { cw
   return stdout.join('')
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.unref()
-    server.on('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      server.close(() => typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')))
-    })
-  })
-}
-
-function acceptsConnections(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect({ host: '127.0.0.1', port })
-    socket.setTimeout(1_000)
-    socket.once('connect', () => {
-      socket.destroy()
-      resolve(true)
-    })
-    socket.once('timeout', () => {
-      socket.destroy()
-      resolve(false)
-    })
-    socket.once('error', () => resolve(false))
-  })
-}
-
 interface ServerProcess {
   label: string
   url: string
@@ -206,81 +178,6 @@ async function stopServer(server: ServerProcess, signal: NodeJS.Signals = 'SIGTE
     server.child.kill('SIGKILL')
     await Promise.race([server.exited, sleep(5_000)])
   }
-}
-
-/**
- * PgBouncer in transaction mode in front of the local Postgres, on a loopback port of its own: the
- * usual production settings (as tests/support/pgbouncer.mjs has them), its log in its own folder.
- * It can be killed, as a crash would, and started again on the same port.
- */
-interface Pooler {
-  port: number
-  start(): Promise<void>
-  kill(): Promise<void>
-  destroy(): Promise<void>
-  log(): string
-}
-
-async function startPgbouncer(): Promise<Pooler> {
-  const port = await freePort()
-  const dir = mkdtempSync(join(tmpdir(), 'nuxt-idempotency-outside-in-pgbouncer-'))
-  // PgBouncer refuses to run as root: then it runs as the `postgres` OS user, which owns its folder.
-  const runAs: { uid?: number, gid?: number } = process.getuid?.() === 0
-    ? { uid: Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' })), gid: Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' })) }
-    : {}
-  writeFileSync(join(dir, 'users.txt'), '"root" ""\n')
-  const logfile = join(dir, 'pgbouncer.log')
-  writeFileSync(join(dir, 'pgbouncer.ini'), [
-    '[databases]',
-    `* = host=${postgresHost} port=5432`,
-    '[pgbouncer]',
-    'listen_addr = 127.0.0.1',
-    `listen_port = ${port}`,
-    'unix_socket_dir =',
-    'auth_type = trust',
-    `auth_file = ${join(dir, 'users.txt')}`,
-    'pool_mode = transaction',
-    'max_client_conn = 500',
-    'default_pool_size = 20',
-    'ignore_startup_parameters = extra_float_digits',
-    `logfile = ${logfile}`,
-    '',
-  ].join('\n'))
-  if (runAs.uid !== undefined && runAs.gid !== undefined) chownSync(dir, runAs.uid, runAs.gid)
-  let child: ChildProcess | undefined
-  let exited: Promise<unknown> | undefined
-  const output: string[] = []
-  const log = () => `${existsSync(logfile) ? readFileSync(logfile, 'utf8').slice(-4_000) : ''}${outputTail(output)}`
-  const pooler: Pooler = {
-    port,
-    log,
-    async start() {
-      if (child) return
-      child = spawn(pgbouncerBinary, [join(dir, 'pgbouncer.ini')], { ...runAs, stdio: ['ignore', 'pipe', 'pipe'] })
-      const started = child
-      exited = new Promise(resolve => started.once('close', resolve))
-      for (const stream of [started.stdout!, started.stderr!]) stream.setEncoding('utf8').on('data', (chunk: string) => output.push(chunk))
-      const deadline = Date.now() + 10_000
-      while (!(await acceptsConnections(port))) {
-        if (started.exitCode !== null || Date.now() > deadline) throw new Error(`pgbouncer did not start on port ${port}:\n${log()}`)
-        await sleep(50)
-      }
-    },
-    /** SIGKILL: every client and server connection is cut at once. */
-    async kill() {
-      if (!child) return
-      child.kill('SIGKILL')
-      child = undefined
-      await exited
-      while (await acceptsConnections(port)) await sleep(50)
-    },
-    async destroy() {
-      await pooler.kill()
-      rmSync(dir, { recursive: true, force: true })
-    },
-  }
-  await pooler.start()
-  return pooler
 }
 
 interface Answer {
@@ -470,7 +367,7 @@ describe.each(targets)('$title', (target) => {
   let executionsFile: string
   let outcomesFile: string
   let database: string | undefined
-  let pooler: Pooler | undefined
+  let pooler: Pgbouncer | undefined
   let blockStarted: number
   /** The servers' environment, for one started later with other settings. */
   let serverEnv: Record<string, string>
@@ -513,7 +410,7 @@ describe.each(targets)('$title', (target) => {
     }
     if (target.name === 'pgbouncer') {
       const started = Date.now()
-      pooler = await startPgbouncer()
+      pooler = await startPgbouncer({ serverUrl: postgresUrl('postgres') })
       timings['start pgbouncer'] = took(started)
       Object.assign(env, {
         DATABASE_URL: postgresUrl(database!, pooler.port),
@@ -853,7 +750,7 @@ describe.each(targets)('$title', (target) => {
       return undefined
     }))
     timings['pgbouncer recovery'] = `${recoveredAfter.map(after => after === undefined ? 'none within 5 s' : `${(after / 1000).toFixed(1)} s`).join(' and ')} (answers: ${sent.map(({ status }) => status).join(' ')})`
-    expect(recoveredAfter.every(after => after !== undefined), `${recoveredAfter.join(', ')} ms\n${pooler!.log()}`).toBe(true)
+    expect(recoveredAfter.every(after => after !== undefined), `${recoveredAfter.join(', ')} ms\n${pooler!.output()}`).toBe(true)
     // Every key sent, retried now, has committed its write exactly once.
     for (const [i, { key, note }] of sent.entries()) {
       // As a client retries: after Retry-After while the key is in progress.
