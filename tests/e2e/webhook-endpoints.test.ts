@@ -243,6 +243,8 @@ describeWithServices('webhook endpoints, built server on Postgres and Redis', ['
         expect(new SvixWebhook(endpoint.secret).verify(delivery.body, signedHeaders(delivery))).toEqual(events[index])
         expect(() => new StandardWebhook(`whsec_${Buffer.alloc(24, 7).toString('base64')}`).verify(delivery.body, signedHeaders(delivery))).toThrow()
       }
+      // The attempt is recorded once the receiver's answer is back: after the receiver saw the delivery.
+      await pollUntil('both deliveries are recorded', async () => (await attempts(stack, endpoint.id)).length === 2)
       const recorded = await attempts(stack, endpoint.id)
       expect(recorded).toEqual(events.map(event => ({ eventId: event.id, attempt: 1, statusCode: 200, delivered: true, error: null, responseExcerpt: 'thanks', orderId, jobId: expect.stringMatching(/^job_/) })))
       expect((await call(tenant, 'GET', `/api/webhook-endpoints/${endpoint.id}`)).json).toMatchObject({ lastSuccessAt: isoTime, failingSince: null, lastFailureAt: null })
