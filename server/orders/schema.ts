@@ -55,11 +55,19 @@ export const exampleOrder: CreateOrderInput = {
 
 export const OrderIdSchema = z.string().regex(/^ord_[\w-]{1,64}$/)
 
+/**
+ * The instants a filter can name: years 1–9999, the four-digit years of ISO 8601. A later one would
+ * reach Postgres as an expanded year (`+018953-…`) it cannot parse.
+ */
+const earliestInstant = Date.parse('0001-01-01T00:00:00Z')
+const latestInstant = Date.parse('9999-12-31T23:59:59.999Z')
+
 /** An ISO 8601 date-time or Unix seconds (Stripe's `created` filters). */
 const instant = z.union([
   z.string().regex(/^\d{1,12}$/).transform(seconds => new Date(Number(seconds) * 1000)),
   z.iso.datetime({ offset: true }).transform(text => new Date(text)),
 ], { error: 'must be an ISO 8601 date-time (2026-12-01T09:00:00Z) or Unix seconds' })
+  .refine(date => date.getTime() >= earliestInstant && date.getTime() <= latestInstant, { error: 'must fall in the years 0001 to 9999 (Unix seconds up to 253402300799)' })
 
 /** GET /api/orders (docs/api.md#list-orders): Stripe's list parameters. */
 export const OrderListQuery = z.object({

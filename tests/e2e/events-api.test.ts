@@ -143,6 +143,8 @@ describeWithServices('events and orders lists, built server on Postgres and Redi
       ['/api/orders?limit=101', 'limit'],
       ['/api/orders?status=shipped', 'status'],
       ['/api/orders?created_gte=yesterday', 'created_gte'],
+      ['/api/orders?created_lt=535939677264', 'created_lt'],
+      ['/api/orders?created_gte=10000-01-01T00:00:00Z', 'created_gte'],
       ['/api/orders?starting_after=ord_unknown', 'starting_after'],
     ])('%s → 400 validation-failed naming %s', async (path, field) => {
       const response = await get(stack.tenant, path)

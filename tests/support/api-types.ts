@@ -14,7 +14,7 @@ export interface paths {
         };
         /**
          * List the tenant's orders, newest first
-         * @description Stripe's list parameters: `limit` (1–100, default 20), `starting_after` (the last order id of the previous page), `status`, and `created_gte` / `created_lt` (an ISO 8601 date-time or Unix seconds). Each order as GET /api/orders/{id} answers it. Keyset-paged on (createdAt, id): an order placed while a client pages is newer than the cursor and moves nothing, so the pages have no gaps and no repeats. The shop's secret key only.
+         * @description Stripe's list parameters: `limit` (1–100, default 20), `starting_after` (the last order id of the previous page), `status`, and `created_gte` / `created_lt` (an ISO 8601 date-time or Unix seconds, in the years 0001–9999). Each order as GET /api/orders/{id} answers it. Keyset-paged on (createdAt, id): an order placed while a client pages is newer than the cursor and moves nothing, so the pages have no gaps and no repeats. The shop's secret key only.
          */
         get: operations["listOrders"];
         put?: never;
