@@ -44,6 +44,8 @@ const deployedInstances = 2
 const retentionRowsPerTable = Number(process.env.BENCH_RETENTION_ROWS ?? 1_000_000)
 /** BENCH_ONLY=newKey,replay runs those scenarios (and the floor) and prints their tables, nothing else. */
 const only = process.env.BENCH_ONLY?.split(',').map(name => name.trim()).filter(Boolean)
+/** BENCH_ONLY names that profile a workload instead of measuring it. */
+const profiles = ['profile', 'profileNewKey']
 // Counting round trips needs no long run, only enough orders to amortise the background traffic.
 const roundTripSeconds = 3
 const roundTripWarmUpSeconds = 1
@@ -310,6 +312,9 @@ async function scenario(label, env, kind, mode, { meter, duration = seconds, war
       // Counted on the bench's Postgres, and only where nothing but the run's requests changes its rows.
       const countsRetained = !floor && Boolean(env.DATABASE_URL) && !alongside
       const retainedBefore = countsRetained ? await retainedRows() : 0
+      // The writes floor writes a new-key order's rows: its index entries are the data model's.
+      const countsIndexEntries = (countsRetained || kind === 'writes') && mode === 'new'
+      const indexEntriesBefore = countsIndexEntries ? await indexEntries() : 0
       const beside = await alongside?.(urls)
       await meter?.start()
       const cost = costMeter(sql, { appPids: () => servers.map(server => server.pid), workerPids: () => (worker ? [worker.pid] : []) })
@@ -322,8 +327,10 @@ async function scenario(label, env, kind, mode, { meter, duration = seconds, war
       const besideDone = beside && { ...beside, done: await beside.done }
       // The request log's last batch of the run is written within its flush interval.
       if (!floor) await sleep(200)
+      if (kind === 'writes') await sleep(200)
       const retained = countsRetained ? (await retainedRows() - retainedBefore) / units : undefined
-      return { label, result, units, rate: rateOf(result, mode), count, cost: { ...costs, embedded: !floor && !env.DATABASE_URL }, drainMs, alongside: besideDone, retained }
+      const indexEntriesPerUnit = countsIndexEntries ? (await indexEntries() - indexEntriesBefore) / units : undefined
+      return { label, result, units, rate: rateOf(result, mode), count, cost: { ...costs, embedded: !floor && !env.DATABASE_URL }, drainMs, alongside: besideDone, retained, indexEntries: indexEntriesPerUnit }
     }
     finally {
       await stopPayer?.()
@@ -360,10 +367,10 @@ async function roundTripScenario(env, mode = 'new', options = {}, kind = 'order'
  * The as-deployed new-key workload once more, its servers under `node --cpu-prof` (not a throughput
  * row: profiling slows them), until its jobs have drained: where the app processes' CPU goes.
  */
-async function profileScenario(env, options) {
+async function profileScenario(env, options, mode = 'paid') {
   const dir = mkdtempSync(join(tmpdir(), 'ic-profile-'))
   try {
-    const { units } = await scenario('profiled', env, 'order', 'paid', { ...options, nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`] })
+    const { units } = await scenario('profiled', env, 'order', mode, { ...options, nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`] })
     return { orders: units, ...summarizeProfiles(dir) }
   }
   finally {
@@ -381,6 +388,28 @@ function profileRows({ orders, groups, functions }) {
 async function retainedRows() {
   const [{ rows }] = await sql`select (select count(*) from idempotency_records) + (select count(*) from jobs) + (select count(*) from request_log) as rows`
   return Number(rows)
+}
+
+/**
+ * Index entries in the bench database: for each table, the rows each of its indexes holds (all
+ * rows, or those its predicate keeps), in one scan of the table. Counted before and after a run, the
+ * difference is what the run's rows cost in index maintenance (live entries: an update that is not
+ * HOT adds one more, which this does not see, and a new order updates nothing).
+ */
+async function indexEntries() {
+  const indexes = await sql`
+    select t.relname as "table", pg_get_expr(x.indpred, x.indrelid) as predicate
+    from pg_index x join pg_class t on t.oid = x.indrelid join pg_namespace n on n.oid = t.relnamespace
+    where n.nspname = 'public' and t.relkind = 'r'`
+  const byTable = new Map()
+  for (const { table, predicate } of indexes) byTable.set(table, [...(byTable.get(table) ?? []), predicate])
+  let entries = 0
+  for (const [table, predicates] of byTable) {
+    const counts = predicates.map(predicate => (predicate ? `count(*) filter (where ${predicate})` : 'count(*)')).join(' + ')
+    const [{ total }] = await sql.unsafe(`select (${counts})::bigint as total from "${table}"`)
+    entries += Number(total)
+  }
+  return entries
 }
 
 /**
@@ -454,7 +483,7 @@ function printRates(measured) {
 const costFigure = value => (value === undefined ? '' : value.toFixed(2))
 
 /** One row of the cost table: what one order (or replay) cost each kind of process, and Postgres's commits and round trips. */
-function costRow({ label, cost, retained }, roundTrips) {
+function costRow({ label, cost, retained, indexEntries }, roundTrips) {
   return {
     'configuration': label,
     'per': `${cost.units} responses`,
@@ -467,6 +496,8 @@ function costRow({ label, cost, retained }, roundTrips) {
     'round trips': costFigure(roundTrips?.perOrder),
     // What it leaves in idempotency_records, jobs and request_log: the rows retention deletes later.
     'rows kept': retained === undefined ? '' : retained.toFixed(2),
+    // Entries its rows added to the tables' indexes (new-key rows only).
+    'index entries': indexEntries === undefined ? '' : indexEntries.toFixed(2),
   }
 }
 
@@ -665,7 +696,7 @@ try {
     newKeyBacklog: () => backlogScenario(`order, new key · ${retentionRowsPerTable.toLocaleString('en-US')} expired rows per table, retention idle`, production, { retention: false }),
     newKeyRetention: () => backlogScenario(`order, new key · while retention deletes ${retentionRowsPerTable.toLocaleString('en-US')} expired rows per table`, production, { retention: true }),
   }
-  const unknown = only?.filter(name => !(name in scenarios) && name !== 'profile')
+  const unknown = only?.filter(name => !(name in scenarios) && !profiles.includes(name))
   if (unknown?.length) throw new Error(`BENCH_ONLY names no scenario: ${unknown.join(', ')} (there are: ${Object.keys(scenarios).join(', ')})`)
   const measured = {}
   // The floor always runs: every ratio is to it.
@@ -678,8 +709,9 @@ try {
     for (const { label, count } of Object.values(measured)) if (count) console.log(`${label}: ${count.perOrder.toFixed(2)} commits per order (${count.count} / ${count.orders})`)
     const retention = measured.newKeyRetention?.retention
     if (retention) console.log(`retention: deleted ${retention.deleted.toLocaleString('en-US')} of ${retention.seeded.toLocaleString('en-US')} rows in ${(retention.ms / 1000).toFixed(1)} s: ${Math.round(retention.rowsPerSecond).toLocaleString('en-US')} rows/s`)
-    if (only.includes('profile')) {
-      const profile = profileRows(await profileScenario(deployed, asDeployed))
+    // profile: the paid order as deployed; profileNewKey: the new-key order on one instance, worker off.
+    for (const name of profiles.filter(name => only.includes(name))) {
+      const profile = profileRows(await (name === 'profile' ? profileScenario(deployed, asDeployed) : profileScenario(production, {}, 'new')))
       console.table(profile.groups)
       console.table(profile.functions)
     }

@@ -107,12 +107,13 @@ export const orders = pgTable('orders', {
   createdAt: createdAt(),
   updatedAt: updatedAt(),
 }, t => [
+  // Each index is an entry written per order: each names the query that needs it. The duplicates
+  // audit (server/ops/audit.ts) has none of its own: it groups every order by cart anyway.
+  // One order per cart (planOrder's CART_CONSTRAINT), and the order a repeated cart already has.
   unique('orders_tenant_cart_unique').on(t.tenantId, t.cartId),
   check('orders_cancel_reason_check', sql`${t.cancelReason} in (${sql.raw(cancelReasons.map(reason => `'${reason}'`).join(', '))})`),
   // The expiry task reads the unpaid orders, oldest first.
   index('orders_unpaid_idx').on(t.createdAt).where(sql`${t.status} in ('pending_payment', 'payment_failed')`),
-  // The duplicates audit reads the recent orders only.
-  index('orders_created_at_idx').on(t.createdAt),
   // GET /api/orders: a tenant's orders newest first, keyset-paged by (created_at, id).
   index('orders_tenant_created_idx').on(t.tenantId, t.createdAt, t.id),
   // Reconciliation reads the orders left awaiting payment, oldest change first.
@@ -224,7 +225,9 @@ export const requestLog = pgTable('request_log', {
   // partial. A key is all but unique, so evidence by (scope, key), by key alone and by event id
   // across providers all read this one and filter the scope.
   index('request_log_idempotency_key_idx').on(t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
+  // Evidence by request id, and a retried batch's check for rows already written (insertBatch).
   index('request_log_request_id_idx').on(t.requestId),
+  // Evidence by the client's X-Request-Id.
   index('request_log_client_request_id_idx').on(t.clientRequestId).where(sql`${t.clientRequestId} is not null`),
   // A btree, not BRIN: retention's batched delete stays an index scan of the oldest rows, and the
   // pages it frees are refilled with new rows, which would widen BRIN's ranges.
@@ -271,12 +274,20 @@ export const jobs = pgTable('jobs', {
   createdAt: createdAt(),
   updatedAt: updatedAt(),
 }, t => [
+  // Each index is an entry written per job: each names the query that needs it. A new job is queued,
+  // so it lands in the first two and the last; the partial ones take it when its status gets there.
+  // Enqueue's ON CONFLICT (kind, dedupe_key), and every lookup of a kind's job by its dedupe key
+  // (an order's payment.create_intent, an event's deliveries); kind first, so `kind in (…)` reads it too.
   unique('jobs_kind_dedupe_key_unique').on(t.kind, t.dedupeKey),
+  // The worker's claim: due jobs by run_at.
   index('jobs_ready_idx').on(t.runAt).where(sql`${t.status} in ('queued', 'failed')`),
+  // The rescuer: running jobs whose heartbeat stopped.
   index('jobs_running_heartbeat_idx').on(t.heartbeatAt).where(sql`${t.status} = 'running'`),
   // Retention picks completed jobs oldest first: without it every batch scans the table for old rows.
   index('jobs_completed_at_idx').on(t.completedAt).where(sql`${t.status} = 'completed'`),
-  index('jobs_status_kind_idx').on(t.status, t.kind),
+  // GET /api/ops/jobs?status=dead_letter, newest first: what operators redrive or dismiss.
+  index('jobs_dead_letter_idx').on(t.createdAt).where(sql`${t.status} = 'dead_letter'`),
+  // An order's jobs: the evidence locker's timeline and the ops jobs listing filtered by resource.
   index('jobs_resource_idx').on(t.resourceId),
   check('jobs_status_check', sql`${t.status} in (${sql.raw(jobStatuses.map(status => `'${status}'`).join(', '))})`),
 ])
