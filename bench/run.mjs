@@ -44,8 +44,13 @@ const deployedInstances = 2
 const retentionRowsPerTable = Number(process.env.BENCH_RETENTION_ROWS ?? 1_000_000)
 /** BENCH_ONLY=newKey,replay runs those scenarios (and the floor) and prints their tables, nothing else. */
 const only = process.env.BENCH_ONLY?.split(',').map(name => name.trim()).filter(Boolean)
+/**
+ * A paid order's app + Postgres CPU as deployed before the pipeline's diet (9.9 ms + 5.4 ms, the run
+ * of 2026-12-06): the CPU target is a share of it.
+ */
+const PAID_ORDER_CPU_BEFORE_MS = 15.3
 /** BENCH_ONLY names that profile a workload instead of measuring it. */
-const profiles = ['profile', 'profileNewKey']
+const profiles = ['profile', 'profileNewKey', 'profileReplay']
 // Counting round trips needs no long run, only enough orders to amortise the background traffic.
 const roundTripSeconds = 3
 const roundTripWarmUpSeconds = 1
@@ -543,15 +548,21 @@ async function report(measured, { production, deployed, asDeployed }) {
   const { storm, problems } = measured.storm
   const toFloor = name => rps[name] / rps.floor
   const perNewOrder = ({ count, orders, perOrder }, what) => `${perOrder.toFixed(2)} (${count} ${what} / ${orders} orders)`
+  const toWrites = name => rps[name] / rps.orderWrites
+  const paidCpuMs = measured.deployedPaid.cost.cpuMs.app + measured.deployedPaid.cost.cpuMs.postgres
+  const paidRoundTrips = roundTripsOf.deployedPaid
   const targets = [
-    // Next to it, what the order's rows alone reach: the part of the ratio the data model sets.
-    ['new-key order ≥ 0.5× floor (goal 0.9×)', `${toFloor('newKey').toFixed(2)}× (the order's own writes alone: ${toFloor('orderWrites').toFixed(2)}×)`, toFloor('newKey') >= 0.5],
-    ['webhook new event ≥ 0.5× floor', `${toFloor('webhookNew').toFixed(2)}×`, toFloor('webhookNew') >= 0.5],
+    // The app's own share: a new key against a bare server writing exactly its rows.
+    ['new-key order ≥ 0.8× the order\'s own writes floor', `${toWrites('newKey').toFixed(2)}× (${toFloor('newKey').toFixed(2)}× the one-INSERT floor)`, toWrites('newKey') >= 0.8],
+    ['webhook new event ≥ 0.8× the order\'s own writes floor', `${toWrites('webhookNew').toFixed(2)}×`, toWrites('webhookNew') >= 0.8],
+    // The rows' diet: what the data model alone reaches.
+    ['the order\'s own writes floor ≥ 0.5× the one-INSERT floor', `${toFloor('orderWrites').toFixed(2)}× (${measured.orderWrites.indexEntries.toFixed(1)} index entries per order)`, toFloor('orderWrites') >= 0.5],
     ['new-key order through PgBouncer (transaction mode) ≥ 0.7× direct', `${(rps.newKeyPooled / rps.newKey).toFixed(2)}×`, rps.newKeyPooled / rps.newKey >= 0.7],
-    ['replays ≥ 2.5× floor (goal 3×)', `${toFloor('replay').toFixed(2)}×`, toFloor('replay') >= 2.5],
+    ['replay ≥ 2× the one-INSERT floor', `${toFloor('replay').toFixed(2)}×`, toFloor('replay') >= 2],
+    ['as deployed replay ≥ 1.5× the one-INSERT floor', `${toFloor('deployedReplay').toFixed(2)}×`, toFloor('deployedReplay') >= 1.5],
     // The order's whole pipeline, its payment included.
-    ['as deployed new-key order ≥ 0.3× floor (goal 0.9×)', `${toFloor('deployedPaid').toFixed(2)}× (paid; not paid ${toFloor('deployedNewKey').toFixed(2)}×)`, toFloor('deployedPaid') >= 0.3],
-    ['as deployed replay ≥ 1.5× floor (goal 3×)', `${toFloor('deployedReplay').toFixed(2)}×`, toFloor('deployedReplay') >= 1.5],
+    ['paid order as deployed: ≤ 10 Postgres round trips', perNewOrder(paidRoundTrips, 'round trips'), paidRoundTrips.perOrder <= 10],
+    [`paid order as deployed: app + Postgres CPU ≤ 60 % of ${PAID_ORDER_CPU_BEFORE_MS} ms`, `${paidCpuMs.toFixed(2)} ms (${Math.round(paidCpuMs / PAID_ORDER_CPU_BEFORE_MS * 100)} %)`, paidCpuMs <= 0.6 * PAID_ORDER_CPU_BEFORE_MS],
     ['commits per new order = 1', perNewOrder(commits, 'commits'), commits.perOrder <= 1.05],
     ['Postgres round trips per new order ≤ 2', perNewOrder(roundTrips, 'round trips'), roundTrips.perOrder <= 2],
     ['commits per new order of 3 tracked SKUs = 1', perNewOrder(measured.trackedNewKey.count, 'commits'), measured.trackedNewKey.count.perOrder <= 1.05],
@@ -571,6 +582,9 @@ async function report(measured, { production, deployed, asDeployed }) {
     + ' Background traffic (request-log batches, notifications, readiness checks) is included on purpose, amortised over the orders.',
   ]
   const costNotes = [
+    'Index entries: the entries a new-key run\'s rows added to the database\'s indexes, per order (each table counted in one scan before and'
+    + ' after the run, each index\'s rows under its predicate: live entries only, and a new order updates nothing). The writes floor writes'
+    + ' the same rows, so its figure is the data model\'s.',
     'Each figure is per successful response of the scenario\'s measured run (an order created, a replay or a delivery answered;'
     + ' in the "paid" rows per order created, its payment\'s confirmation and everything that followed it included;'
     + ' in the "unknown API route" row per 404 problem answered).'
@@ -709,9 +723,10 @@ try {
     for (const { label, count } of Object.values(measured)) if (count) console.log(`${label}: ${count.perOrder.toFixed(2)} commits per order (${count.count} / ${count.orders})`)
     const retention = measured.newKeyRetention?.retention
     if (retention) console.log(`retention: deleted ${retention.deleted.toLocaleString('en-US')} of ${retention.seeded.toLocaleString('en-US')} rows in ${(retention.ms / 1000).toFixed(1)} s: ${Math.round(retention.rowsPerSecond).toLocaleString('en-US')} rows/s`)
-    // profile: the paid order as deployed; profileNewKey: the new-key order on one instance, worker off.
+    // profile: the paid order as deployed; profileNewKey and profileReplay: the order on one instance, worker off.
+    const profiled = { profile: () => profileScenario(deployed, asDeployed), profileNewKey: () => profileScenario(production, {}, 'new'), profileReplay: () => profileScenario(production, {}, 'replay') }
     for (const name of profiles.filter(name => only.includes(name))) {
-      const profile = profileRows(await (name === 'profile' ? profileScenario(deployed, asDeployed) : profileScenario(production, {}, 'new')))
+      const profile = profileRows(await profiled[name]())
       console.table(profile.groups)
       console.table(profile.functions)
     }
