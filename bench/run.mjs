@@ -373,13 +373,15 @@ async function roundTripScenario(env, mode = 'new', options = {}, kind = 'order'
  * row: profiling slows them), until its jobs have drained: where the app processes' CPU goes.
  */
 async function profileScenario(env, options, mode = 'paid') {
-  const dir = mkdtempSync(join(tmpdir(), 'ic-profile-'))
+  // BENCH_PROFILE_DIR keeps the profiles (.cpuprofile, for Chrome's DevTools) there.
+  const kept = process.env.BENCH_PROFILE_DIR
+  const dir = kept ?? mkdtempSync(join(tmpdir(), 'ic-profile-'))
   try {
     const { units } = await scenario('profiled', env, 'order', mode, { ...options, nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`] })
     return { orders: units, ...summarizeProfiles(dir) }
   }
   finally {
-    rmSync(dir, { recursive: true, force: true })
+    if (!kept) rmSync(dir, { recursive: true, force: true })
   }
 }
 

@@ -3,6 +3,7 @@ import { sql } from 'drizzle-orm'
 import type { H3Event } from 'h3'
 import type { Database } from '@idempotent-checkout/db-kit'
 import { dataRefusalCode, describeDatabaseError } from '@idempotent-checkout/db-kit'
+import { ExpiringMap } from '@idempotent-checkout/db-kit/expiring-map'
 import { requestLog } from '../db/schema'
 import { rawRequestPath, requestMethod, requestTarget } from '../problems'
 import { escapeHeaderValue, escapeText, log } from './logger'
@@ -289,6 +290,28 @@ export function isRoutineRead(row: Pick<RequestLogRow, 'method' | 'status' | 'du
     && row.durationMs < SLOW_REQUEST_MS && row.authenticatedBy !== 'ops_token'
 }
 
+/** Keys whose replay this minute was already logged at info, per instance: bounded, oldest out first. */
+const MAX_SAMPLED_REPLAY_KEYS = 10_000
+
+/**
+ * Replays are a retry storm's bulk (a client looping on one key sends thousands): the first replay of
+ * a key in each minute is logged at info, the rest of that minute's at debug; their request_log rows
+ * are written all the same. Per instance, so with N instances a key shows up to N lines a minute.
+ * Returns whether this replay's line is one of the routine ones.
+ */
+export function createReplaySampler(maxKeys = MAX_SAMPLED_REPLAY_KEYS): (scope: string | null | undefined, key: string, now?: number) => boolean {
+  const logged = new ExpiringMap<true>(maxKeys)
+  return (scope, key, now = Date.now()) => {
+    const minute = Math.floor(now / 60_000)
+    const name = `${minute}\n${scope ?? ''}\n${key}`
+    if (logged.get(name, now)) return true
+    logged.set(name, true, (minute + 1) * 60_000)
+    return false
+  }
+}
+
+const routineReplay = createReplaySampler()
+
 /** The longest path a row keeps, escapes included. */
 export const MAX_PATH_LENGTH = 500
 /** The longest refused X-Request-Id or Idempotency-Key a log line shows, escapes included. */
@@ -366,7 +389,8 @@ export function recordRequest(event: H3Event, db: Database | undefined, delivere
   const route = context.matchedRoute?.path ?? 'unmatched'
   metrics.httpDuration.observe({ method: row.method, route, status: String(row.status) }, elapsedMs / 1000)
   const scrape = path === METRICS_PATH && row.status === 200
-  log[scrape || isRoutineRead(row) ? 'debug' : 'info']('request', {
+  const replay = row.outcome === 'replay' && row.idempotencyKey !== null && row.durationMs < SLOW_REQUEST_MS
+  log[scrape || isRoutineRead(row) || (replay && routineReplay(row.scope, row.idempotencyKey!)) ? 'debug' : 'info']('request', {
     ...row,
     route,
     operation: context.idempotency?.route,
