@@ -391,9 +391,10 @@ function profileRows({ orders, groups, functions }) {
   return { groups: groups.map(row('where')), functions: functions.map(row('function (bundled server)')) }
 }
 
-/** Rows in the tables retention empties: what the hot path leaves behind for it. */
+/** Rows in the tables retention empties (request_log_replays with request_log): what the hot path leaves behind for it. */
 async function retainedRows() {
-  const [{ rows }] = await sql`select (select count(*) from idempotency_records) + (select count(*) from jobs) + (select count(*) from request_log) as rows`
+  const [{ rows }] = await sql`select (select count(*) from idempotency_records) + (select count(*) from jobs) + (select count(*) from request_log)
+    + (select count(*) from request_log_replays) as rows`
   return Number(rows)
 }
 
@@ -596,7 +597,7 @@ async function report(measured, { production, deployed, asDeployed }) {
     + ' "Redis" every redis-server process. The load generator\'s own CPU is not in the table.',
     'Write commits: transaction ids Postgres handed out over the same span (`txid_current()` before and after, less the reading\'s own):'
     + ' a transaction that only reads takes none. Cluster-wide, so another database\'s writes at the same time would count.',
-    'Rows kept: what the run left in idempotency_records, jobs and request_log, the three tables retention empties, per unit:'
+    'Rows kept: what the run left in idempotency_records, jobs, request_log and request_log_replays, the tables retention empties, per unit:'
     + ' the rows retention must delete for each order, at the latest after their retention period.',
     `Round trips: a separate ${roundTripSeconds} s run of the same configuration after a ${roundTripWarmUpSeconds} s warm-up,`
     + ' its servers reaching Postgres through the counting proxy (see the targets); with the worker on, its statements until the drain are counted too.',

@@ -364,7 +364,7 @@ export const OpsLedgerDiscrepancyListSchema = opsList(OpsLedgerDiscrepancySchema
 
 export const OpsTaskRunSchema = z.object({ result: z.unknown().optional().meta({ description: 'What the task reported.' }) }).meta({ id: 'OpsTaskRun' })
 
-const evidenceKinds = ['request', 'idempotency_record', 'job', 'job_attempt', 'webhook_event', 'order', 'refund', 'order_status', 'side_effect', 'email', 'invoice', 'operator_action', 'ledger_discrepancy', 'stock_movement', 'event', 'webhook_delivery'] as const
+const evidenceKinds = ['request', 'replays', 'idempotency_record', 'job', 'job_attempt', 'webhook_event', 'order', 'refund', 'order_status', 'side_effect', 'email', 'invoice', 'operator_action', 'ledger_discrepancy', 'stock_movement', 'event', 'webhook_delivery'] as const
 const optionalText = z.string().optional()
 export const EvidenceQuerySchema = z.object({ key: optionalText, scope: optionalText, orderId: optionalText, eventId: optionalText, requestId: optionalText, keyId: optionalText }).meta({ id: 'EvidenceQuery' })
 export const EvidenceEntrySchema = z.object({

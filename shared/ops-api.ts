@@ -129,7 +129,7 @@ export interface EvidenceQuery {
   keyId?: string
 }
 
-export type EvidenceKind = 'request' | 'idempotency_record' | 'job' | 'job_attempt' | 'webhook_event' | 'order' | 'refund' | 'order_status' | 'side_effect' | 'email' | 'invoice' | 'operator_action' | 'ledger_discrepancy' | 'stock_movement' | 'event' | 'webhook_delivery'
+export type EvidenceKind = 'request' | 'replays' | 'idempotency_record' | 'job' | 'job_attempt' | 'webhook_event' | 'order' | 'refund' | 'order_status' | 'side_effect' | 'email' | 'invoice' | 'operator_action' | 'ledger_discrepancy' | 'stock_movement' | 'event' | 'webhook_delivery'
 
 export interface EvidenceIds {
   requestId?: string

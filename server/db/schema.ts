@@ -240,6 +240,34 @@ export type JobErrorEntry = OpsJobError
 /** Every claim draws the next value: a fence token that only grows, across all workers. */
 export const jobFenceSequence = pgSequence('job_fence_seq')
 
+/**
+ * Replays counted instead of logged row by row: a key replayed again in the same minute on the same
+ * instance (its first replay of the minute has its request_log row) adds one here. A client looping
+ * on one key costs a row per instance and minute, not one per request. `replays` is the instance's
+ * running total for the minute, so writing it again after a failed write that did commit changes
+ * nothing (the upsert keeps the larger).
+ */
+export const requestLogReplays = pgTable('request_log_replays', {
+  idempotencyKey: text('idempotency_key').notNull(),
+  scope: text('scope').notNull(),
+  /** The minute the replays fell in (its start). */
+  minute: timestamp('minute', { withTimezone: true }).notNull(),
+  instance: text('instance').notNull(),
+  tenantId: text('tenant_id'),
+  method: text('method').notNull(),
+  path: text('path').notNull(),
+  /** The status replayed (the stored response's): one per key. */
+  status: integer('status').notNull(),
+  replays: integer('replays').notNull(),
+  firstAt: timestamp('first_at', { withTimezone: true }).notNull(),
+  lastAt: timestamp('last_at', { withTimezone: true }).notNull(),
+}, t => [
+  // Key first: the evidence finds a key's counts by (scope, key) and by key alone (an event id in any provider).
+  primaryKey({ name: 'request_log_replays_pkey', columns: [t.idempotencyKey, t.scope, t.minute, t.instance] }),
+  // Retention deletes the oldest minutes.
+  index('request_log_replays_minute_idx').on(t.minute),
+])
+
 /** The outbox: a job row commits in the same transaction as the business write that wants it. */
 export const jobs = pgTable('jobs', {
   id: text('id').primaryKey(),

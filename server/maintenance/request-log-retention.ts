@@ -2,16 +2,21 @@ import { lt, sql } from 'drizzle-orm'
 import { deletePickedRows } from '@idempotent-checkout/db-kit'
 import type { Database, PacedDeleteOptions } from '@idempotent-checkout/db-kit'
 import type { Locks } from 'nuxt-idempotency/core'
-import { requestLog } from '../db/schema'
+import { rowsOf } from '../db/raw-rows'
+import { requestLog, requestLogReplays } from '../db/schema'
 import { metrics } from '../observability/metrics'
 import { type RetentionResult, runRetention } from './retention'
 
-/** Deletes request-log rows older than `olderThanDays` (REQUEST_LOG_RETENTION_DAYS). */
+/** Deletes request-log rows and replay counts older than `olderThanDays` (REQUEST_LOG_RETENTION_DAYS). */
 export function deleteOldRequestLogRows(db: Database, locks: Locks, olderThanDays: number, pace?: Partial<PacedDeleteOptions>): Promise<RetentionResult> {
   return runRetention({
     locks,
     name: 'retention-request-log',
-    deleteBatch: batch => deleteOldestBatch(db, olderThanDays, batch),
+    // The rows first, then the replay counts of the same age, each batch within the same budget.
+    deleteBatch: async (batch) => {
+      const rows = await deleteOldestBatch(db, olderThanDays, batch)
+      return rows < batch ? rows + await deleteOldestReplayCounts(db, olderThanDays, batch - rows) : rows
+    },
     onDeleted: rows => metrics.requestLogRowsDeleted.inc({}, rows),
     pace,
   })
@@ -25,4 +30,18 @@ function deleteOldestBatch(db: Database, olderThanDays: number, batch: number): 
     .limit(batch)
     .for('update', { skipLocked: true })
   return deletePickedRows(db, requestLog, requestLog.id, old)
+}
+
+/**
+ * Replay counts of minutes past the retention, oldest first through the minute index, picked once by
+ * their row address (the table has no id; see pickedOnce): answers how many went.
+ */
+async function deleteOldestReplayCounts(db: Database, olderThanDays: number, batch: number): Promise<number> {
+  const result = await db.execute(sql`with deleted as (
+      delete from ${requestLogReplays} where ctid = any(array(
+        select ctid from ${requestLogReplays} where ${requestLogReplays.minute} < now() - (${olderThanDays}::int * interval '1 day')
+        order by ${requestLogReplays.minute} limit ${batch} for update skip locked))
+      returning 1)
+    select count(*)::int as count from deleted`)
+  return rowsOf<{ count: number }>(result)[0]?.count ?? 0
 }

@@ -100,6 +100,7 @@ export const metrics = {
   requestLogRowsDropped: defineCounter('request_log_rows_dropped_total', 'Request-log rows dropped unwritten: the queue held MAX_QUEUED_ROWS while the database could not take them (oldest first).'),
   requestLogRowsQuarantined: defineCounter('request_log_rows_quarantined_total', 'Request-log rows the database refused for their data (SQLSTATE class 22 or 23, or unencodable), logged at warn and not written, by reason (the SQLSTATE).', ['reason']),
   requestLogRowsDeleted: defineCounter('request_log_rows_deleted_total', 'Request-log rows older than REQUEST_LOG_RETENTION_DAYS deleted by retention.'),
+  replayCountsForgotten: defineCounter('request_log_replays_forgotten_total', 'Minutes of replay counts an instance dropped unwritten to stay within its bound (a storm over more keys at once than it keeps).'),
 
   // HTTP (route: the matched route pattern, e.g. "/api/webhooks/:provider").
   httpDuration: defineHistogram('http_request_duration_seconds', 'API request duration from arrival to the response (or the client\'s disconnect, status 499), by method, route pattern and status.', ['method', 'route', 'status'], HTTP_BUCKETS),

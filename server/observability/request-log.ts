@@ -6,8 +6,10 @@ import { dataRefusalCode, describeDatabaseError } from '@idempotent-checkout/db-
 import { ExpiringMap } from '@idempotent-checkout/db-kit/expiring-map'
 import { requestLog } from '../db/schema'
 import { rawRequestPath, requestMethod, requestTarget } from '../problems'
+import { arrayLiteral } from './array-literal'
 import { escapeHeaderValue, escapeText, log } from './logger'
 import { metrics } from './metrics'
+import { createReplayCounter } from './replay-counts'
 
 const instance = `${hostname()}:${process.pid}`
 
@@ -295,9 +297,9 @@ const MAX_SAMPLED_REPLAY_KEYS = 10_000
 
 /**
  * Replays are a retry storm's bulk (a client looping on one key sends thousands): the first replay of
- * a key in each minute is logged at info, the rest of that minute's at debug; their request_log rows
- * are written all the same. Per instance, so with N instances a key shows up to N lines a minute.
- * Returns whether this replay's line is one of the routine ones.
+ * a key in each minute is logged at info and has its request_log row; the rest of that minute's are
+ * logged at debug and counted (request_log_replays). Per instance, so with N instances a key shows
+ * up to N lines and rows a minute. Returns whether this replay is one of the counted ones.
  */
 export function createReplaySampler(maxKeys = MAX_SAMPLED_REPLAY_KEYS): (scope: string | null | undefined, key: string, now?: number) => boolean {
   const logged = new ExpiringMap<true>(maxKeys)
@@ -311,6 +313,8 @@ export function createReplaySampler(maxKeys = MAX_SAMPLED_REPLAY_KEYS): (scope: 
 }
 
 const routineReplay = createReplaySampler()
+/** Minutes of replay counts kept per instance: as many as the sampler's keys. */
+const replayCounter = createReplayCounter({ instance, flushEveryMs: FLUSH_EVERY_MS, maxEntries: MAX_SAMPLED_REPLAY_KEYS })
 
 /** The longest path a row keeps, escapes included. */
 export const MAX_PATH_LENGTH = 500
@@ -389,8 +393,10 @@ export function recordRequest(event: H3Event, db: Database | undefined, delivere
   const route = context.matchedRoute?.path ?? 'unmatched'
   metrics.httpDuration.observe({ method: row.method, route, status: String(row.status) }, elapsedMs / 1000)
   const scrape = path === METRICS_PATH && row.status === 200
-  const replay = row.outcome === 'replay' && row.idempotencyKey !== null && row.durationMs < SLOW_REQUEST_MS
-  log[scrape || isRoutineRead(row) || (replay && routineReplay(row.scope, row.idempotencyKey!)) ? 'debug' : 'info']('request', {
+  // A replay of a key already replayed this minute here: a debug line, and a count instead of a row.
+  const countedReplay = row.outcome === 'replay' && row.idempotencyKey != null && row.scope != null
+    && row.durationMs < SLOW_REQUEST_MS && routineReplay(row.scope, row.idempotencyKey)
+  log[scrape || countedReplay || isRoutineRead(row) ? 'debug' : 'info']('request', {
     ...row,
     route,
     operation: context.idempotency?.route,
@@ -404,7 +410,12 @@ export function recordRequest(event: H3Event, db: Database | undefined, delivere
   // as they finished (a request whose client left is written only once its handler ended). Set
   // after the log line, which is serialized at once, so one object serves both.
   row.createdAt = new Date(Date.now() - elapsedMs)
-  writer.enqueue(db, row)
+  if (countedReplay) {
+    replayCounter.count(db, { scope: row.scope!, key: row.idempotencyKey!, tenantId: row.tenantId ?? null, method: row.method, path: row.path, status: row.status, at: row.createdAt })
+  }
+  else {
+    writer.enqueue(db, row)
+  }
 }
 
 /** A request header as Node read it (latin1, one character per byte); repeated ones joined as Node joins them. */
@@ -415,7 +426,7 @@ function headerValue(event: H3Event, name: string): string | undefined {
 
 /** Drains the queue on shutdown, giving up after SHUTDOWN_FLUSH_MS when the database is gone. */
 export async function flushRequestLog(): Promise<void> {
-  await writer.flush(SHUTDOWN_FLUSH_MS)
+  await Promise.all([writer.flush(SHUTDOWN_FLUSH_MS), replayCounter.flush(SHUTDOWN_FLUSH_MS)])
 }
 
 /** Each column and the Postgres type its values travel as. */
@@ -447,9 +458,4 @@ function insertBatch(batch: RequestLogRow[], retried: boolean) {
     select ${columnNames} from unnest(${arrays}) with ordinality as batch(${columnNames}, position)
     where not exists (select 1 from ${requestLog} written where written.request_id = batch.request_id)
     order by position`
-}
-
-/** A Postgres array literal, every element quoted (so commas, braces and quotes in a path are data). */
-function arrayLiteral(values: Array<string | number | Date | null | undefined>): string {
-  return `{${values.map(value => (value == null ? 'NULL' : `"${String(value).replace(/[\\"]/g, match => `\\${match}`)}"`)).join(',')}}`
 }

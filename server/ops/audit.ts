@@ -1,9 +1,9 @@
-import { and, desc, eq, gte, isNotNull, ne, sql } from 'drizzle-orm'
+import { and, eq, gte, isNotNull, ne, sql } from 'drizzle-orm'
 import type { Database } from '@idempotent-checkout/db-kit'
 import { rowsOf } from '../db/raw-rows'
 import { ledgerSums } from '../stock/service'
-import { invoices, mailbox, orders, orderStatusHistory, paymentIntentRefunds, paymentIntents, refunds, requestLog, sideEffects, stock, stockMovements, webhookEvents } from '../db/schema'
-import type { BusinessDuplicate, DuplicatesAudit, ExactlyOnceViolation, ViolationKind } from '../../shared/ops-api'
+import { invoices, mailbox, orders, orderStatusHistory, paymentIntentRefunds, paymentIntents, refunds, requestLog, requestLogReplays, sideEffects, stock, stockMovements, webhookEvents } from '../db/schema'
+import type { BusinessDuplicate, DuplicatesAudit, ExactlyOnceViolation, FrequentReplay, ViolationKind } from '../../shared/ops-api'
 
 /**
  * The duplicates audit (docs/operations.md#evidence-and-audit): what "exactly once" would look like
@@ -44,7 +44,7 @@ export interface AuditOptions {
   keyTtlSeconds: number
 }
 
-const recent = (column: typeof orders.createdAt | typeof requestLog.createdAt | typeof refunds.createdAt) =>
+const recent = (column: typeof orders.createdAt | typeof requestLog.createdAt | typeof requestLogReplays.lastAt | typeof refunds.createdAt) =>
   gte(column, sql`now() - make_interval(hours => ${AUDIT_LOOKBACK_HOURS}::int)`)
 const count = sql<number>`count(*)::int`.mapWith(Number)
 const moreThanOne = sql`count(*) > 1`
@@ -63,13 +63,7 @@ export async function auditDuplicates(db: Database, options: AuditOptions): Prom
   const [businessDuplicates, exactlyOnceViolations, frequentReplays] = await Promise.all([
     findBusinessDuplicates(db, options.windowMinutes),
     findExactlyOnceViolations(db, options.keyTtlSeconds),
-    db.select({ scope: requestLog.scope, key: sql<string>`${requestLog.idempotencyKey}`, replays: count })
-      .from(requestLog)
-      .where(and(sql`${requestLog.outcome} = 'replay'`, isNotNull(requestLog.idempotencyKey), recent(requestLog.createdAt)))
-      .groupBy(requestLog.scope, requestLog.idempotencyKey)
-      .having(sql`count(*) >= ${options.replayThreshold}`)
-      .orderBy(desc(count))
-      .limit(AUDIT_LIMIT),
+    findFrequentReplays(db, options.replayThreshold),
   ])
   return {
     healthy: exactlyOnceViolations.length === 0,
@@ -77,6 +71,26 @@ export async function auditDuplicates(db: Database, options: AuditOptions): Prom
     exactlyOnceViolations,
     suspects: { businessDuplicates, frequentReplays },
   }
+}
+
+/**
+ * Keys replayed at least `threshold` times lately: their replays logged one by one (the first of each
+ * minute on each instance) and those counted (request_log_replays), summed.
+ */
+async function findFrequentReplays(db: Database, threshold: number): Promise<FrequentReplay[]> {
+  const result = await db.execute(sql`
+    select scope, key, sum(replays)::int as replays from (
+      select ${requestLog.scope} as scope, ${requestLog.idempotencyKey} as key, 1 as replays from ${requestLog}
+      where ${requestLog.outcome} = 'replay' and ${requestLog.idempotencyKey} is not null and ${recent(requestLog.createdAt)}
+      union all
+      select ${requestLogReplays.scope}, ${requestLogReplays.idempotencyKey}, ${requestLogReplays.replays} from ${requestLogReplays}
+      where ${recent(requestLogReplays.lastAt)}
+    ) replayed
+    group by scope, key
+    having sum(replays) >= ${threshold}
+    order by sum(replays) desc
+    limit ${AUDIT_LIMIT}`)
+  return rowsOf<FrequentReplay>(result).map(row => ({ scope: row.scope, key: row.key, replays: Number(row.replays) }))
 }
 
 /**

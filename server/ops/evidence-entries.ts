@@ -1,4 +1,4 @@
-import type { events, invoices, jobs, ledgerDiscrepancies, mailbox, operatorActions, orders, orderStatusHistory, refunds, requestLog, sideEffects, stockMovements, webhookAttempts, webhookEvents } from '../db/schema'
+import type { events, invoices, jobs, ledgerDiscrepancies, mailbox, operatorActions, orders, orderStatusHistory, refunds, requestLog, requestLogReplays, sideEffects, stockMovements, webhookAttempts, webhookEvents } from '../db/schema'
 import type { idempotencyRecords } from 'nuxt-idempotency/core'
 import { paymentIdempotencyKey, refundIdempotencyKey } from '../payments/keys'
 import { WebhookDeliveryPayload } from '../webhook-endpoints/job-types'
@@ -43,10 +43,12 @@ export const rankOf = {
   email: 7,
   invoice: 7,
   request: 8,
+  replays: 8,
 } as const
 
 export type RecordRow = typeof idempotencyRecords.$inferSelect
 export type RequestRow = typeof requestLog.$inferSelect
+export type ReplaysRow = typeof requestLogReplays.$inferSelect
 export type OrderRow = typeof orders.$inferSelect
 export type JobRow = typeof jobs.$inferSelect
 export type WebhookEventRow = typeof webhookEvents.$inferSelect
@@ -87,6 +89,20 @@ export function requestEntry(row: RequestRow): RankedEntry {
       requestId: row.requestId, clientRequestId: row.clientRequestId, authenticatedBy: row.authenticatedBy,
       method: row.method, path: row.path, tenantId: row.tenantId, scope: row.scope, key: row.idempotencyKey,
       outcome: row.outcome, status: row.status, durationMs: row.durationMs, instance: row.instance, loggedAt: iso(row.createdAt),
+    },
+  })
+}
+
+/** Replays of a key in one minute on one instance, counted after its first replay there (which has its request row). */
+export function replaysEntry(row: ReplaysRow): RankedEntry {
+  const times = row.replays === 1 ? 'once more' : `${row.replays} more times`
+  return ranked(`replays:${row.scope}\n${row.idempotencyKey}\n${iso(row.minute)}\n${row.instance}`, rankOf.replays, row.firstAt, {
+    kind: 'replays',
+    summary: `${row.method} ${row.path} replayed ${times} (answered ${row.status}) between ${iso(row.firstAt)} and ${iso(row.lastAt)} on ${row.instance}: counted, not logged one by one.`,
+    ids: idsOf({ key: row.idempotencyKey, scope: row.scope, tenantId: row.tenantId }),
+    detail: {
+      method: row.method, path: row.path, tenantId: row.tenantId, scope: row.scope, key: row.idempotencyKey, status: row.status,
+      replays: row.replays, minute: iso(row.minute), firstAt: iso(row.firstAt), lastAt: iso(row.lastAt), instance: row.instance,
     },
   })
 }

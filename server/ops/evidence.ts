@@ -1,7 +1,7 @@
 import { and, asc, eq, inArray, like, or, type SQL, sql } from 'drizzle-orm'
 import type { Database } from '@idempotent-checkout/db-kit'
 import {
-  events, invoices, jobs, ledgerDiscrepancies, mailbox, operatorActions, orders, orderStatusHistory, refunds, requestLog, sideEffects, stockMovements, webhookAttempts, webhookEndpoints, webhookEvents,
+  events, invoices, jobs, ledgerDiscrepancies, mailbox, operatorActions, orders, orderStatusHistory, refunds, requestLog, requestLogReplays, sideEffects, stockMovements, webhookAttempts, webhookEndpoints, webhookEvents,
 } from '../db/schema'
 import { idempotencyRecords } from 'nuxt-idempotency/core'
 import { problem } from '../problems'
@@ -10,7 +10,7 @@ import { ANY_PROVIDER_SCOPE, OPS_SCOPE, orderResource, providerScope, tenantScop
 import { webhookDeliverJob } from '../webhook-endpoints/job-types'
 import {
   emailEntry, eventEntry, type EventIdOf, type EventRow, historyEntry, type HistoryRow, invoiceEntry, jobEntries, type JobRow, ledgerDiscrepancyEntries, operatorActionEntry,
-  type OperatorActionRow, orderEntry, type RankedEntry, recordEntries, type RecordRow, refundEntry, requestEntry, type RequestRow, sideEffectEntry,
+  type OperatorActionRow, orderEntry, type RankedEntry, recordEntries, type RecordRow, refundEntry, replaysEntry, type ReplaysRow, requestEntry, type RequestRow, sideEffectEntry,
   stockMovementEntry, webhookDeliveryEntry, webhookEventEntry, type WebhookEventRow,
 } from './evidence-entries'
 
@@ -92,6 +92,7 @@ export async function collectEvidence(db: Database, query: EvidenceQuery): Promi
   }
   const eventIdOfRow: EventIdOf = webhookEventId => eventIdOf.get(webhookEventId)
   const addRequests = (rows: RequestRow[]) => rows.forEach(row => add(requestEntry(row)))
+  const addReplays = (rows: ReplaysRow[]) => rows.forEach(row => add(replaysEntry(row)))
   const addOperatorActions = (rows: OperatorActionRow[]) => rows.forEach(row => add(operatorActionEntry(row)))
   const addRecords = (rows: RecordRow[]) => rows.forEach(row => recordEntries(row).forEach(add))
   const addJobs = (rows: JobRow[]) => rows.forEach(row => jobEntries(row, eventIdOfRow).forEach(add))
@@ -105,6 +106,8 @@ export async function collectEvidence(db: Database, query: EvidenceQuery): Promi
     db.select().from(idempotencyRecords).where(where).orderBy(asc(idempotencyRecords.createdAt)).limit(MAX_EXPANSIONS)
   const requestsWhere = (where: SQL | undefined) =>
     db.select().from(requestLog).where(where).orderBy(asc(requestLog.id)).limit(ROWS_PER_LOOKUP)
+  const replaysWhere = (where: SQL | undefined) =>
+    db.select().from(requestLogReplays).where(where).orderBy(asc(requestLogReplays.minute)).limit(ROWS_PER_LOOKUP)
   const actionsWhere = (where: SQL | undefined) =>
     db.select().from(operatorActions).where(where).orderBy(asc(operatorActions.id)).limit(ROWS_PER_LOOKUP)
 
@@ -113,9 +116,11 @@ export async function collectEvidence(db: Database, query: EvidenceQuery): Promi
     if (!firstTime(`key:${scope ?? '*'}:${key}`)) return
     const keyed = scope === undefined ? eq(idempotencyRecords.key, key) : and(eq(idempotencyRecords.scope, scope), eq(idempotencyRecords.key, key))
     const logged = scope === undefined ? eq(requestLog.idempotencyKey, key) : and(eq(requestLog.scope, scope), eq(requestLog.idempotencyKey, key))
-    const [records, requests] = await Promise.all([recordsWhere(keyed), requestsWhere(logged)])
+    const counted = scope === undefined ? eq(requestLogReplays.idempotencyKey, key) : and(eq(requestLogReplays.idempotencyKey, key), eq(requestLogReplays.scope, scope))
+    const [records, requests, replays] = await Promise.all([recordsWhere(keyed), requestsWhere(logged), replaysWhere(counted)])
     addRecords(capped(records, MAX_EXPANSIONS))
     addRequests(capped(requests))
+    addReplays(capped(replays))
     for (const record of records) {
       if (record.resourceType === 'order' && record.resourceId) await expandOrder(record.resourceId)
       if (record.resourceType === 'webhook_event' && record.resourceId) {
@@ -130,15 +135,18 @@ export async function collectEvidence(db: Database, query: EvidenceQuery): Promi
     if (!fresh.length) return
     addWebhookEvents(fresh)
     const deliveries = or(...fresh.map(row => and(eq(requestLog.scope, providerScope(row.provider)), eq(requestLog.idempotencyKey, row.eventId))))
+    const redeliveries = or(...fresh.map(row => and(eq(requestLogReplays.idempotencyKey, row.eventId), eq(requestLogReplays.scope, providerScope(row.provider)))))
     const eventRecords = or(...fresh.map(row => and(eq(idempotencyRecords.scope, providerScope(row.provider)), eq(idempotencyRecords.key, row.eventId))))
     const ids = fresh.map(row => row.id)
-    const [requests, records, applyJobs, history] = await Promise.all([
+    const [requests, replays, records, applyJobs, history] = await Promise.all([
       requestsWhere(deliveries),
+      replaysWhere(redeliveries),
       recordsWhere(eventRecords),
       db.select().from(jobs).where(and(eq(jobs.kind, 'webhook.apply'), inArray(jobs.dedupeKey, ids))).limit(ROWS_PER_LOOKUP),
       db.select().from(orderStatusHistory).where(inArray(orderStatusHistory.webhookEventId, ids)).orderBy(asc(orderStatusHistory.id)).limit(ROWS_PER_LOOKUP),
     ])
     addRequests(capped(requests))
+    addReplays(capped(replays))
     addRecords(capped(records, MAX_EXPANSIONS))
     addJobs(capped(applyJobs))
     addHistory(capped(history))
@@ -217,14 +225,16 @@ export async function collectEvidence(db: Database, query: EvidenceQuery): Promi
     // Any provider: the stored events, plus every delivery and record under the id — a delivery
     // whose signature was rejected left only its request_log row. And ours, sent out: an `evt_…`
     // id is ours or Stripe's, so both are looked for.
-    const [paymentEvents, requests, records, ourEvents] = await Promise.all([
+    const [paymentEvents, requests, replays, records, ourEvents] = await Promise.all([
       db.select().from(webhookEvents).where(eq(webhookEvents.eventId, query.eventId)).limit(MAX_EXPANSIONS),
       requestsWhere(and(eq(requestLog.idempotencyKey, query.eventId), like(requestLog.scope, ANY_PROVIDER_SCOPE))),
+      replaysWhere(and(eq(requestLogReplays.idempotencyKey, query.eventId), like(requestLogReplays.scope, ANY_PROVIDER_SCOPE))),
       recordsWhere(and(eq(idempotencyRecords.key, query.eventId), like(idempotencyRecords.scope, ANY_PROVIDER_SCOPE))),
       query.eventId.startsWith('evt_') ? db.select().from(events).where(eq(events.id, query.eventId)) : [],
     ])
     await expandWebhookEvents(capped(paymentEvents, MAX_EXPANSIONS))
     addRequests(capped(requests))
+    addReplays(capped(replays))
     addRecords(capped(records, MAX_EXPANSIONS))
     await expandOurEvents(ourEvents)
   }

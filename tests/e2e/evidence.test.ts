@@ -212,6 +212,45 @@ describeWithServices('GET /api/ops/evidence: one timeline per key, order, event 
     expect(timeline).toHaveLength(2 + 1 + 2 + 2 + 1 + 4 + 4 + 1 + 1 + 2 + 1 + 1 + 2)
   })
 
+  it('a key replayed in a loop: the first replay of the minute as its request, the rest counted in one entry, their sum exact', async () => {
+    const key = newIdempotencyKey()
+    const body = validOrderBody()
+    const created = await postOrder(stack.app.url, { secretKey: stack.tenant.secretKey, key, body })
+    expect(created.status, created.text).toBe(201)
+    const replays = 6
+    for (let replay = 0; replay < replays; replay++) {
+      const again = await postOrder(stack.app.url, { secretKey: stack.tenant.secretKey, key, body })
+      expect(again.headers.get('idempotent-replayed')).toBe('true')
+    }
+    const counted = async () => {
+      const [row] = await sql()<[{ logged: number, counted: number }]>`select
+        (select count(*)::int from request_log where idempotency_key = ${key} and outcome = 'replay') as logged,
+        (select coalesce(sum(replays), 0)::int from request_log_replays where idempotency_key = ${key} and scope = ${scope()}) as counted`
+      return row
+    }
+    await pollUntil('every replay is logged or counted', async () => {
+      const { logged, counted: more } = await counted()
+      return logged + more === replays
+    })
+    const { logged } = await counted()
+    // One row per minute the replays fell in (the loop may cross one minute's end), the rest counted.
+    expect(logged).toBeGreaterThanOrEqual(1)
+    expect(logged).toBeLessThanOrEqual(2)
+
+    const { timeline } = await evidence({ key, scope: scope() })
+    expectChronological(timeline)
+    expect(ofKind(timeline, 'request').map(entry => entry.detail.outcome)).toEqual(['miss', ...Array.from({ length: logged }, () => 'replay')])
+    const countedEntries = ofKind(timeline, 'replays')
+    expect(countedEntries.reduce((sum, entry) => sum + entry.detail.replays, 0)).toBe(replays - logged)
+    for (const entry of countedEntries) {
+      expect(entry.ids).toEqual({ key, scope: scope(), tenantId: stack.tenant.tenantId })
+      expect(entry.detail).toMatchObject({ method: 'POST', path: '/api/orders', status: 201, key, scope: scope() })
+      expect(entry.summary).toMatch(/^POST \/api\/orders replayed (once more|\d+ more times) \(answered 201\) between /)
+    }
+    // By key alone (no scope) the same counts are found.
+    expect(ofKind((await evidence({ key })).timeline, 'replays')).toEqual(countedEntries)
+  })
+
   it('by key alone, by order id and by either server request id: the same timeline', async () => {
     const { key, orderId, firstRequestId, retryRequestId } = await droppedThenRetriedAndPaid()
     const byKey = await evidence({ key, scope: scope() })

@@ -119,12 +119,18 @@ async function settledJobKinds(sql: postgres.Sql, orderId: string): Promise<Reco
   return kinds
 }
 
-/** What the idempotency layer made of each delivery of one event, from request_log (written in 50 ms batches). */
+/**
+ * What the idempotency layer made of each delivery of one event, from request_log (written in 50 ms
+ * batches) and the replays counted beside it (a redelivery after the minute's first replay).
+ */
 async function outcomesOnce(sql: postgres.Sql, eventId: string, expectedRows: number): Promise<Record<string, number>> {
   let rows: Array<{ outcome: string, status: number }> = []
   await pollUntil(`${expectedRows} request_log rows for event ${eventId}`, async () => {
-    rows = await sql<Array<{ outcome: string, status: number }>>`
+    const logged = await sql<Array<{ outcome: string, status: number }>>`
       select outcome, status from request_log where scope = 'provider:mockpay' and idempotency_key = ${eventId}`
+    const counted = await sql<Array<{ status: number, replays: number }>>`
+      select status, replays from request_log_replays where scope = 'provider:mockpay' and idempotency_key = ${eventId}`
+    rows = [...logged, ...counted.flatMap(({ status, replays }) => Array.from({ length: replays }, () => ({ outcome: 'replay', status })))]
     return rows.length >= expectedRows
   }, { timeoutMs: 10_000, intervalMs: 50 })
   // Every delivery was answered 200: the provider got no reason to retry.

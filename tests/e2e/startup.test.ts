@@ -126,7 +126,7 @@ describeWithServices('start-up', ['postgres', 'redis'], () => {
       const [{ applied }] = await sql<[{ applied: number }]>`select count(*)::int as applied from drizzle.__drizzle_migrations`
       expect(applied).toBe(migrationJournal.entries.length)
       const tables = await sql<Array<{ name: string }>>`select table_name as name from information_schema.tables where table_schema = 'public' order by 1`
-      expect(tables.map(t => t.name).sort()).toEqual(['api_keys', 'events', 'idempotency_records', 'invoices', 'jobs', 'ledger_checks', 'ledger_discrepancies', 'mailbox', 'operator_actions', 'order_status_history', 'orders', 'payment_intent_refunds', 'payment_intents', 'refunds', 'request_log', 'side_effects', 'stock', 'stock_movements', 'tenants', 'webhook_attempts', 'webhook_endpoints', 'webhook_events'])
+      expect(tables.map(t => t.name).sort()).toEqual(['api_keys', 'events', 'idempotency_records', 'invoices', 'jobs', 'ledger_checks', 'ledger_discrepancies', 'mailbox', 'operator_actions', 'order_status_history', 'orders', 'payment_intent_refunds', 'payment_intents', 'refunds', 'request_log', 'request_log_replays', 'side_effects', 'stock', 'stock_movements', 'tenants', 'webhook_attempts', 'webhook_endpoints', 'webhook_events'])
     }
     finally {
       await sql.end()

@@ -2,11 +2,12 @@ import type { H3Event } from 'h3'
 import postgres from 'postgres'
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it, vi } from 'vitest'
 import { type Database, type DatabaseHandle, openDatabase } from '@idempotent-checkout/db-kit'
-import { requestLog } from '../../server/db/schema'
+import { requestLog, requestLogReplays } from '../../server/db/schema'
 import { deleteOldRequestLogRows } from '../../server/maintenance/request-log-retention'
 import { createMemoryLocks } from 'nuxt-idempotency/core'
 import { logger, setLogLevel } from '../../server/observability/logger'
 import { registry } from '../../server/observability/metrics'
+import { createReplayCounter } from '../../server/observability/replay-counts'
 import { createRequestLogWriter, flushRequestLog, recordRequest, type RequestLogRow, type RequestLogWriterOptions } from '../../server/observability/request-log'
 import { openSuiteDatabase, type SuiteDatabase } from '../support/databases'
 import { pollUntil } from '../support/poll'
@@ -423,6 +424,54 @@ function retentionContract(driver: 'postgres' | 'pglite') {
     expect(await deleteOldRequestLogRows(db, locks, 14)).toMatchObject({ skipped: false, deleted: 0 })
     // A shorter retention reaches the 13-day-old rows.
     expect(await deleteOldRequestLogRows(db, locks, 12)).toMatchObject({ skipped: false, deleted: 3 })
+    await locks.close()
+  })
+
+  const counts = () => db.select({ key: requestLogReplays.idempotencyKey, instance: requestLogReplays.instance, minute: requestLogReplays.minute, replays: requestLogReplays.replays, firstAt: requestLogReplays.firstAt, lastAt: requestLogReplays.lastAt })
+    .from(requestLogReplays).orderBy(requestLogReplays.idempotencyKey, requestLogReplays.minute)
+  const replayOf = (key: string, at: Date) => ({ scope: 'tenant:ten_counts', key, tenantId: 'ten_counts', method: 'POST', path: '/api/orders', status: 201, at })
+
+  it('replay counts: one row per key and minute with the instance\'s running total; writing a total again never lowers it', async () => {
+    const minute = new Date(Math.floor(Date.now() / 60_000) * 60_000 - 120_000)
+    const at = (ms: number) => new Date(minute.getTime() + ms)
+    // The clock in the second minute: the first one ended, but not long enough ago to be forgotten.
+    const now = () => minute.getTime() + 61_500
+    const counter = createReplayCounter({ instance: 'host:1', flushEveryMs: 10_000, maxEntries: 100, now })
+    for (let replay = 0; replay < 5; replay++) counter.count(db, replayOf('key-a', at(1000 + replay)))
+    counter.count(db, replayOf('key-b', at(2000)))
+    counter.count(db, replayOf('key-b', at(2001)))
+    counter.count(db, replayOf('key-a', at(61_000)))
+    expect(await counter.flush(5000)).toBe(0)
+    expect(await counts()).toEqual([
+      { key: 'key-a', instance: 'host:1', minute, replays: 5, firstAt: at(1000), lastAt: at(1004) },
+      { key: 'key-a', instance: 'host:1', minute: at(60_000), replays: 1, firstAt: at(61_000), lastAt: at(61_000) },
+      { key: 'key-b', instance: 'host:1', minute, replays: 2, firstAt: at(2000), lastAt: at(2001) },
+    ])
+    // A restarted writer under the same instance name, with a smaller total of the same minute: the row keeps the larger.
+    const again = createReplayCounter({ instance: 'host:1', flushEveryMs: 10_000, maxEntries: 100, now })
+    again.count(db, replayOf('key-b', at(3000)))
+    counter.count(db, replayOf('key-a', at(1500)))
+    await Promise.all([again.flush(5000), counter.flush(5000)])
+    expect((await counts()).map(row => [row.key, row.minute.getTime(), row.replays, row.lastAt.getTime()])).toEqual([
+      ['key-a', minute.getTime(), 6, at(1500).getTime()],
+      ['key-a', at(60_000).getTime(), 1, at(61_000).getTime()],
+      ['key-b', minute.getTime(), 2, at(3000).getTime()],
+    ])
+  })
+
+  it('replay counts: past its bound the oldest minute is forgotten (counted), and retention deletes minutes past the request log\'s days', async () => {
+    await db.delete(requestLogReplays)
+    const forgottenBefore = await counterValue('request_log_replays_forgotten_total')
+    const counter = createReplayCounter({ instance: 'host:2', flushEveryMs: 10_000, maxEntries: 2 })
+    const old = new Date(Date.now() - 15 * 86_400_000)
+    for (const key of ['old-1', 'old-2', 'old-3']) counter.count(db, replayOf(key, old))
+    expect(await counterValue('request_log_replays_forgotten_total') - forgottenBefore).toBe(1)
+    counter.count(db, replayOf('today', new Date()))
+    expect(await counter.flush(5000)).toBe(0)
+    expect((await counts()).map(row => row.key)).toEqual(['old-3', 'today'])
+    const locks = createMemoryLocks()
+    expect(await deleteOldRequestLogRows(db, locks, 14)).toMatchObject({ skipped: false, deleted: 1 })
+    expect((await counts()).map(row => row.key)).toEqual(['today'])
     await locks.close()
   })
 }

@@ -2727,7 +2727,7 @@ export interface components {
              */
             at: string;
             /** @enum {string} */
-            kind: "request" | "idempotency_record" | "job" | "job_attempt" | "webhook_event" | "order" | "refund" | "order_status" | "side_effect" | "email" | "invoice" | "operator_action" | "ledger_discrepancy" | "stock_movement" | "event" | "webhook_delivery";
+            kind: "request" | "replays" | "idempotency_record" | "job" | "job_attempt" | "webhook_event" | "order" | "refund" | "order_status" | "side_effect" | "email" | "invoice" | "operator_action" | "ledger_discrepancy" | "stock_movement" | "event" | "webhook_delivery";
             summary: string;
             ids: {
                 requestId?: string;
