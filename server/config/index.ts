@@ -201,7 +201,7 @@ const EnvSchema = z.object({
   SMTP_URL: z.url({ protocol: /^smtps?$/, hostname: /^[^\s]+$/, error: 'must be an smtp:// or smtps:// URL with a host' }).optional(),
   /** The From of those e-mails; its domain also names their Message-IDs (docs/payments-and-refunds.md#customer-e-mails). */
   SMTP_FROM: z.string().regex(mailboxPattern, 'must be an address (no-reply@shop.example) or a name and an address (Shop <no-reply@shop.example>)').default('Checkout <no-reply@localhost>'),
-  /** One request_log row per API request (the evidence locker reads them); off only to measure their cost. */
+  /** One request_log row per API request, repeated replays counted (the evidence locker reads them); off only to measure their cost. */
   REQUEST_LOG_ENABLED: flag(true),
   /** request_log rows (the evidence of who asked what) are deleted by the retention task after this many days. */
   REQUEST_LOG_RETENTION_DAYS: intIn(1, 3650, 14),

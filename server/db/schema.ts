@@ -196,7 +196,7 @@ export const ledgerChecks = pgTable('ledger_checks', {
   checkedAt: timestamp('checked_at', { withTimezone: true }).notNull().defaultNow(),
 }, t => [index('ledger_checks_checked_at_idx').on(t.checkedAt)])
 
-/** One row per API request: what the evidence locker reads to tell a duplicate's story. */
+/** One row per API request (repeated replays are counted in requestLogReplays): what the evidence locker reads to tell a duplicate's story. */
 export const requestLog = pgTable('request_log', {
   id: bigserial('id', { mode: 'number' }).primaryKey(),
   /** The server's own id for the request (`req_…`), never one a client chose. */

@@ -357,8 +357,9 @@ function escapeRowTexts(row: RequestLogRow): RequestLogRow {
 }
 
 /**
- * One log line and one request_log row per API request, after the response went out, and its
- * duration in http_request_duration_seconds. Rows are evidence for later, so they are written off
+ * One log line and one request_log row per API request (a key's repeated replays in a minute: a debug
+ * line and a count, see createReplaySampler), after the response went out, and its duration in
+ * http_request_duration_seconds. Rows are evidence for later, so they are written off
  * the hot path in batches (one commit per batch instead of one per request); a failed write is
  * retried, never fails a request. Nothing from the headers is logged but the request ids, the
  * Idempotency-Key and the traceparent's trace id: never Authorization or a cookie.
