@@ -2,7 +2,6 @@ import { lt, sql } from 'drizzle-orm'
 import { deletePickedRows } from '@idempotent-checkout/db-kit'
 import type { Database, PacedDeleteOptions } from '@idempotent-checkout/db-kit'
 import type { Locks } from 'nuxt-idempotency/core'
-import { rowsOf } from '../db/raw-rows'
 import { requestLog, requestLogReplays } from '../db/schema'
 import { metrics } from '../observability/metrics'
 import { type RetentionResult, runRetention } from './retention'
@@ -32,16 +31,15 @@ function deleteOldestBatch(db: Database, olderThanDays: number, batch: number): 
   return deletePickedRows(db, requestLog, requestLog.id, old)
 }
 
-/**
- * Replay counts of minutes past the retention, oldest first through the minute index, picked once by
- * their row address (the table has no id; see pickedOnce): answers how many went.
- */
-async function deleteOldestReplayCounts(db: Database, olderThanDays: number, batch: number): Promise<number> {
-  const result = await db.execute(sql`with deleted as (
-      delete from ${requestLogReplays} where ctid = any(array(
-        select ctid from ${requestLogReplays} where ${requestLogReplays.minute} < now() - (${olderThanDays}::int * interval '1 day')
-        order by ${requestLogReplays.minute} limit ${batch} for update skip locked))
-      returning 1)
-    select count(*)::int as count from deleted`)
-  return rowsOf<{ count: number }>(result)[0]?.count ?? 0
+/** The row's address: request_log_replays has no id column. */
+const rowAddress = sql`ctid`
+
+/** Replay counts of minutes past the retention, oldest first through the minute index, picked by their row address (the table has no id). */
+function deleteOldestReplayCounts(db: Database, olderThanDays: number, batch: number): Promise<number> {
+  const old = db.select({ address: rowAddress }).from(requestLogReplays)
+    .where(lt(requestLogReplays.minute, sql`now() - (${olderThanDays}::int * interval '1 day')`))
+    .orderBy(requestLogReplays.minute)
+    .limit(batch)
+    .for('update', { skipLocked: true })
+  return deletePickedRows(db, requestLogReplays, rowAddress, old)
 }

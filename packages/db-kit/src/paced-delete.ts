@@ -1,4 +1,4 @@
-import { sql, type SQLWrapper } from 'drizzle-orm'
+import { type SQL, sql, type SQLWrapper } from 'drizzle-orm'
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core'
 import type { Database } from './types'
 
@@ -102,13 +102,14 @@ export async function deleteInPacedBatches<Table extends string>(
  * hash join over the whole table, or run it again for each row it joins, each time past the rows it
  * already took (with bitmap scans off, one job claim of 5 took 40).
  */
-export const pickedOnce = (id: PgColumn, picked: SQLWrapper) => sql`${id} = any(array(${picked}))`
+export const pickedOnce = (id: PgColumn | SQL, picked: SQLWrapper) => sql`${id} = any(array(${picked}))`
 
 /**
  * Deletes the rows whose ids `picked` selects (a limited, locked select: one batch; see pickedOnce)
- * and answers how many. Only the count comes back (a CTE), not one row per deleted id.
+ * and answers how many. Only the count comes back (a CTE), not one row per deleted id. A table
+ * without an id column passes sql`ctid`, the row's address, for `id` and picks its rows by it.
  */
-export async function deletePickedRows(db: Database, table: PgTable, id: PgColumn, picked: SQLWrapper): Promise<number> {
+export async function deletePickedRows(db: Database, table: PgTable, id: PgColumn | SQL, picked: SQLWrapper): Promise<number> {
   const deleted = db.$with('deleted').as(db.delete(table).where(pickedOnce(id, picked)).returning({ id }))
   const [row] = await db.with(deleted).select({ count: sql<number>`count(*)::int`.mapWith(Number) }).from(deleted)
   return row?.count ?? 0
