@@ -1,6 +1,6 @@
 import { eq, sql } from 'drizzle-orm'
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { type DatabaseHandle, openDatabase, transaction } from '@idempotent-checkout/db-kit'
+import { type Database, type DatabaseHandle, openDatabase, transaction, writeAtCommit } from '@idempotent-checkout/db-kit'
 import { startTurnsProxy } from '../../bench/pg-turns-proxy.mjs'
 import { orders } from '../../server/db/schema'
 import { throughPooler } from '../support/postgres-topology'
@@ -26,7 +26,7 @@ describeWithServices('drizzle\'s queries on postgres.js', ['postgres'], () => {
     opened.push(handle)
     return handle
   }
-  const lookUp = (handle: DatabaseHandle, id: string) => handle.db.select({ id: orders.id }).from(orders).where(eq(orders.id, id))
+  const lookUp = (handle: DatabaseHandle | Database, id: string) => ('db' in handle ? handle.db : handle).select({ id: orders.id }).from(orders).where(eq(orders.id, id))
 
   beforeAll(async () => {
     database = await createTestDatabase('statements')
@@ -51,6 +51,22 @@ describeWithServices('drizzle\'s queries on postgres.js', ['postgres'], () => {
     const texts = await preparedTexts(handle)
     expect(texts).toContain('select "id" from "orders" where "orders"."id" = $1')
     expect(texts).toContain('update "orders" set "updated_at" = now() where "orders"."id" = $1')
+  })
+
+  it('a transaction costs its statements\' round trips only: BEGIN leaves with the first, COMMIT with the writes deferred to it', async () => {
+    // Behind a pooler drizzle's read is unnamed: two round trips of its own (its parameters' types first).
+    for (const [poolMode, roundTrips] of [['session', 2], ['transaction', 3]] as const) {
+      const handle = await open(poolMode)
+      const readThenWrite = () => transaction(handle.db, async (tx) => {
+        await lookUp(tx, 'ord_read_in_transaction')
+        writeAtCommit(tx, tx.update(orders).set({ updatedAt: sql`now()` }).where(eq(orders.id, 'ord_written_at_commit')))
+      })
+      // Once to prepare its statements (session mode), then counted.
+      await readThenWrite()
+      const before = proxy.turns()
+      await readThenWrite()
+      expect(proxy.turns() - before, poolMode).toBe(roundTrips)
+    }
   })
 
   it('transaction mode: the same query stays unnamed, and nothing is left prepared on the server connection', async () => {

@@ -1,8 +1,8 @@
-import { eq } from 'drizzle-orm'
+import { eq, sql } from 'drizzle-orm'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import type { Database, DatabaseHandle, AfterCommitHook } from '@idempotent-checkout/db-kit'
 import { jobs, tenants } from '../../server/db/schema'
-import { defineStatement, afterCommit, transaction } from '@idempotent-checkout/db-kit'
+import { defineStatement, afterCommit, transaction, violatedConstraint, writeAtCommit } from '@idempotent-checkout/db-kit'
 import { jobInsert } from '../../server/jobs/enqueue'
 import { orderSendConfirmationJob } from '../../server/orders/job-types'
 import { onLocalWake } from '../../server/jobs/wake'
@@ -124,6 +124,47 @@ for (const driver of ['postgres', 'pglite'] as const) {
       finally {
         stop()
       }
+    })
+
+    it('writeAtCommit: the deferred writes run after the work\'s own statements, in the order deferred, and commit with them', async () => {
+      const id = tenantId()
+      const result = await transaction(db, async (tx) => {
+        writeAtCommit(tx, tx.update(tenants).set({ name: 'second' }).where(eq(tenants.id, id)))
+        writeAtCommit(tx, tx.execute(sql`update tenants set name = name || ' then third' where id = ${id}`))
+        await tx.insert(tenants).values({ id, name: 'first' })
+        // Not sent yet: the work's own statements see none of them.
+        expect(await tx.select({ name: tenants.name }).from(tenants).where(eq(tenants.id, id))).toEqual([{ name: 'first' }])
+        return 'answer'
+      })
+      expect(result).toBe('answer')
+      expect(await db.select({ name: tenants.name }).from(tenants).where(eq(tenants.id, id))).toEqual([{ name: 'second then third' }])
+    })
+
+    it('writeAtCommit: a deferred write that fails rolls the whole transaction back, runs no hook, and is what transaction() rejects with', async () => {
+      const id = tenantId()
+      const seen: string[] = []
+      const failed = transaction(db, async (tx) => {
+        await tx.insert(tenants).values({ id, name: 'kept only if all commits' })
+        afterCommit(tx, () => { seen.push('ran') })
+        // The same primary key again: fails at the COMMIT's write.
+        writeAtCommit(tx, tx.insert(tenants).values({ id, name: 'duplicate' }))
+      })
+      await expect(failed).rejects.toSatisfy(error => violatedConstraint(error) === 'tenants_pkey')
+      expect(seen).toEqual([])
+      expect(await tenantExists(id)).toBe(false)
+    })
+
+    it('writeAtCommit is refused outside transaction()', () => {
+      expect(() => writeAtCommit(db, db.insert(tenants).values({ id: tenantId(), name: 'never' }))).toThrow(/outside transaction\(\)/)
+    })
+
+    it('a statement whose failure the work caught aborts the transaction: transaction() rejects and nothing is kept', async () => {
+      const id = tenantId()
+      await expect(transaction(db, async (tx) => {
+        await tx.insert(tenants).values({ id, name: 'first' })
+        await tx.insert(tenants).values({ id, name: 'duplicate' }).catch(() => 'caught')
+      })).rejects.toThrow()
+      expect(await tenantExists(id)).toBe(false)
     })
   })
 }

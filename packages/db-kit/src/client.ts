@@ -7,6 +7,7 @@ import { holdPgliteDir } from './pglite-lock'
 import { type PoolMode, postgresConnection } from './postgres-options'
 import { withLiterals } from './literals'
 import { shiftParams } from './statements'
+import { type CommitPipeline, openingWith } from './pipeline'
 import { registerDatabase, runAfterCommit } from './transaction'
 import type { BoundStatement, Database, DatabaseHandle } from './types'
 
@@ -117,8 +118,8 @@ async function openPostgres(options: PostgresOpening): Promise<DatabaseHandle> {
     },
   })
   const mode = pooled ? pooledMode(lockTimeoutMs) : sessionMode
-  if (mode.heldTimeouts) setTimeoutsInTransactions(client, mode.heldTimeouts)
-  else preparingEveryQuery(client)
+  if (mode.prepare) preparedQueries(client)
+  pipelinedTransactions(client, mode)
   driverModes.set(client, mode)
   await checkReachable(client, poolMode)
   // LISTEN lasts as long as its session: through a transaction pooler only on a direct connection.
@@ -210,17 +211,51 @@ async function checkReachable(client: postgres.Sql, poolMode: PoolMode): Promise
 }
 
 /**
- * Behind a transaction pooler, drizzle's transactions (postgres.js begin) set the timeouts a
- * session would have had: the first statement in each.
+ * drizzle's transactions (postgres.js begin) on a reserved connection, pipelined: BEGIN is not
+ * awaited on its own but leaves in the same socket write as the transaction's first statements,
+ * and COMMIT in the same write as the statements writeAtCommit() deferred. postgres.js' own begin
+ * waits for BEGIN's answer (one round trip) and sends COMMIT alone (another). Behind a pooler the
+ * opening also sets the timeouts a session would have had. A statement that failed while the work
+ * went on (its error caught) aborted the transaction: its COMMIT answers ROLLBACK, and this throws.
  */
-function setTimeoutsInTransactions(client: postgres.Sql, timeouts: string): void {
-  const begin = client.begin.bind(client) as (...args: unknown[]) => Promise<unknown>
-  ;(client as { begin: unknown }).begin = (...args: unknown[]) => {
-    const work = args.pop() as (tx: postgres.TransactionSql) => unknown
-    return begin(...args, async (tx: postgres.TransactionSql) => {
-      await tx.unsafe(timeouts)
-      return work(tx)
-    })
+function pipelinedTransactions(client: postgres.Sql, mode: DriverMode): void {
+  type Reserved = postgres.ReservedSql & { savepoint?: unknown }
+  ;(client as { begin: unknown }).begin = async (...args: unknown[]) => {
+    const work = args.pop() as (tx: Reserved) => unknown
+    // drizzle passes no begin options (its transaction config is a SET TRANSACTION statement).
+    if (args.length > 0) throw new Error('begin options are not supported here: set them with the first statement (SET TRANSACTION …)')
+    const connection = await client.reserve() as Reserved
+    if (mode.prepare) preparedQueries(connection)
+    // Nested transactions would need savepoints, which this connection does not offer: none are used.
+    connection.savepoint = () => Promise.reject(new Error('nested transactions (savepoints) are not supported by this database layer'))
+    const pipeline: CommitPipeline = { atCommit: [] }
+    // Sent with the work's first statements (postgres.js writes what is queued in one tick together).
+    const opened = connection.unsafe(mode.heldTimeouts ? `begin; ${mode.heldTimeouts}` : 'begin').execute()
+    const openingFailure = opened.then(() => undefined, (error: unknown) => ({ error }))
+    try {
+      let result: unknown
+      try {
+        result = await openingWith(pipeline, () => work(connection))
+        const failed = await openingFailure
+        if (failed) throw failed.error
+      }
+      catch (error) {
+        await openingFailure
+        await connection.unsafe('rollback').catch(() => {})
+        throw error
+      }
+      const sent = [...pipeline.atCommit.map(statement => send(connection, mode, statement)), connection.unsafe('commit')]
+      const settled = await Promise.allSettled(sent)
+      // The first failure is the cause; COMMIT of an aborted transaction rolls it back.
+      const failed = settled.find(outcome => outcome.status === 'rejected')
+      if (failed) throw failed.reason
+      const commit = (settled.at(-1) as PromiseFulfilledResult<{ command?: string }>).value
+      if (commit.command !== 'COMMIT') throw new Error(`the transaction was rolled back (its COMMIT answered ${commit.command}): a statement in it failed and its error was caught`)
+      return result
+    }
+    finally {
+      connection.release()
+    }
   }
 }
 
@@ -229,29 +264,17 @@ function setTimeoutsInTransactions(client: postgres.Sql, timeouts: string): void
  * and postgres.js sends an unnamed query with parameters in two round trips (its parameter types
  * first, then the values), which Postgres parses and plans each time. Prepared, a query costs one
  * round trip and is planned once per connection. Its texts are parameterised, so each connection
- * keeps one prepared statement per query shape (an `in (…)` list, one per length used).
+ * keeps one prepared statement per query shape (an `in (…)` list, one per length used). Applied to
+ * the pool and to each connection a transaction reserves.
  */
-function preparingEveryQuery(client: postgres.Sql): void {
+function preparedQueries(sql: object): void {
   type Unsafe = (text: string, params?: unknown[] | Record<string, unknown>, options?: Record<string, unknown>) => unknown
-  type Opening = (...args: unknown[]) => Promise<unknown>
-  const prepared = (sql: object) => {
-    const target = sql as { unsafe: Unsafe, begin?: Opening, savepoint?: Opening }
-    const unsafe = target.unsafe.bind(sql)
-    // unsafe(text, options) is postgres.js' other form.
-    target.unsafe = (text, params, options) => (Array.isArray(params) || params === undefined
-      ? unsafe(text, params ?? [], { ...options, prepare: true })
-      : unsafe(text, [], { ...params, prepare: true }))
-    for (const opening of ['begin', 'savepoint'] as const) {
-      const open = target[opening]?.bind(sql)
-      if (!open) continue
-      target[opening] = (...args: unknown[]) => {
-        const work = args.pop() as (tx: object) => unknown
-        return open(...args, (tx: object) => work(prepared(tx)))
-      }
-    }
-    return sql
-  }
-  prepared(client)
+  const target = sql as { unsafe: Unsafe }
+  const unsafe = target.unsafe.bind(sql)
+  // unsafe(text, options) is postgres.js' other form.
+  target.unsafe = (text, params, options) => (Array.isArray(params) || params === undefined
+    ? unsafe(text, params ?? [], { ...options, prepare: true })
+    : unsafe(text, [], { ...params, prepare: true }))
 }
 
 async function openPglite(dataDir: string, migrations: MigrationSource[], schema?: Record<string, unknown>): Promise<DatabaseHandle> {

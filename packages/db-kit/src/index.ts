@@ -7,7 +7,7 @@ export {
   IDLE_IN_TRANSACTION_TIMEOUT_MS, LOCK_TIMEOUT_MS, MIGRATION_LOCK_ID, type MigrationSource, openDatabase, type OpenDatabaseOptions, queryAllPrepared, queryPrepared,
 } from './client'
 export { defineStatement, mapRow, shiftParams } from './statements'
-export { afterCommit, transaction } from './transaction'
+export { afterCommit, type DeferrableQuery, transaction, writeAtCommit } from './transaction'
 export { dataRefusalCode, describeDatabaseError, isDatabaseUnavailable, isLockTimeout, TransactionPoolerError, violatedConstraint, violatedUniqueConstraint } from './errors'
 export { DatabaseUrlError, type PoolMode } from './postgres-options'
 export { PGLITE_LOCK_FILE, PgliteDirLockedError } from './pglite-lock'

@@ -1,7 +1,24 @@
-import type { AfterCommitHook, Database, DatabaseHandle } from './types'
+import { takeOpeningPipeline } from './pipeline'
+import type { AfterCommitHook, BoundStatement, Database, DatabaseHandle } from './types'
 
 const handles = new WeakMap<object, DatabaseHandle>()
-const openTransactions = new WeakMap<object, { handle: DatabaseHandle, hooks: Set<AfterCommitHook> }>()
+
+interface OpenTransaction {
+  handle: DatabaseHandle
+  hooks: Set<AfterCommitHook>
+  /** The statements writeAtCommit() deferred, where the driver sends them itself with COMMIT (postgres.js). */
+  atCommit?: BoundStatement[]
+  /** Elsewhere (PGlite), the deferred queries, run in order once the work is done. */
+  deferred: DeferrableQuery[]
+}
+const openTransactions = new WeakMap<object, OpenTransaction>()
+
+/**
+ * A drizzle query not yet run (a query builder, or `tx.execute(sql…)`): its text and values, and
+ * running it on the transaction it was built on.
+ */
+export type DeferrableQuery = PromiseLike<unknown> & ({ toSQL(): CompiledQuery } | { getQuery(): CompiledQuery })
+type CompiledQuery = { sql: string, params: unknown[] }
 
 /** Makes the handle's database known, so that a write on it (autocommit) can find its hooks' handle. */
 export function registerDatabase(handle: DatabaseHandle): DatabaseHandle {
@@ -21,14 +38,23 @@ export function runAfterCommit(handle: DatabaseHandle, hooks: Iterable<AfterComm
   }
 }
 
-/** `db.transaction`, whose work may register after-commit hooks on its `tx` (see afterCommit). */
+/**
+ * `db.transaction`, whose work may register after-commit hooks on its `tx` (see afterCommit) and
+ * defer its last writes to the COMMIT (see writeAtCommit). On postgres.js BEGIN leaves with the
+ * transaction's first statements and COMMIT with the deferred ones, each in the same socket write:
+ * a transaction costs its statements' round trips, none of its own.
+ */
 export async function transaction<T>(db: Database, work: (tx: Database) => Promise<T>): Promise<T> {
   const handle = handles.get(db)
   if (!handle) throw new Error('transaction() needs a database opened by openDatabase()')
   const hooks = new Set<AfterCommitHook>()
   const result = await db.transaction(async (tx) => {
-    openTransactions.set(tx, { handle, hooks })
-    return work(tx as unknown as Database)
+    const pipeline = takeOpeningPipeline()
+    const open: OpenTransaction = { handle, hooks, atCommit: pipeline?.atCommit, deferred: [] }
+    openTransactions.set(tx, open)
+    const done = await work(tx as unknown as Database)
+    for (const query of open.deferred) await query
+    return done
   })
   runAfterCommit(handle, hooks)
   return result
@@ -47,4 +73,21 @@ export function afterCommit(db: Database, hook: AfterCommitHook): void {
   const handle = handles.get(db)
   if (!handle) throw new Error('afterCommit() outside transaction(): open the transaction with transaction() from @idempotent-checkout/db-kit, so that its hooks run after COMMIT')
   runAfterCommit(handle, [hook])
+}
+
+/**
+ * Sends `query` (a drizzle query built on `tx`, not awaited) with the transaction's COMMIT: for a
+ * last write whose answer nobody reads, it costs no round trip of its own. It runs after every other
+ * statement of the transaction, in the order deferred; if it fails, the transaction rolls back and
+ * transaction() rejects with its error. `tx` must be a transaction opened with transaction().
+ */
+export function writeAtCommit(tx: Database, query: DeferrableQuery): void {
+  const open = openTransactions.get(tx)
+  if (!open) throw new Error('writeAtCommit() outside transaction(): open the transaction with transaction() from @idempotent-checkout/db-kit')
+  if (!open.atCommit) {
+    open.deferred.push(query)
+    return
+  }
+  const { sql: text, params } = 'toSQL' in query ? query.toSQL() : query.getQuery()
+  open.atCommit.push({ text, params })
 }

@@ -1,0 +1,31 @@
+import type { BoundStatement } from './types'
+
+/**
+ * A transaction whose driver sends statements with its COMMIT (postgres.js): the statements
+ * deferred with writeAtCommit() travel in the same socket write as COMMIT.
+ */
+export interface CommitPipeline {
+  atCommit: BoundStatement[]
+}
+
+// Handed from the driver's BEGIN to transaction(), which takes it synchronously: drizzle calls
+// transaction()'s callback within the driver's begin call, before anything is awaited.
+let beingOpened: CommitPipeline | undefined
+
+/** Runs `open` (which calls back into transaction()) with `pipeline` to be taken. */
+export function openingWith<T>(pipeline: CommitPipeline, open: () => T): T {
+  beingOpened = pipeline
+  try {
+    return open()
+  }
+  finally {
+    beingOpened = undefined
+  }
+}
+
+/** The pipeline of the transaction being opened right now, if its driver has one; taken once. */
+export function takeOpeningPipeline(): CommitPipeline | undefined {
+  const pipeline = beingOpened
+  beingOpened = undefined
+  return pipeline
+}
