@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm'
 import type { Database, BoundStatement } from '@idempotent-checkout/db-kit'
 import { newId } from '../db/ids'
 import { jobs } from '../db/schema'
-import { defineStatement, afterCommit } from '@idempotent-checkout/db-kit'
+import { defineStatement, afterCommit, writeAtCommit } from '@idempotent-checkout/db-kit'
 import type { JobType, PayloadOf } from './types'
 import { wakeWorkers } from './wake'
 
@@ -42,11 +42,23 @@ function jobValues<Type extends JobType>(type: Type, payload: PayloadOf<Type>, o
  * already exists.
  */
 export async function enqueueJob<Type extends JobType>(tx: Database, type: Type, payload: PayloadOf<Type>, options: EnqueueOptions): Promise<string | undefined> {
-  const [row] = await tx.insert(jobs).values({ ...jobValues(type, payload, options), runAt: runAfter(options.delayMs ?? 0) })
-    .onConflictDoNothing({ target: [jobs.kind, jobs.dedupeKey] }).returning({ id: jobs.id })
+  const [row] = await jobInsertQuery(tx, type, payload, options).returning({ id: jobs.id })
   afterCommit(tx, wakeWorkers)
   return row?.id
 }
+
+/**
+ * enqueueJob as one of the transaction's last writes: sent with its COMMIT (writeAtCommit of
+ * @idempotent-checkout/db-kit), no round trip of its own, the new job's id not read back.
+ */
+export function enqueueJobAtCommit<Type extends JobType>(tx: Database, type: Type, payload: PayloadOf<Type>, options: EnqueueOptions): void {
+  writeAtCommit(tx, jobInsertQuery(tx, type, payload, options))
+  afterCommit(tx, wakeWorkers)
+}
+
+const jobInsertQuery = <Type extends JobType>(tx: Database, type: Type, payload: PayloadOf<Type>, options: EnqueueOptions) =>
+  tx.insert(jobs).values({ ...jobValues(type, payload, options), runAt: runAfter(options.delayMs ?? 0) })
+    .onConflictDoNothing({ target: [jobs.kind, jobs.dedupeKey] })
 
 const insertJob = defineStatement(db => db.insert(jobs).values({
   ...Object.fromEntries(Object.keys(jobValues({ kind: '', payload: undefined as never }, {}, { dedupeKey: '' })).map(name => [name, sql.placeholder(name)])) as Record<keyof ReturnType<typeof jobValues>, ReturnType<typeof sql.placeholder>>,

@@ -1,11 +1,11 @@
 import { and, asc, eq, gte, isNull, lte, sql } from 'drizzle-orm'
-import type { Database } from '@idempotent-checkout/db-kit'
+import { type Database, type DeferrableQuery, writeAtCommit } from '@idempotent-checkout/db-kit'
 import { newId } from '../db/ids'
 import { orders, orderStatusHistory, refunds, webhookEvents } from '../db/schema'
-import { enqueueJob } from '../jobs/enqueue'
+import { enqueueJob, enqueueJobAtCommit } from '../jobs/enqueue'
 import { orderIssueInvoiceJob, orderSendConfirmationJob, paymentRefundJob, refundSendNoticeJob } from './job-types'
 import type { RefundStatus } from '../../shared/statuses'
-import { settleReservations } from '../stock/ledger'
+import { settlementQuery } from '../stock/ledger'
 
 /**
  * An order's payment state moves only up this ladder, so events that arrive late, twice or out of
@@ -61,6 +61,13 @@ export interface PaymentStatusContext {
   listedRefunds?: RefundEventDetail[]
   /** A notification asked for a state the provider's status API does not confirm: history only. */
   unconfirmed?: boolean
+  /**
+   * The caller reads nothing of the order after this call in its transaction (opened with
+   * transaction() of @idempotent-checkout/db-kit): a payment state's writes, its history row and its
+   * effects' jobs are sent with the COMMIT (writeAtCommit), no round trip of their own. A refund
+   * event, which reads what it wrote, sends its writes as they come.
+   */
+  writesAtCommit?: boolean
 }
 
 type LockedOrder = { id: string, tenantId: string, status: string, amount: number, currency: string, checkoutSessionId: string | null }
@@ -111,9 +118,12 @@ export async function applyPaymentStatus(
 ): Promise<PaymentStatusChange | undefined> {
   // The totals are read in the same round trip, right after the lock is granted (a statement of its own, so
   // after every earlier holder committed).
-  const [order, totals] = await Promise.all([lockOrder(tx, orderId), refundTotals(tx, orderId)])
+  // With the writes at COMMIT, the refunds a paid state notices are read now too: nothing is read after.
+  const [order, totals, succeeded] = await Promise.all([
+    lockOrder(tx, orderId), refundTotals(tx, orderId), context.writesAtCommit ? succeededRefunds(tx, orderId) : undefined,
+  ])
   if (!order) return undefined
-  if (!context.unconfirmed && (requested === 'refunded' || context.refund)) return applyRefundEvent(tx, order, requested, context, totals)
+  if (!context.unconfirmed && (requested === 'refunded' || context.refund)) return applyRefundEvent(tx, order, requested, { ...context, writesAtCommit: false }, totals)
   const reason = ignoredBecause(order, requested, context)
   let to = order.status
   let note: RefundNote | undefined
@@ -123,7 +133,7 @@ export async function applyPaymentStatus(
     to = requested === 'paid' ? statusAfterRefunds(order, totals.succeeded) : requested
   }
   await Promise.all([
-    !reason && requested ? moveTo(tx, order, to, context) : undefined,
+    !reason && requested ? moveTo(tx, order, to, context, succeeded) : undefined,
     recordHistory(tx, { orderId, fromStatus: order.status, requestedStatus: requested, toStatus: to, outcome: reason ? 'ignored' : 'applied', reason: reason ?? note }, context),
   ])
   return { from: order.status, to, changed: !reason, ...(reason && { reason }) }
@@ -383,29 +393,45 @@ async function refundCanceledOrder(tx: Database, order: LockedOrder, context: Pa
   return 'refund_for_canceled_order'
 }
 
+/** The ids of the order's refunds that succeeded: each gets its notice once the order is paid. */
+async function succeededRefunds(tx: Database, orderId: string): Promise<string[]> {
+  const rows = await tx.select({ id: refunds.id }).from(refunds).where(and(eq(refunds.orderId, orderId), eq(refunds.status, 'succeeded')))
+  return rows.map(({ id }) => id)
+}
+
+/** How a change sends its writes: awaited as they come, or with the COMMIT (PaymentStatusContext.writesAtCommit). */
+function writerFor(tx: Database, context: PaymentStatusContext) {
+  const atCommit = context.writesAtCommit === true
+  return {
+    write: (query: DeferrableQuery): PromiseLike<unknown> | undefined => {
+      if (!atCommit) return query
+      writeAtCommit(tx, query)
+      return undefined
+    },
+    enqueue: atCommit ? enqueueJobAtCommit : enqueueJob,
+  }
+}
+
 /**
  * Sets the status (when it changed) and enqueues the effects of what was reached, each once; reaching
- * paid commits the order's stock reservations (once: docs/inventory.md#settlement).
+ * paid commits the order's stock reservations (once: docs/inventory.md#settlement). `succeeded`: the
+ * refunds that succeeded, when the caller read them already.
  */
-async function moveTo(tx: Database, order: LockedOrder, to: string, context: PaymentStatusContext): Promise<void> {
+async function moveTo(tx: Database, order: LockedOrder, to: string, context: PaymentStatusContext, succeeded?: string[]): Promise<void> {
+  const { write, enqueue } = writerFor(tx, context)
   // None of these statements depends on another: they are sent together (one round trip on postgres.js).
-  const statusSet = to !== order.status ? tx.update(orders).set({ status: to, updatedAt: sql`now()` }).where(eq(orders.id, order.id)) : undefined
+  const statusSet = to !== order.status ? write(tx.update(orders).set({ status: to, updatedAt: sql`now()` }).where(eq(orders.id, order.id))) : undefined
   if (!isPaid(to)) {
     await statusSet
     return
   }
   const paidEffects = !isPaid(order.status) && order.status !== 'canceled'
-    ? [orderSendConfirmationJob, orderIssueInvoiceJob].map(type => enqueueJob(tx, type, { orderId: order.id }, { dedupeKey: order.id, requestId: context.requestId }))
+    ? [orderSendConfirmationJob, orderIssueInvoiceJob].map(type => enqueue(tx, type, { orderId: order.id }, { dedupeKey: order.id, requestId: context.requestId }))
     : []
   // The payment takes the reserved units; a canceled order's were released already, and stay so.
-  const stockTaken = !isPaid(order.status) ? settleReservations(tx, { tenantId: order.tenantId, orderId: order.id }, 'commit', null, context) : undefined
-  const [succeeded] = await Promise.all([
-    tx.select({ id: refunds.id }).from(refunds).where(and(eq(refunds.orderId, order.id), eq(refunds.status, 'succeeded'))),
-    statusSet,
-    ...paidEffects,
-    stockTaken,
-  ])
-  await Promise.all(succeeded.map(({ id }) => enqueueJob(tx, refundSendNoticeJob, { orderId: order.id, refundId: id }, { dedupeKey: id, requestId: context.requestId })))
+  const stockTaken = !isPaid(order.status) ? write(settlementQuery(tx, { tenantId: order.tenantId, orderId: order.id }, 'commit', null, context)) : undefined
+  const [noticed] = await Promise.all([succeeded ?? succeededRefunds(tx, order.id), statusSet, ...paidEffects, stockTaken])
+  await Promise.all(noticed.map(id => enqueue(tx, refundSendNoticeJob, { orderId: order.id, refundId: id }, { dedupeKey: id, requestId: context.requestId })))
 }
 
 interface HistoryRow {
@@ -419,10 +445,10 @@ interface HistoryRow {
 }
 
 export async function recordHistory(tx: Database, row: HistoryRow, context: PaymentStatusContext): Promise<void> {
-  await tx.insert(orderStatusHistory).values({
+  await writerFor(tx, context).write(tx.insert(orderStatusHistory).values({
     ...row,
     webhookEventId: context.webhookEventId,
     jobId: context.jobId,
     requestId: context.requestId,
-  })
+  }))
 }

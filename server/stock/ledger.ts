@@ -44,8 +44,13 @@ export type ReleaseReason = 'canceled' | 'expired' | 'refused'
  * expiry comes first settles it, and the ledger says which. Returns the movements made.
  */
 export async function settleReservations(tx: Database, order: { tenantId: string, orderId: string }, settlement: Settlement, reason: ReleaseReason | null, context: MovementContext): Promise<number> {
+  return rowsOf(await settlementQuery(tx, order, settlement, reason, context)).length
+}
+
+/** settleReservations' statement, not run yet: to send it with the COMMIT (writeAtCommit). */
+export function settlementQuery(tx: Database, order: { tenantId: string, orderId: string }, settlement: Settlement, reason: ReleaseReason | null, context: MovementContext) {
   const onHandDelta = settlement === 'commit' ? sql`-r.quantity` : sql`0`
-  const inserted = await tx.execute(sql`
+  return tx.execute(sql`
     insert into stock_movements (tenant_id, sku, kind, source_type, source_id, order_id, quantity, on_hand_delta, reserved_delta, reason, request_id, job_id)
     select r.tenant_id, r.sku, ${settlement}, 'order', r.source_id, r.order_id, r.quantity, ${onHandDelta}, -r.quantity, ${reason}::text, ${context.requestId ?? null}::text, ${context.jobId ?? null}::text
     from stock_movements r
@@ -53,7 +58,6 @@ export async function settleReservations(tx: Database, order: { tenantId: string
     order by r.sku
     on conflict do nothing
     returning id`)
-  return rowsOf(inserted).length
 }
 
 /**

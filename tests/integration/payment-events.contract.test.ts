@@ -239,9 +239,10 @@ function paymentEventsContract(driver: DatabaseDriver, openLockBackend: () => Pr
     }
   }
 
-  describe('applyPaymentStatus', () => {
+  // Each call is its own transaction, so its writes may also leave with the COMMIT (as webhook.apply sends them): the same answers either way.
+  describe.each([{ writesAtCommit: false }, { writesAtCommit: true }])('applyPaymentStatus (writesAtCommit: $writesAtCommit)', ({ writesAtCommit }) => {
     const apply = (orderId: string, status: PaymentStatus | null, context: Parameters<typeof applyPaymentStatus>[3] = {}) =>
-      transaction(db, tx => applyPaymentStatus(tx, orderId, status, context))
+      transaction(db, tx => applyPaymentStatus(tx, orderId, status, { ...context, writesAtCommit }))
 
     const effectJobs = (orderId: string) =>
       db.select({ kind: jobs.kind, dedupeKey: jobs.dedupeKey, resourceId: jobs.resourceId, payload: jobs.payload, requestId: jobs.requestId })

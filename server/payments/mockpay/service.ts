@@ -3,9 +3,9 @@ import { z } from 'zod'
 import { useConfig } from '../../config'
 import type { Database } from '@idempotent-checkout/db-kit'
 import { newId } from '../../db/ids'
-import { transaction } from '@idempotent-checkout/db-kit'
+import { transaction, writeAtCommit } from '@idempotent-checkout/db-kit'
 import { paymentIntentRefunds, paymentIntents } from '../../db/schema'
-import { enqueueJob } from '../../jobs/enqueue'
+import { enqueueJobAtCommit } from '../../jobs/enqueue'
 import { type MockpayDelivery, mockpayDeliverJob } from './job-types'
 import { problem } from '../../problems'
 
@@ -103,11 +103,9 @@ export async function actOnIntent(db: Database, intentId: string, action: Mockpa
     const event: IntentEvent = { id: newId('msg'), type: transition.type, timestamp: new Date().toISOString(), ...(action === 'refund' && { amount: amountRefunded }) }
     // A cancel is the merchant's own act: there is nothing to tell it, so no event is kept to send again.
     const events = action === 'cancel' ? intent.events : [...intent.events, event]
-    // Sent together: one round trip on postgres.js.
-    const [, deliveriesScheduled] = await Promise.all([
-      tx.update(paymentIntents).set({ status, events, amountRefunded }).where(eq(paymentIntents.id, intentId)),
-      action === 'cancel' ? 0 : scheduleDeliveries(tx, { ...intent, events: intent.events as IntentEvent[] }, event, chaos),
-    ])
+    // The last writes: sent with the COMMIT, one round trip on postgres.js.
+    writeAtCommit(tx, tx.update(paymentIntents).set({ status, events, amountRefunded }).where(eq(paymentIntents.id, intentId)))
+    const deliveriesScheduled = action === 'cancel' ? 0 : scheduleDeliveries(tx, { ...intent, events: intent.events as IntentEvent[] }, event, chaos)
     return { ...intent, status, amountRefunded, events, deliveriesScheduled, ...(made && { refund: made }) }
   })
 }
@@ -125,14 +123,14 @@ function earlierToResend(events: IntentEvent[]): IntentEvent[] {
 }
 
 /** The event's copies, with the chaos a real provider shows: extra copies, random delays, and some earlier events again. */
-async function scheduleDeliveries(tx: Database, intent: { id: string, orderId: string, amount: number, currency: string, events: IntentEvent[] }, event: IntentEvent, chaos: ChaosOptions): Promise<number> {
+function scheduleDeliveries(tx: Database, intent: { id: string, orderId: string, amount: number, currency: string, events: IntentEvent[] }, event: IntentEvent, chaos: ChaosOptions): number {
   const config = useConfig()
   const duplicates = chaos.duplicates ?? config.MOCKPAY_DUPLICATES
   const maxDelayMs = chaos.maxDelayMs ?? config.MOCKPAY_MAX_DELAY_MS
   const reorder = chaos.reorder ?? config.MOCKPAY_REORDER
   const deliveries: Array<[IntentEvent, string]> = Array.from({ length: duplicates + 1 }, (_, copy) => [event, String(copy)])
   if (reorder) for (const earlier of earlierToResend(intent.events)) deliveries.push([earlier, `again-${intent.events.length + 1}`])
-  await Promise.all(deliveries.map(([delivered, copy]) => {
+  for (const [delivered, copy] of deliveries) {
     const payload: MockpayDelivery = {
       webhookId: delivered.id,
       type: delivered.type as MockpayDelivery['type'],
@@ -143,7 +141,7 @@ async function scheduleDeliveries(tx: Database, intent: { id: string, orderId: s
       amount: delivered.type === 'payment.refunded' ? delivered.amount ?? intent.amount : intent.amount,
       currency: intent.currency,
     }
-    return enqueueJob(tx, mockpayDeliverJob, payload, { dedupeKey: `${delivered.id}:${copy}`, delayMs: Math.floor(Math.random() * (maxDelayMs + 1)) })
-  }))
+    enqueueJobAtCommit(tx, mockpayDeliverJob, payload, { dedupeKey: `${delivered.id}:${copy}`, delayMs: Math.floor(Math.random() * (maxDelayMs + 1)) })
+  }
   return deliveries.length
 }

@@ -1,5 +1,5 @@
 import { eq, sql } from 'drizzle-orm'
-import type { Database } from '@idempotent-checkout/db-kit'
+import { type Database, writeAtCommit } from '@idempotent-checkout/db-kit'
 import { webhookEvents } from '../../db/schema'
 import { applyPaymentStatus, isPaid, lockOrder } from '../../orders/payment-state'
 import type { PaymentProvider, PaymentEventType } from '../../payments/types'
@@ -68,10 +68,11 @@ export function webhookApply(confirmer?: PaymentProvider) {
         if (order && !isPaid(order.status)) {
           await applyPaymentStatus(tx, orderId, 'paid', { ...context, amount: paidBefore })
         }
-        const change = await applyPaymentStatus(tx, orderId, requested, { ...context, amount, refund: stored.refund ?? undefined, listedRefunds: stored.listedRefunds ?? undefined, unconfirmed })
+        // The last change: its writes and the event's mark leave with the COMMIT (three round trips in all).
+        const change = await applyPaymentStatus(tx, orderId, requested, { ...context, amount, refund: stored.refund ?? undefined, listedRefunds: stored.listedRefunds ?? undefined, unconfirmed, writesAtCommit: true })
         if (!change) throw new RetryableJobError(`order ${orderId} not found (yet) for ${stored.provider} event ${stored.eventId}`)
-        await tx.update(webhookEvents).set({ status: change.changed ? 'applied' : 'ignored', processedAt: sql`now()`, confirmation })
-          .where(eq(webhookEvents.id, webhookEventId))
+        writeAtCommit(tx, tx.update(webhookEvents).set({ status: change.changed ? 'applied' : 'ignored', processedAt: sql`now()`, confirmation })
+          .where(eq(webhookEvents.id, webhookEventId)))
       })
     },
   })
