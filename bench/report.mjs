@@ -65,7 +65,7 @@ export function markdownTable(rows) {
 const keyValueTable = (header, entries) => markdownTable(Object.entries(entries).map(([name, value]) => ({ [header[0]]: name, [header[1]]: value })))
 
 /** Writes the whole document; the drain section stays pending until drain.mjs fills it. */
-export function writeBenchmarks({ environment, settings, scenarios, costs, costNotes, targets, targetNotes, ratios, storm, retention, profile }) {
+export function writeBenchmarks({ environment, settings, scenarios, costs, costNotes, paidSteps, targets, targetNotes, ratios, storm, retention, profile }) {
   const document = `[← README](../README.md) · [all documentation](../README.md#documentation)
 
 # Benchmarks
@@ -109,6 +109,16 @@ What one order (or replay) costs each kind of process, where the time goes acros
 ${markdownTable(costs)}
 
 ${costNotes.join('\n\n')}
+
+### Where a paid order's round trips go (as deployed)
+
+The "paid" round-trip run once more by step: the counting proxy reads which statement each unit of work
+began with (a statement sent alone, or a transaction from BEGIN to COMMIT however many round trips it took;
+\`bench/paid-steps.mjs\` names the steps). mockpay stands in for the payment provider inside the app: its
+rows are a real provider's work (creating the intent, taking the payment, sending its notifications), shown
+apart. Job claims are the worker's, for every kind (mockpay's notification jobs included).
+
+${markdownTable(paidSteps)}
 
 ### Where the app's CPU goes (as deployed)
 
