@@ -39,6 +39,9 @@ export function databaseOptions(config: AppConfig): Omit<OpenDatabaseOptions, 'm
     pgliteDir: config.PGLITE_DIR,
     schema,
     applicationName: 'idempotent-checkout',
+    // The app runs the patched postgres.js (checkPatchedDriver), whose reserved connections fail
+    // their queries when they close: transactions may be pipelined on them.
+    pipelining: true,
   }
 }
 

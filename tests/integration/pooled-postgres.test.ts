@@ -23,8 +23,8 @@ describeWithServices('Postgres behind a transaction pooler', ['postgres'], () =>
   let pooledUrl: string
   const opened: DatabaseHandle[] = []
 
-  const open = async (options: { poolMode?: 'session' | 'transaction', directUrl?: string } = {}) => {
-    const handle = await openDatabase({ url: pooledUrl, poolMode: options.poolMode ?? 'transaction', directUrl: options.directUrl, pgliteDir: '', migrations: testMigrations, poolSize: 4 })
+  const open = async (options: { poolMode?: 'session' | 'transaction', directUrl?: string, pipelining?: boolean } = {}) => {
+    const handle = await openDatabase({ url: pooledUrl, poolMode: options.poolMode ?? 'transaction', directUrl: options.directUrl, pgliteDir: '', migrations: testMigrations, poolSize: 4, pipelining: options.pipelining })
     opened.push(handle)
     return handle
   }
@@ -72,8 +72,10 @@ describeWithServices('Postgres behind a transaction pooler', ['postgres'], () =>
     expect([lock![0]!.value, idle![0]!.value]).toEqual([lockTimeout, '0'])
     const [single] = await queryPrepared(handle.db, setting('lock_timeout'))
     expect(single!.value).toBe(lockTimeout)
-    const inDrizzle = await handle.db.transaction(async tx => (await tx.execute(`select current_setting('lock_timeout') as lock, current_setting('idle_in_transaction_session_timeout') as idle`) as unknown as Array<{ lock: string, idle: string }>)[0]!)
-    expect(inDrizzle).toEqual({ lock: lockTimeout, idle: `${IDLE_IN_TRANSACTION_TIMEOUT_MS / 60_000}min` })
+    const settingsInDrizzle = (db: typeof handle.db) => db.transaction(async tx => (await tx.execute(`select current_setting('lock_timeout') as lock, current_setting('idle_in_transaction_session_timeout') as idle`) as unknown as Array<{ lock: string, idle: string }>)[0]!)
+    expect(await settingsInDrizzle(handle.db)).toEqual({ lock: lockTimeout, idle: `${IDLE_IN_TRANSACTION_TIMEOUT_MS / 60_000}min` })
+    // Pipelined, the opening sets them in the same write as BEGIN.
+    expect(await settingsInDrizzle((await open({ pipelining: true })).db)).toEqual({ lock: lockTimeout, idle: `${IDLE_IN_TRANSACTION_TIMEOUT_MS / 60_000}min` })
     // Nothing leaks into the server connection the pooler hands to the next client.
     const sql = postgres(pooledUrl, { max: 1, prepare: false, onnotice: () => {} })
     try {
@@ -137,7 +139,7 @@ describeWithServices('the driver behind a transaction pooler when Postgres or th
   beforeAll(async () => {
     server = await startPostgresServer('pooled_outage')
     pooler = await startPgbouncer({ serverUrl: server.url })
-    handle = await openDatabase({ url: pooler.urlFor(server.url), poolMode: 'transaction', pgliteDir: '', migrations: testMigrations, poolSize: 6 })
+    handle = await openDatabase({ url: pooler.urlFor(server.url), poolMode: 'transaction', pgliteDir: '', migrations: testMigrations, poolSize: 6, pipelining: true })
   }, 60_000)
 
   afterAll(async () => {

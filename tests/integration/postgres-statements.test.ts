@@ -21,8 +21,8 @@ describeWithServices('drizzle\'s queries on postgres.js', ['postgres'], () => {
   let proxy: Awaited<ReturnType<typeof startTurnsProxy>>
   const opened: DatabaseHandle[] = []
   // One connection: the count of round trips and the prepared statements are that connection's.
-  const open = async (poolMode: 'session' | 'transaction') => {
-    const handle = await openDatabase({ url: throughPooler(database.url, `postgres://127.0.0.1:${proxy.port}`), poolMode, pgliteDir: '', migrations: testMigrations, poolSize: 1 })
+  const open = async (poolMode: 'session' | 'transaction', pipelining = false) => {
+    const handle = await openDatabase({ url: throughPooler(database.url, `postgres://127.0.0.1:${proxy.port}`), poolMode, pgliteDir: '', migrations: testMigrations, poolSize: 1, pipelining })
     opened.push(handle)
     return handle
   }
@@ -53,10 +53,12 @@ describeWithServices('drizzle\'s queries on postgres.js', ['postgres'], () => {
     expect(texts).toContain('update "orders" set "updated_at" = now() where "orders"."id" = $1')
   })
 
-  it('a transaction costs its statements\' round trips only: BEGIN leaves with the first, COMMIT with the writes deferred to it', async () => {
-    // Behind a pooler drizzle's read is unnamed: two round trips of its own (its parameters' types first).
-    for (const [poolMode, roundTrips] of [['session', 2], ['transaction', 3]] as const) {
-      const handle = await open(poolMode)
+  it('pipelined, a transaction costs its statements\' round trips only: BEGIN leaves with the first, COMMIT with the writes deferred to it; postgres.js\' begin costs two more', async () => {
+    // Behind a pooler drizzle's statements are unnamed: two round trips each (their parameters' types
+    // first), but for the deferred write when pipelined, which is written with its values in the text;
+    // postgres.js' begin there also sets the timeouts in a round trip of its own.
+    for (const [poolMode, pipelining, roundTrips] of [['session', true, 2], ['transaction', true, 3], ['session', false, 4], ['transaction', false, 7]] as const) {
+      const handle = await open(poolMode, pipelining)
       const readThenWrite = () => transaction(handle.db, async (tx) => {
         await lookUp(tx, 'ord_read_in_transaction')
         writeAtCommit(tx, tx.update(orders).set({ updatedAt: sql`now()` }).where(eq(orders.id, 'ord_written_at_commit')))
@@ -65,7 +67,7 @@ describeWithServices('drizzle\'s queries on postgres.js', ['postgres'], () => {
       await readThenWrite()
       const before = proxy.turns()
       await readThenWrite()
-      expect(proxy.turns() - before, poolMode).toBe(roundTrips)
+      expect(proxy.turns() - before, `${poolMode}, pipelining ${pipelining}`).toBe(roundTrips)
     }
   })
 

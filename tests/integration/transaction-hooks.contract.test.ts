@@ -15,21 +15,22 @@ import { describeWithServices } from '../support/services'
  * registers what must wait for the commit — an enqueue registers the workers' wake-up — and the
  * hooks run once it committed, never after a rollback. Same contract on both drivers.
  */
-for (const driver of ['postgres', 'pglite'] as const) {
-  describeWithServices(`after-commit hooks (${driver})`, driver === 'postgres' ? ['postgres'] : [], () => {
+// Postgres twice: transactions pipelined (as the app opens it) and as postgres.js' own begin runs them.
+for (const [driver, pipelining] of [['postgres', true], ['postgres', false], ['pglite', false]] as const) {
+  describeWithServices(`after-commit hooks (${driver}${driver === 'postgres' ? `, pipelining ${pipelining ? 'on' : 'off'}` : ''})`, driver === 'postgres' ? ['postgres'] : [], () => {
     let database: SuiteDatabase
     let handle: DatabaseHandle
     let db: Database
     let counter = 0
 
     beforeAll(async () => {
-      database = await openSuiteDatabase(driver, `hooks-${driver}`)
+      database = await openSuiteDatabase(driver, `hooks-${driver}-${pipelining}`, { pipelining })
       handle = database.handle
       db = handle.db
     }, 60_000)
     afterAll(async () => { await database?.close() })
 
-    const tenantId = () => `ten_hooks_${driver}_${++counter}`
+    const tenantId = () => `ten_hooks_${driver}_${pipelining}_${++counter}`
     const tenantExists = async (id: string) => (await db.select({ id: tenants.id }).from(tenants).where(eq(tenants.id, id))).length === 1
 
     it('runs the hooks once the transaction committed, in order, each distinct hook once, with the handle', async () => {

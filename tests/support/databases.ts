@@ -19,11 +19,15 @@ export interface SuiteDatabase {
   close: () => Promise<void>
 }
 
-/** `poolSize` sizes the Postgres connection pool; PGlite always has a single connection. */
-export async function openSuiteDatabase(driver: DatabaseDriver, label: string, options: { poolSize?: number } = {}): Promise<SuiteDatabase> {
+/**
+ * `poolSize` sizes the Postgres connection pool; PGlite always has a single connection. Postgres
+ * transactions are pipelined as the app's are, unless `pipelining: false` (postgres.js' own begin).
+ */
+export async function openSuiteDatabase(driver: DatabaseDriver, label: string, options: { poolSize?: number, pipelining?: boolean } = {}): Promise<SuiteDatabase> {
   if (driver === 'postgres') {
     const database = await createTestDatabase(label)
-    return openCleaningUp(() => openDatabase({ ...appDatabase(database.url), pgliteDir: '', migrations: testMigrations, poolSize: options.poolSize }), database.drop)
+    const pipelining = options.pipelining ?? true
+    return openCleaningUp(() => openDatabase({ ...appDatabase(database.url), pgliteDir: '', migrations: testMigrations, poolSize: options.poolSize, pipelining }), database.drop)
   }
   const pgliteDir = await mkdtemp(join(tmpdir(), `ic-${label.replace(/\W+/g, '-')}-`))
   return openCleaningUp(() => openDatabase({ pgliteDir, migrations: testMigrations }), () => rm(pgliteDir, { recursive: true, force: true }))

@@ -40,7 +40,7 @@ export interface JobsFixture {
 }
 
 export async function openJobsFixture(databaseUrl: string): Promise<JobsFixture> {
-  const handle = await openDatabase({ url: databaseUrl, pgliteDir: '', migrations: testMigrations, poolSize: 4 })
+  const handle = await openDatabase({ url: databaseUrl, pgliteDir: '', migrations: testMigrations, poolSize: 4, pipelining: true })
   const sql = postgres(databaseUrl, { max: 4, onnotice: () => {} })
   const close = async () => {
     await sql.end({ timeout: 5 })

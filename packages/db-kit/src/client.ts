@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { readMigrationFiles } from 'drizzle-orm/migrator'
 import type postgres from 'postgres'
+import { coalescingSocketFactory } from './coalesced-socket'
 import { TransactionPoolerError } from './errors'
 import { holdPgliteDir } from './pglite-lock'
 import { type PoolMode, postgresConnection } from './postgres-options'
@@ -35,6 +36,14 @@ export interface OpenDatabaseOptions {
   poolSize?: number
   /** Postgres lock_timeout of the pool's connections (default LOCK_TIMEOUT_MS). */
   lockTimeoutMs?: number
+  /**
+   * postgres.js only, off by default: transactions on a reserved connection with BEGIN sent with
+   * their first statements and COMMIT with the writes deferred to it (writeAtCommit), and a tick's
+   * socket writes sent as one. Needs a postgres.js whose reserved connections fail their queries
+   * when they close (porsager/postgres#1195, #1199): stock 3.4.x can leave a request waiting for
+   * ever after a pooler restart.
+   */
+  pipelining?: boolean
 }
 
 /**
@@ -100,6 +109,9 @@ async function openPostgres(options: PostgresOpening): Promise<DatabaseHandle> {
   }
   const client = postgres(main.url, {
     ...main.options,
+    // One socket write per tick (./coalesced-socket.ts), where postgres.js would make one per KiB.
+    // (postgres.js takes a socket factory; its types do not declare it.)
+    ...(options.pipelining ? { socket: coalescingSocketFactory(main.url, main.options.ssl) } as object : {}),
     max: options.poolSize ?? 10,
     onnotice: () => {},
     // Behind a transaction pooler the next statement may reach another server connection, where a
@@ -119,7 +131,8 @@ async function openPostgres(options: PostgresOpening): Promise<DatabaseHandle> {
   })
   const mode = pooled ? pooledMode(lockTimeoutMs) : sessionMode
   if (mode.prepare) preparedQueries(client)
-  pipelinedTransactions(client, mode)
+  if (options.pipelining) pipelinedTransactions(client, mode)
+  else stockTransactions(client, mode)
   driverModes.set(client, mode)
   await checkReachable(client, poolMode)
   // LISTEN lasts as long as its session: through a transaction pooler only on a direct connection.
@@ -207,6 +220,22 @@ async function checkReachable(client: postgres.Sql, poolMode: PoolMode): Promise
       throw new TransactionPoolerError(`The database URL refuses the connection's settings (${(error as Error).message}): it looks like a transaction pooler (PgBouncer, Supavisor, RDS Proxy), which needs pool mode \`transaction\`.`, { cause: error })
     }
     // Any other failure (Postgres restarting, say) is for the pool's reconnects to handle.
+  }
+}
+
+/**
+ * drizzle's transactions as postgres.js' begin runs them (BEGIN awaited, COMMIT alone): prepared
+ * in session mode, and behind a pooler each sets the timeouts a session would have had.
+ */
+function stockTransactions(client: postgres.Sql, mode: DriverMode): void {
+  const begin = client.begin.bind(client) as (...args: unknown[]) => Promise<unknown>
+  ;(client as { begin: unknown }).begin = (...args: unknown[]) => {
+    const work = args.pop() as (tx: postgres.TransactionSql) => unknown
+    return begin(...args, async (tx: postgres.TransactionSql) => {
+      if (mode.prepare) preparedQueries(tx)
+      if (mode.heldTimeouts) await tx.unsafe(mode.heldTimeouts)
+      return work(tx)
+    })
   }
 }
 

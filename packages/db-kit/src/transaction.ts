@@ -8,7 +8,7 @@ interface OpenTransaction {
   hooks: Set<AfterCommitHook>
   /** The statements writeAtCommit() deferred, where the driver sends them itself with COMMIT (postgres.js). */
   atCommit?: BoundStatement[]
-  /** Elsewhere (PGlite), the deferred queries, run in order once the work is done. */
+  /** Elsewhere (PGlite, postgres.js without pipelining), the deferred queries, sent in order once the work is done. */
   deferred: DeferrableQuery[]
 }
 const openTransactions = new WeakMap<object, OpenTransaction>()
@@ -40,9 +40,10 @@ export function runAfterCommit(handle: DatabaseHandle, hooks: Iterable<AfterComm
 
 /**
  * `db.transaction`, whose work may register after-commit hooks on its `tx` (see afterCommit) and
- * defer its last writes to the COMMIT (see writeAtCommit). On postgres.js BEGIN leaves with the
- * transaction's first statements and COMMIT with the deferred ones, each in the same socket write:
- * a transaction costs its statements' round trips, none of its own.
+ * defer its last writes to the COMMIT (see writeAtCommit). On postgres.js with `pipelining`, BEGIN
+ * leaves with the transaction's first statements and COMMIT with the deferred ones, each in the
+ * same socket write: a transaction costs its statements' round trips, none of its own. Without it
+ * the deferred writes leave together once the work is done, and COMMIT after them.
  */
 export async function transaction<T>(db: Database, work: (tx: Database) => Promise<T>): Promise<T> {
   const handle = handles.get(db)
@@ -53,7 +54,8 @@ export async function transaction<T>(db: Database, work: (tx: Database) => Promi
     const open: OpenTransaction = { handle, hooks, atCommit: pipeline?.atCommit, deferred: [] }
     openTransactions.set(tx, open)
     const done = await work(tx as unknown as Database)
-    for (const query of open.deferred) await query
+    // Issued together: on postgres.js one write on the transaction's connection, before its COMMIT.
+    await Promise.all(open.deferred)
     return done
   })
   runAfterCommit(handle, hooks)
