@@ -600,7 +600,10 @@ async function report(measured, { production, deployed, asDeployed }) {
     + ' so the request log\'s batched inserts and the debounced worker wake-up are amortised over the orders: up to 1.05 counts as one.',
     `Postgres round trips per new order: a separate ${roundTripSeconds} s run of the same workload (worker off) after a`
     + ` ${roundTripWarmUpSeconds} s warm-up, the server reaching Postgres through a counting TCP proxy (\`bench/pg-turns-proxy.mjs\`):`
-    + ' a round trip begins each time the app sends after Postgres last did, summed over all connections, over the run\'s 201 responses.'
+    + ' a round trip begins each time the app sends when Postgres has answered everything it sent before (the proxy reads the protocol:'
+    + ' each Sync or simple Query is owed a ReadyForQuery), summed over all connections, over the run\'s 201 responses. Statements pipelined'
+    + ' back to back are one round trip however many socket writes carry them, but when Postgres answers one write of a pipeline before'
+    + ' the next reached the proxy (postgres.js flushes every 1 KiB, and a write costs this VM ~0.1–0.2 ms) the proxy counts one more than the app waited.'
     + ' Background traffic (request-log batches, notifications, readiness checks) is included on purpose, amortised over the orders.',
   ]
   const costNotes = [
