@@ -10,7 +10,7 @@ import { withLiterals } from './literals'
 import { shiftParams } from './statements'
 import { type CommitPipeline, openingWith } from './pipeline'
 import { registerDatabase, runAfterCommit } from './transaction'
-import type { BoundStatement, Database, DatabaseHandle } from './types'
+import type { BoundStatement, Database, DatabaseHandle, DeferrableQuery } from './types'
 
 export type { Database, DatabaseHandle }
 
@@ -273,7 +273,7 @@ function pipelinedTransactions(client: postgres.Sql, mode: DriverMode): void {
         await connection.unsafe('rollback').catch(() => {})
         throw error
       }
-      const sent = [...pipeline.atCommit.map(statement => send(connection, mode, statement)), connection.unsafe('commit')]
+      const sent = [...pipeline.atCommit.map(query => send(connection, mode, compiled(query))), connection.unsafe('commit')]
       const settled = await Promise.allSettled(sent)
       // The first failure is the cause; COMMIT of an aborted transaction rolls it back.
       const failed = settled.find(outcome => outcome.status === 'rejected')
@@ -286,6 +286,12 @@ function pipelinedTransactions(client: postgres.Sql, mode: DriverMode): void {
       connection.release()
     }
   }
+}
+
+/** A drizzle query's text and values, to send it on the connection itself. */
+function compiled(query: DeferrableQuery): BoundStatement {
+  const { sql: text, params } = 'toSQL' in query ? query.toSQL() : query.getQuery()
+  return { text, params }
 }
 
 /**

@@ -1,11 +1,11 @@
-import type { BoundStatement } from './types'
+import type { DeferrableQuery } from './types'
 
 /**
- * A transaction whose driver sends statements with its COMMIT (postgres.js): the statements
- * deferred with writeAtCommit() travel in the same socket write as COMMIT.
+ * A transaction whose driver sends statements with its COMMIT (postgres.js with pipelining): the
+ * queries deferred with writeAtCommit() travel in the same socket write as COMMIT.
  */
 export interface CommitPipeline {
-  atCommit: BoundStatement[]
+  atCommit: DeferrableQuery[]
 }
 
 // Handed from the driver's BEGIN to transaction(), which takes it synchronously: drizzle calls

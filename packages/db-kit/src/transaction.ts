@@ -1,24 +1,17 @@
 import { takeOpeningPipeline } from './pipeline'
-import type { AfterCommitHook, BoundStatement, Database, DatabaseHandle } from './types'
+import type { AfterCommitHook, Database, DatabaseHandle, DeferrableQuery } from './types'
 
 const handles = new WeakMap<object, DatabaseHandle>()
 
 interface OpenTransaction {
   handle: DatabaseHandle
   hooks: Set<AfterCommitHook>
-  /** The statements writeAtCommit() deferred, where the driver sends them itself with COMMIT (postgres.js). */
-  atCommit?: BoundStatement[]
-  /** Elsewhere (PGlite, postgres.js without pipelining), the deferred queries, sent in order once the work is done. */
+  /** The queries writeAtCommit() deferred: the driver's, which it sends with COMMIT, when it pipelines. */
   deferred: DeferrableQuery[]
+  /** Whether the driver sends the deferred queries itself (postgres.js with pipelining). */
+  sentWithCommit: boolean
 }
 const openTransactions = new WeakMap<object, OpenTransaction>()
-
-/**
- * A drizzle query not yet run (a query builder, or `tx.execute(sql…)`): its text and values, and
- * running it on the transaction it was built on.
- */
-export type DeferrableQuery = PromiseLike<unknown> & ({ toSQL(): CompiledQuery } | { getQuery(): CompiledQuery })
-type CompiledQuery = { sql: string, params: unknown[] }
 
 /** Makes the handle's database known, so that a write on it (autocommit) can find its hooks' handle. */
 export function registerDatabase(handle: DatabaseHandle): DatabaseHandle {
@@ -51,11 +44,11 @@ export async function transaction<T>(db: Database, work: (tx: Database) => Promi
   const hooks = new Set<AfterCommitHook>()
   const result = await db.transaction(async (tx) => {
     const pipeline = takeOpeningPipeline()
-    const open: OpenTransaction = { handle, hooks, atCommit: pipeline?.atCommit, deferred: [] }
+    const open: OpenTransaction = { handle, hooks, deferred: pipeline?.atCommit ?? [], sentWithCommit: pipeline !== undefined }
     openTransactions.set(tx, open)
     const done = await work(tx as unknown as Database)
     // Issued together: on postgres.js one write on the transaction's connection, before its COMMIT.
-    await Promise.all(open.deferred)
+    if (!open.sentWithCommit) await Promise.all(open.deferred)
     return done
   })
   runAfterCommit(handle, hooks)
@@ -86,10 +79,5 @@ export function afterCommit(db: Database, hook: AfterCommitHook): void {
 export function writeAtCommit(tx: Database, query: DeferrableQuery): void {
   const open = openTransactions.get(tx)
   if (!open) throw new Error('writeAtCommit() outside transaction(): open the transaction with transaction() from @idempotent-checkout/db-kit')
-  if (!open.atCommit) {
-    open.deferred.push(query)
-    return
-  }
-  const { sql: text, params } = 'toSQL' in query ? query.toSQL() : query.getQuery()
-  open.atCommit.push({ text, params })
+  open.deferred.push(query)
 }

@@ -61,3 +61,10 @@ export interface TransactOptions {
    */
   beforeCommit?: () => Promise<void>
 }
+
+/**
+ * A drizzle query not yet run (a query builder, or `tx.execute(sql…)`): its text and values, and
+ * running it on the transaction it was built on. What writeAtCommit() takes.
+ */
+export type DeferrableQuery = PromiseLike<unknown> & ({ toSQL(): CompiledQuery } | { getQuery(): CompiledQuery })
+type CompiledQuery = { sql: string, params: unknown[] }
