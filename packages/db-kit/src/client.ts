@@ -40,8 +40,9 @@ export interface OpenDatabaseOptions {
    * postgres.js only, off by default: transactions on a reserved connection with BEGIN sent with
    * their first statements and COMMIT with the writes deferred to it (writeAtCommit), and a tick's
    * socket writes sent as one. Needs a postgres.js whose reserved connections fail their queries
-   * when they close (porsager/postgres#1195, #1199): stock 3.4.x can leave a request waiting for
-   * ever after a pooler restart.
+   * when they close (porsager/postgres#1195, #1199) and never send them on the connection's
+   * reconnect (README, "Transactions in fewer round trips"): stock 3.4.x can leave a request
+   * waiting for ever after a pooler restart, or run a transaction's late statements outside it.
    */
   pipelining?: boolean
 }
