@@ -1,7 +1,8 @@
 // Where an app process's CPU goes: V8 CPU profiles (`node --cpu-prof`) of the servers, summed and
 // grouped by where the code lives — a package under node_modules, Node's own modules, the bundled
 // server (Nuxt, Nitro, h3 and this app's code, which the build puts in one set of chunks), the
-// garbage collector — and the bundled server's busiest functions by name.
+// garbage collector — the bundled server's busiest functions by name, and the native and Node.js
+// calls charged to it by the bundled function that made them.
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 
@@ -38,6 +39,24 @@ function chargedGroup(node, parents) {
   return group
 }
 
+/**
+ * A native or Node.js frame charged to the bundled server, named by what it is and by the bundled
+ * function that called it (`writev ← sendResponse`): the native time the table of groups lumps together.
+ */
+function nativeCallOf(node, parents) {
+  const group = groupOf(node.callFrame)
+  if (isOwnCode(group)) return undefined
+  for (let parent = parents.get(node.id); parent; parent = parents.get(parent.id)) {
+    const caller = groupOf(parent.callFrame)
+    if (!isOwnCode(caller)) continue
+    if (!caller.startsWith('bundled server')) return undefined
+    return `${node.callFrame.functionName || '(anonymous)'} ← ${frameName(parent.callFrame)}`
+  }
+  return undefined
+}
+
+const frameName = callFrame => `${callFrame.functionName || '(anonymous)'} (${callFrame.url.split('/').pop()}:${callFrame.lineNumber + 1})`
+
 /** Self time of every node of one profile, in microseconds, by node id. */
 function selfTimes(profile) {
   const times = new Map()
@@ -52,6 +71,7 @@ function selfTimes(profile) {
 export function summarizeProfiles(dir, topFunctions = 12) {
   const groups = new Map()
   const functions = new Map()
+  const nativeCalls = new Map()
   let busyUs = 0
   for (const file of readdirSync(dir).filter(name => name.endsWith('.cpuprofile'))) {
     const profile = JSON.parse(readFileSync(join(dir, file), 'utf8'))
@@ -65,12 +85,14 @@ export function summarizeProfiles(dir, topFunctions = 12) {
       const group = chargedGroup(node, parents)
       groups.set(group, (groups.get(group) ?? 0) + us)
       if (group.startsWith('bundled server')) {
-        const name = `${node.callFrame.functionName || '(anonymous)'} (${node.callFrame.url.split('/').pop()}:${node.callFrame.lineNumber + 1})`
+        const name = frameName(node.callFrame)
         functions.set(name, (functions.get(name) ?? 0) + us)
       }
+      const nativeCall = group.endsWith('← bundled server (Nuxt, Nitro, h3, app)') ? nativeCallOf(node, parents) : undefined
+      if (nativeCall) nativeCalls.set(nativeCall, (nativeCalls.get(nativeCall) ?? 0) + us)
     }
   }
   const ranked = (map, limit) => [...map].sort((a, b) => b[1] - a[1]).slice(0, limit)
     .map(([name, us]) => ({ name, ms: us / 1000, share: us / busyUs }))
-  return { busyMs: busyUs / 1000, groups: ranked(groups, 20), functions: ranked(functions, topFunctions) }
+  return { busyMs: busyUs / 1000, groups: ranked(groups, 20), functions: ranked(functions, topFunctions), nativeCalls: ranked(nativeCalls, topFunctions) }
 }

@@ -133,6 +133,10 @@ The bundled server's busiest functions (Nuxt, Nitro, h3 and the app are one bund
 
 ${markdownTable(profile.functions)}
 
+The native and Node.js calls charged to the bundled server, by the bundled function that made them:
+
+${markdownTable(profile.nativeCalls)}
+
 ### Targets
 
 ${markdownTable(targets)}

@@ -404,9 +404,9 @@ async function profileScenario(env, options, mode = 'paid') {
 }
 
 /** The profile's tables: each group's and each busiest function's CPU per order and share. */
-function profileRows({ orders, groups, functions }) {
+function profileRows({ orders, groups, functions, nativeCalls }) {
   const row = column => ({ name, ms, share }) => ({ [column]: name, 'CPU ms per order': (ms / orders).toFixed(3), 'share': `${(share * 100).toFixed(1)} %` })
-  return { groups: groups.map(row('where')), functions: functions.map(row('function (bundled server)')) }
+  return { groups: groups.map(row('where')), functions: functions.map(row('function (bundled server)')), nativeCalls: nativeCalls.map(row('native or Node.js call ← bundled function')) }
 }
 
 /** Rows in the tables retention empties (request_log_replays with request_log): what the hot path leaves behind for it. */
@@ -543,6 +543,7 @@ async function report(measured, { production, deployed, asDeployed }) {
   const profile = profileRows(await profileScenario(deployed, asDeployed))
   console.table(profile.groups)
   console.table(profile.functions)
+  console.table(profile.nativeCalls)
   const rps = Object.fromEntries(Object.entries(measured).map(([name, { rate }]) => [name, rate]))
   const rows = rateRows(measured)
   printRates(measured)
@@ -759,6 +760,7 @@ try {
       const profile = profileRows(await profiled[name]())
       console.table(profile.groups)
       console.table(profile.functions)
+      console.table(profile.nativeCalls)
     }
   }
   else {
