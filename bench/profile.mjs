@@ -25,34 +25,28 @@ function groupOf({ url, functionName }) {
 
 const isOwnCode = group => !group.startsWith('Node.js') && group !== 'native code'
 
-/**
- * Node's modules and native functions (a socket write, a hash) are charged to the code that called
- * them: `native code ← postgres` is time postgres.js spent in native calls such as its socket writes.
- */
-function chargedGroup(node, parents) {
-  const group = groupOf(node.callFrame)
-  if (isOwnCode(group)) return group
+/** The nearest caller of a Node.js or native frame whose code is not Node's own: the code it is charged to. */
+function nearestOwnCaller(node, parents) {
   for (let parent = parents.get(node.id); parent; parent = parents.get(parent.id)) {
-    const caller = groupOf(parent.callFrame)
-    if (isOwnCode(caller)) return `${group} ← ${caller}`
+    if (isOwnCode(groupOf(parent.callFrame))) return parent
   }
-  return group
+  return undefined
 }
 
 /**
- * A native or Node.js frame charged to the bundled server, named by what it is and by the bundled
- * function that called it (`writev ← sendResponse`): the native time the table of groups lumps together.
+ * Node's modules and native functions (a socket write, a hash) are charged to the code that called
+ * them: `native code ← postgres` is time postgres.js spent in native calls such as its socket writes.
+ * With it, for a call charged to the bundled server, the call named by the bundled function that
+ * made it (`writev ← sendResponse`): the native time the table of groups lumps together.
  */
-function nativeCallOf(node, parents) {
+function chargedGroup(node, parents) {
   const group = groupOf(node.callFrame)
-  if (isOwnCode(group)) return undefined
-  for (let parent = parents.get(node.id); parent; parent = parents.get(parent.id)) {
-    const caller = groupOf(parent.callFrame)
-    if (!isOwnCode(caller)) continue
-    if (!caller.startsWith('bundled server')) return undefined
-    return `${node.callFrame.functionName || '(anonymous)'} ← ${frameName(parent.callFrame)}`
-  }
-  return undefined
+  if (isOwnCode(group)) return { group }
+  const caller = nearestOwnCaller(node, parents)
+  if (!caller) return { group }
+  const callerGroup = groupOf(caller.callFrame)
+  const nativeCall = callerGroup.startsWith('bundled server') ? `${node.callFrame.functionName || '(anonymous)'} ← ${frameName(caller.callFrame)}` : undefined
+  return { group: `${group} ← ${callerGroup}`, nativeCall }
 }
 
 const frameName = callFrame => `${callFrame.functionName || '(anonymous)'} (${callFrame.url.split('/').pop()}:${callFrame.lineNumber + 1})`
@@ -82,13 +76,12 @@ export function summarizeProfiles(dir, topFunctions = 12) {
       const us = times.get(node.id) ?? 0
       if (!us || node.callFrame.functionName === '(idle)') continue
       busyUs += us
-      const group = chargedGroup(node, parents)
+      const { group, nativeCall } = chargedGroup(node, parents)
       groups.set(group, (groups.get(group) ?? 0) + us)
       if (group.startsWith('bundled server')) {
         const name = frameName(node.callFrame)
         functions.set(name, (functions.get(name) ?? 0) + us)
       }
-      const nativeCall = group.endsWith('← bundled server (Nuxt, Nitro, h3, app)') ? nativeCallOf(node, parents) : undefined
       if (nativeCall) nativeCalls.set(nativeCall, (nativeCalls.get(nativeCall) ?? 0) + us)
     }
   }

@@ -51,9 +51,9 @@ describeWithServices('a pipelined transaction whose connection died', ['postgres
       await admin`select pg_terminate_backend(${pid})`
       await otherHasWritten
       await tx.insert(tenants).values({ id: ids.late, name: 'sent after the connection died' })
+    })
       // drizzle wraps the driver's error: its code is on the cause.
-      // drizzle wraps the driver's error: its code is on the cause.
-    }).then(() => 'committed', (error: { code?: string, cause?: { code?: string } }) => error.cause?.code ?? error.code ?? String(error))
+      .then(() => 'committed', (error: { code?: string, cause?: { code?: string } }) => error.cause?.code ?? error.code ?? String(error))
 
     const outcome = await first
     finishOther()
