@@ -52,7 +52,7 @@ export async function enqueueJob<Type extends JobType>(tx: Database, type: Type,
  * @idempotent-checkout/db-kit), no round trip of its own, the new job's id not read back.
  */
 export function enqueueJobAtCommit<Type extends JobType>(tx: Database, type: Type, payload: PayloadOf<Type>, options: EnqueueOptions): void {
-  writeAtCommit(tx, jobInsertQuery(tx, type, payload, options))
+  writeAtCommit(tx, boundJobInsert(tx, type, payload, options))
   afterCommit(tx, wakeWorkers)
 }
 
@@ -65,7 +65,10 @@ const insertJob = defineStatement(db => db.insert(jobs).values({
   runAt: runAfter(sql.placeholder('delayMs')),
 }).onConflictDoNothing({ target: [jobs.kind, jobs.dedupeKey] }))
 
+const boundJobInsert = <Type extends JobType>(db: Database, type: Type, payload: PayloadOf<Type>, options: EnqueueOptions): BoundStatement =>
+  insertJob(db, { ...jobValues(type, payload, options), delayMs: options.delayMs ?? 0 })
+
 /** enqueueJob as a statement for an atomic transaction (DatabaseHandle.transact wakes the workers after its commit). */
 export function jobInsert<Type extends JobType>(db: Database, type: Type, payload: PayloadOf<Type>, options: EnqueueOptions): BoundStatement {
-  return { ...insertJob(db, { ...jobValues(type, payload, options), delayMs: options.delayMs ?? 0 }), afterCommit: wakeWorkers }
+  return { ...boundJobInsert(db, type, payload, options), afterCommit: wakeWorkers }
 }

@@ -163,8 +163,7 @@ export function createJobStore(db: Database) {
      */
     async complete(job: ClaimedJob, work: (tx: Database) => Promise<void>): Promise<boolean> {
       return transaction(db, async (tx) => {
-        const completed = await tx.update(jobs).set({ status: 'completed', completedAt: sql`now()`, lastError: null, updatedAt: sql`now()` })
-          .where(owned(job)).returning({ id: jobs.id })
+        const completed = await queryPrepared(tx, completeClaim(tx, { id: job.id, fence: job.fence }))
         if (completed.length === 0) return false
         await work(tx)
         return true

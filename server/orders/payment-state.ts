@@ -1,5 +1,5 @@
 import { and, asc, eq, gte, isNull, lte, sql } from 'drizzle-orm'
-import { type Database, type DeferrableQuery, writeAtCommit } from '@idempotent-checkout/db-kit'
+import { type Database, type DeferrableQuery, defineStatement, mapRow, queryPrepared, writeAtCommit } from '@idempotent-checkout/db-kit'
 import { newId } from '../db/ids'
 import { orders, orderStatusHistory, refunds, webhookEvents } from '../db/schema'
 import { enqueueJob, enqueueJobAtCommit } from '../jobs/enqueue'
@@ -70,13 +70,24 @@ export interface PaymentStatusContext {
   writesAtCommit?: boolean
 }
 
-type LockedOrder = { id: string, tenantId: string, status: string, amount: number, currency: string, checkoutSessionId: string | null }
+const lockedColumns = { id: orders.id, tenantId: orders.tenantId, status: orders.status, amount: orders.amount, currency: orders.currency, checkoutSessionId: orders.checkoutSessionId }
+type LockedOrder = ReturnType<typeof mapRow<typeof lockedColumns>>
+
+// Every applied event reads these, prepared: compiled once, sent by the transaction's driver.
+const selectLockedOrder = defineStatement<{ id: string, tenantId: string | null }>(db => db.select(lockedColumns).from(orders)
+  .where(and(eq(orders.id, sql.placeholder('id')), sql`(${sql.placeholder('tenantId')}::text is null or ${orders.tenantId} = ${sql.placeholder('tenantId')})`)).for('update'))
+const selectRefundTotals = defineStatement<{ orderId: string }>(db => db.select({
+  succeeded: sql<string>`coalesce(sum(${refunds.amount}) filter (where ${refunds.status} = 'succeeded'), 0)`.as('succeeded'),
+  held: sql<string>`coalesce(sum(${refunds.amount}) filter (where ${refunds.status} <> 'failed'), 0)`.as('held'),
+  reportable: sql<string>`coalesce(sum(${refunds.amount}) filter (where ${refunds.status} <> 'failed' or ${refunds.providerRefundId} is not null), 0)`.as('reportable'),
+}).from(refunds).where(eq(refunds.orderId, sql.placeholder('orderId'))))
+const selectSucceededRefunds = defineStatement<{ orderId: string }>(db => db.select({ id: refunds.id }).from(refunds)
+  .where(and(eq(refunds.orderId, sql.placeholder('orderId')), eq(refunds.status, 'succeeded'))))
 
 /** The order, row-locked: every change of an order's state and refunds serialises on it. */
 export async function lockOrder(tx: Database, orderId: string, tenantId?: string): Promise<LockedOrder | undefined> {
-  const [order] = await tx.select({ id: orders.id, tenantId: orders.tenantId, status: orders.status, amount: orders.amount, currency: orders.currency, checkoutSessionId: orders.checkoutSessionId })
-    .from(orders).where(tenantId === undefined ? eq(orders.id, orderId) : and(eq(orders.id, orderId), eq(orders.tenantId, tenantId))).for('update')
-  return order
+  const [row] = await queryPrepared(tx, selectLockedOrder(tx, { id: orderId, tenantId: tenantId ?? null }))
+  return row && mapRow(lockedColumns, row)
 }
 
 interface RefundTotals {
@@ -94,11 +105,7 @@ interface RefundTotals {
 
 /** Σ of the order's refunds by state; read under the order's lock, after every earlier holder committed. */
 export async function refundTotals(tx: Database, orderId: string): Promise<RefundTotals> {
-  const [row] = await tx.select({
-    succeeded: sql<string>`coalesce(sum(${refunds.amount}) filter (where ${refunds.status} = 'succeeded'), 0)`,
-    held: sql<string>`coalesce(sum(${refunds.amount}) filter (where ${refunds.status} <> 'failed'), 0)`,
-    reportable: sql<string>`coalesce(sum(${refunds.amount}) filter (where ${refunds.status} <> 'failed' or ${refunds.providerRefundId} is not null), 0)`,
-  }).from(refunds).where(eq(refunds.orderId, orderId))
+  const [row] = await queryPrepared(tx, selectRefundTotals(tx, { orderId }))
   return { succeeded: Number(row?.succeeded ?? 0), held: Number(row?.held ?? 0), reportable: Number(row?.reportable ?? 0) }
 }
 
@@ -395,16 +402,23 @@ async function refundCanceledOrder(tx: Database, order: LockedOrder, context: Pa
 
 /** The ids of the order's refunds that succeeded: each gets its notice once the order is paid. */
 async function succeededRefunds(tx: Database, orderId: string): Promise<string[]> {
-  const rows = await tx.select({ id: refunds.id }).from(refunds).where(and(eq(refunds.orderId, orderId), eq(refunds.status, 'succeeded')))
-  return rows.map(({ id }) => id)
+  const rows = await queryPrepared(tx, selectSucceededRefunds(tx, { orderId }))
+  return rows.map(({ id }) => id as string)
 }
+
+// Statements every applied event writes, compiled once (a history row has all its columns bound, unset ones null).
+const setOrderStatus = defineStatement<{ id: string, status: string }>(db => db.update(orders)
+  .set({ status: sql`${sql.placeholder('status')}`, updatedAt: sql`now()` }).where(eq(orders.id, sql.placeholder('id'))))
+const historyColumns = ['orderId', 'fromStatus', 'requestedStatus', 'toStatus', 'outcome', 'reason', 'refundId', 'webhookEventId', 'jobId', 'requestId'] as const
+const insertHistory = defineStatement<Record<typeof historyColumns[number], string | null>>(db => db.insert(orderStatusHistory)
+  .values(Object.fromEntries(historyColumns.map(name => [name, sql.placeholder(name)])) as never))
 
 /** How a change sends its writes: awaited as they come, or with the COMMIT (PaymentStatusContext.writesAtCommit). */
 function writerFor(tx: Database, context: PaymentStatusContext) {
   const atCommit = context.writesAtCommit === true
   return {
     write: (query: DeferrableQuery): PromiseLike<unknown> | undefined => {
-      if (!atCommit) return query
+      if (!atCommit) return 'text' in query ? queryPrepared(tx, query) : query
       writeAtCommit(tx, query)
       return undefined
     },
@@ -420,7 +434,7 @@ function writerFor(tx: Database, context: PaymentStatusContext) {
 async function moveTo(tx: Database, order: LockedOrder, to: string, context: PaymentStatusContext, succeeded?: string[]): Promise<void> {
   const { write, enqueue } = writerFor(tx, context)
   // None of these statements depends on another: they are sent together (one round trip on postgres.js).
-  const statusSet = to !== order.status ? write(tx.update(orders).set({ status: to, updatedAt: sql`now()` }).where(eq(orders.id, order.id))) : undefined
+  const statusSet = to !== order.status ? write(setOrderStatus(tx, { id: order.id, status: to })) : undefined
   if (!isPaid(to)) {
     await statusSet
     return
@@ -445,10 +459,16 @@ interface HistoryRow {
 }
 
 export async function recordHistory(tx: Database, row: HistoryRow, context: PaymentStatusContext): Promise<void> {
-  await writerFor(tx, context).write(tx.insert(orderStatusHistory).values({
-    ...row,
-    webhookEventId: context.webhookEventId,
-    jobId: context.jobId,
-    requestId: context.requestId,
+  await writerFor(tx, context).write(insertHistory(tx, {
+    orderId: row.orderId,
+    fromStatus: row.fromStatus,
+    requestedStatus: row.requestedStatus,
+    toStatus: row.toStatus,
+    outcome: row.outcome,
+    reason: row.reason ?? null,
+    refundId: row.refundId ?? null,
+    webhookEventId: context.webhookEventId ?? null,
+    jobId: context.jobId ?? null,
+    requestId: context.requestId ?? null,
   }))
 }

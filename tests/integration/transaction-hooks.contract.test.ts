@@ -2,7 +2,7 @@ import { eq, sql } from 'drizzle-orm'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 import type { Database, DatabaseHandle, AfterCommitHook } from '@idempotent-checkout/db-kit'
 import { jobs, tenants } from '../../server/db/schema'
-import { defineStatement, afterCommit, transaction, violatedConstraint, writeAtCommit } from '@idempotent-checkout/db-kit'
+import { defineStatement, afterCommit, queryPrepared, transaction, violatedConstraint, writeAtCommit } from '@idempotent-checkout/db-kit'
 import { jobInsert } from '../../server/jobs/enqueue'
 import { orderSendConfirmationJob } from '../../server/orders/job-types'
 import { onLocalWake } from '../../server/jobs/wake'
@@ -139,6 +139,38 @@ for (const [driver, pipelining] of [['postgres', true], ['postgres', false], ['p
       })
       expect(result).toBe('answer')
       expect(await db.select({ name: tenants.name }).from(tenants).where(eq(tenants.id, id))).toEqual([{ name: 'second then third' }])
+    })
+
+    it('writeAtCommit: a defineStatement\'s BoundStatement is deferred like a query, its values (JSON, nulls, a text with `$` in it) bound as given', async () => {
+      const id = `job_hooks_${driver}_${pipelining}_${++counter}`
+      const payload = { orderId: 'ord_$1', note: 'it costs $2', nested: [1, null] }
+      await transaction(db, async (tx) => {
+        writeAtCommit(tx, jobInsert(tx, orderSendConfirmationJob, payload as never, { dedupeKey: id, requestId: '$3' }))
+        writeAtCommit(tx, tx.update(jobs).set({ lastError: 'after the insert' }).where(eq(jobs.dedupeKey, id)))
+        // Not sent yet.
+        expect(await tx.select({ id: jobs.id }).from(jobs).where(eq(jobs.dedupeKey, id))).toEqual([])
+      })
+      const [row] = await db.select({ payload: jobs.payload, requestId: jobs.requestId, idempotencyKey: jobs.idempotencyKey, lastError: jobs.lastError }).from(jobs).where(eq(jobs.dedupeKey, id))
+      expect(row).toEqual({ payload, requestId: '$3', idempotencyKey: null, lastError: 'after the insert' })
+    })
+
+    it('queryPrepared on a transaction is one of its statements: it sees the transaction\'s writes and rolls back with it', async () => {
+      const id = tenantId()
+      const nameOf = defineStatement<{ id: string }>(d => d.select({ name: tenants.name }).from(tenants).where(eq(tenants.id, sql.placeholder('id'))))
+      const rename = defineStatement<{ id: string, name: string }>(d => d.update(tenants).set({ name: sql`${sql.placeholder('name')}` }).where(eq(tenants.id, sql.placeholder('id'))).returning({ name: tenants.name }))
+      const failure = new Error('rolled back on purpose')
+      await expect(transaction(db, async (tx) => {
+        await tx.insert(tenants).values({ id, name: 'uncommitted' })
+        expect(await queryPrepared(tx, nameOf(tx, { id }))).toEqual([{ name: 'uncommitted' }])
+        expect(await queryPrepared(tx, rename(tx, { id, name: 'renamed' }))).toEqual([{ name: 'renamed' }])
+        throw failure
+      })).rejects.toBe(failure)
+      expect(await tenantExists(id)).toBe(false)
+      await transaction(db, async (tx) => {
+        await tx.insert(tenants).values({ id, name: 'kept' })
+        await queryPrepared(tx, rename(tx, { id, name: 'kept, renamed' }))
+      })
+      expect(await queryPrepared(db, nameOf(db, { id }))).toEqual([{ name: 'kept, renamed' }])
     })
 
     it('writeAtCommit: a deferred write that fails rolls the whole transaction back, runs no hook, and is what transaction() rejects with', async () => {

@@ -9,7 +9,7 @@ import { type PoolMode, postgresConnection } from './postgres-options'
 import { withLiterals } from './literals'
 import { shiftParams } from './statements'
 import { type CommitPipeline, openingWith } from './pipeline'
-import { registerDatabase, runAfterCommit } from './transaction'
+import { queryInTransaction, registerDatabase, runAfterCommit } from './transaction'
 import type { BoundStatement, Database, DatabaseHandle, DeferrableQuery } from './types'
 
 export type { Database, DatabaseHandle }
@@ -258,7 +258,7 @@ function pipelinedTransactions(client: postgres.Sql, mode: DriverMode): void {
     if (mode.prepare) preparedQueries(connection)
     // Nested transactions would need savepoints, which this connection does not offer: none are used.
     connection.savepoint = () => Promise.reject(new Error('nested transactions (savepoints) are not supported by this database layer'))
-    const pipeline: CommitPipeline = { atCommit: [] }
+    const pipeline: CommitPipeline = { atCommit: [], run: statement => send(connection, mode, statement) }
     // Sent with the work's first statements (postgres.js writes what is queued in one tick together).
     const opened = connection.unsafe(mode.heldTimeouts ? `begin; ${mode.heldTimeouts}` : 'begin').execute()
     const openingFailure = opened.then(() => undefined, (error: unknown) => ({ error }))
@@ -289,8 +289,9 @@ function pipelinedTransactions(client: postgres.Sql, mode: DriverMode): void {
   }
 }
 
-/** A drizzle query's text and values, to send it on the connection itself. */
+/** A deferred query's text and values, to send it on the connection itself. */
 function compiled(query: DeferrableQuery): BoundStatement {
+  if ('text' in query) return query
   const { sql: text, params } = 'toSQL' in query ? query.toSQL() : query.getQuery()
   return { text, params }
 }
@@ -417,9 +418,12 @@ function pooledMode(lockTimeoutMs: number): DriverMode {
  * One statement (a transaction of its own) on the database's driver, prepared on postgres.js, where
  * drizzle sends every query unprepared (`execute <unnamed>`): for hot paths. Behind a transaction
  * pooler it is unprepared and wrapped in a transaction that sets the timeouts (one round trip still).
- * Rows come as the driver gives them, by column name: decode them with `mapRow`.
+ * On a transaction (`tx` of transaction()) it is one of the transaction's statements. Rows come as
+ * the driver gives them, by column name: decode them with `mapRow`.
  */
 export async function queryPrepared(db: Database, statement: BoundStatement): Promise<Rows> {
+  // A transaction has no driver client of its own.
+  if (!('$client' in db)) return queryInTransaction(db, statement)
   const client = driverClient(db)
   if (!('unsafe' in client)) return (await client.query<Record<string, unknown>>(statement.text, statement.params)).rows
   return sendOne(client, driverModes.get(client) ?? sessionMode, statement)

@@ -1,4 +1,4 @@
-import type { DeferrableQuery } from './types'
+import type { BoundStatement, DeferrableQuery } from './types'
 
 /**
  * A transaction whose driver sends statements with its COMMIT (postgres.js with pipelining): the
@@ -6,6 +6,8 @@ import type { DeferrableQuery } from './types'
  */
 export interface CommitPipeline {
   atCommit: DeferrableQuery[]
+  /** Sends a statement on the transaction's connection as the driver sends its own (queryPrepared on `tx`): no query builder in between. */
+  run(statement: BoundStatement): Promise<Array<Record<string, unknown>>>
 }
 
 // Handed from the driver's BEGIN to transaction(), which takes it synchronously: drizzle calls

@@ -1,4 +1,4 @@
-import { type Column, is, Param, Placeholder } from 'drizzle-orm'
+import { type Column, is, Param, Placeholder, type SQL, sql } from 'drizzle-orm'
 import type { BoundStatement, Database } from './types'
 
 interface Compilable {
@@ -57,4 +57,13 @@ export function mapRow<Columns extends Record<string, Column>>(columns: Columns,
  */
 export function shiftParams(text: string, shift: number): string {
   return text.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + shift}`)
+}
+
+/**
+ * A BoundStatement as drizzle SQL, each `$n` its value: to run it through drizzle (`tx.execute`) on
+ * a transaction whose driver does not send deferred writes itself.
+ */
+export function asDrizzleSql(statement: BoundStatement): SQL {
+  const parts = statement.text.split(/\$(\d+)/)
+  return sql.join(parts.map((part, index) => (index % 2 === 1 ? sql`${new Param(statement.params[Number(part) - 1])}` : sql.raw(part))))
 }

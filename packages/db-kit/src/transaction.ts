@@ -1,5 +1,6 @@
-import { takeOpeningPipeline } from './pipeline'
-import type { AfterCommitHook, Database, DatabaseHandle, DeferrableQuery } from './types'
+import { type CommitPipeline, takeOpeningPipeline } from './pipeline'
+import { asDrizzleSql } from './statements'
+import type { AfterCommitHook, BoundStatement, Database, DatabaseHandle, DeferrableQuery } from './types'
 
 const handles = new WeakMap<object, DatabaseHandle>()
 
@@ -10,6 +11,8 @@ interface OpenTransaction {
   deferred: DeferrableQuery[]
   /** Whether the driver sends the deferred queries itself (postgres.js with pipelining). */
   sentWithCommit: boolean
+  /** The driver's way to send a statement on the transaction's connection, when it pipelines. */
+  run?: CommitPipeline['run']
 }
 const openTransactions = new WeakMap<object, OpenTransaction>()
 
@@ -44,11 +47,11 @@ export async function transaction<T>(db: Database, work: (tx: Database) => Promi
   const hooks = new Set<AfterCommitHook>()
   const result = await db.transaction(async (tx) => {
     const pipeline = takeOpeningPipeline()
-    const open: OpenTransaction = { handle, hooks, deferred: pipeline?.atCommit ?? [], sentWithCommit: pipeline !== undefined }
+    const open: OpenTransaction = { handle, hooks, deferred: pipeline?.atCommit ?? [], sentWithCommit: pipeline !== undefined, run: pipeline?.run }
     openTransactions.set(tx, open)
     const done = await work(tx as unknown as Database)
     // Issued together: on postgres.js one write on the transaction's connection, before its COMMIT.
-    if (!open.sentWithCommit) await Promise.all(open.deferred)
+    if (!open.sentWithCommit) await Promise.all(open.deferred.map(query => ('text' in query ? tx.execute(asDrizzleSql(query)) : query)))
     return done
   })
   runAfterCommit(handle, hooks)
@@ -71,13 +74,24 @@ export function afterCommit(db: Database, hook: AfterCommitHook): void {
 }
 
 /**
- * Sends `query` (a drizzle query built on `tx`, not awaited) with the transaction's COMMIT: for a
- * last write whose answer nobody reads, it costs no round trip of its own. It runs after every other
- * statement of the transaction, in the order deferred; if it fails, the transaction rolls back and
- * transaction() rejects with its error. `tx` must be a transaction opened with transaction().
+ * Sends `query` (a drizzle query built on `tx`, not awaited, or a defineStatement's BoundStatement)
+ * with the transaction's COMMIT: for a last write whose answer nobody reads, it costs no round trip
+ * of its own. It runs after every other statement of the transaction, in the order deferred; if it
+ * fails, the transaction rolls back and transaction() rejects with its error. `tx` must be a transaction opened with transaction().
  */
 export function writeAtCommit(tx: Database, query: DeferrableQuery): void {
   const open = openTransactions.get(tx)
   if (!open) throw new Error('writeAtCommit() outside transaction(): open the transaction with transaction() from @idempotent-checkout/db-kit')
   open.deferred.push(query)
+}
+
+/**
+ * A BoundStatement as one of the transaction's statements (queryPrepared on `tx`): sent by the
+ * driver on the transaction's connection where it pipelines, through drizzle otherwise.
+ */
+export async function queryInTransaction(tx: Database, statement: BoundStatement): Promise<Array<Record<string, unknown>>> {
+  const run = openTransactions.get(tx)?.run
+  if (run) return run(statement)
+  const result = await tx.execute(asDrizzleSql(statement)) as Array<Record<string, unknown>> | { rows: Array<Record<string, unknown>> }
+  return Array.isArray(result) ? result : result.rows
 }

@@ -63,8 +63,9 @@ export interface TransactOptions {
 }
 
 /**
- * A drizzle query not yet run (a query builder, or `tx.execute(sql…)`): its text and values, and
- * running it on the transaction it was built on. What writeAtCommit() takes.
+ * What writeAtCommit() takes: a drizzle query not yet run (a query builder, or `tx.execute(sql…)`),
+ * compiled when sent; or a BoundStatement (defineStatement's), whose text was compiled once — the
+ * cheaper one for a write every request makes.
  */
-export type DeferrableQuery = PromiseLike<unknown> & ({ toSQL(): CompiledQuery } | { getQuery(): CompiledQuery })
+export type DeferrableQuery = BoundStatement | (PromiseLike<unknown> & ({ toSQL(): CompiledQuery } | { getQuery(): CompiledQuery }))
 type CompiledQuery = { sql: string, params: unknown[] }

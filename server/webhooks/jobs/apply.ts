@@ -1,5 +1,5 @@
 import { eq, sql } from 'drizzle-orm'
-import { type Database, writeAtCommit } from '@idempotent-checkout/db-kit'
+import { type Database, defineStatement, writeAtCommit } from '@idempotent-checkout/db-kit'
 import { webhookEvents } from '../../db/schema'
 import { applyPaymentStatus, isPaid, lockOrder } from '../../orders/payment-state'
 import type { PaymentProvider, PaymentEventType } from '../../payments/types'
@@ -16,6 +16,11 @@ const confirmedProviders = new Set(['midtrans'])
 const CONFIRM_ATTEMPTS = 3
 
 const eventsById = rowsById(webhookEvents, webhookEvents.id)
+
+/** The event's outcome, written with the COMMIT of every event applied: compiled once. */
+const markEvent = defineStatement<{ id: string, status: 'applied' | 'ignored', confirmation: string | null }>(db => db.update(webhookEvents)
+  .set({ status: sql`${sql.placeholder('status')}`, processedAt: sql`now()`, confirmation: sql`${sql.placeholder('confirmation')}::jsonb` })
+  .where(eq(webhookEvents.id, sql.placeholder('id'))))
 
 /** The stored events of a batch of webhook.apply jobs, one prepared query; undefined where one is missing. */
 const loadEvents = (db: Database, payloads: Array<{ webhookEventId: string }>) => eventsById(db, payloads.map(payload => payload.webhookEventId))
@@ -71,8 +76,7 @@ export function webhookApply(confirmer?: PaymentProvider) {
         // The last change: its writes and the event's mark leave with the COMMIT (three round trips in all).
         const change = await applyPaymentStatus(tx, orderId, requested, { ...context, amount, refund: stored.refund ?? undefined, listedRefunds: stored.listedRefunds ?? undefined, unconfirmed, writesAtCommit: true })
         if (!change) throw new RetryableJobError(`order ${orderId} not found (yet) for ${stored.provider} event ${stored.eventId}`)
-        writeAtCommit(tx, tx.update(webhookEvents).set({ status: change.changed ? 'applied' : 'ignored', processedAt: sql`now()`, confirmation })
-          .where(eq(webhookEvents.id, webhookEventId)))
+        writeAtCommit(tx, markEvent(tx, { id: webhookEventId, status: change.changed ? 'applied' : 'ignored', confirmation: confirmation && JSON.stringify(confirmation) }))
       })
     },
   })
