@@ -2,7 +2,9 @@
 // grouped by where the code lives — a package under node_modules, Node's own modules, the bundled
 // server (Nuxt, Nitro, h3 and this app's code, which the build puts in one set of chunks), the
 // garbage collector — the bundled server's busiest functions by name, and the native and Node.js
-// calls charged to it by the bundled function that made them.
+// calls charged to it by the bundled function that made them. V8 samples by the clock: a function is
+// also charged while its process is preempted, e.g. by the Postgres backend its socket write woke on
+// the same core (docs/benchmarks.md says by how much).
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 

@@ -126,6 +126,12 @@ The "order, new key, paid · as deployed" workload once more, its servers under 
 (\`bench/profile.mjs\`): the self time of every function, summed over both servers and grouped by where its code lives.
 Node's own modules and native calls (a socket write, a hash) are charged to the code that called them: \`native code ← postgres\`
 is postgres.js's socket writes and reads. Profiling slows the servers, so the shares count, not the sum.
+V8's profiler samples a thread's running time as the clock sees it: a function is charged while its process waits for
+the core it was preempted from, so a socket write that wakes a process on the same core (a Postgres backend, the other
+server, the load generator) is charged for what that process ran. With all of them on both of this machine's cores, a
+paid order's Postgres socket writes (\`writeBuffer ← uncork\`) take 19–24 % of this profile; with the servers alone on
+one core and Postgres, Redis and the load generator on the other (\`taskset\`), 3 %. Read a socket write's share as
+an upper bound, and the CPU table above (from \`/proc\`) for what the processes used.
 
 ${markdownTable(profile.groups)}
 
