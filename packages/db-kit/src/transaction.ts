@@ -77,7 +77,8 @@ export function afterCommit(db: Database, hook: AfterCommitHook): void {
  * Sends `query` (a drizzle query built on `tx`, not awaited, or a defineStatement's BoundStatement)
  * with the transaction's COMMIT: for a last write whose answer nobody reads, it costs no round trip
  * of its own. It runs after every other statement of the transaction, in the order deferred; if it
- * fails, the transaction rolls back and transaction() rejects with its error. `tx` must be a transaction opened with transaction().
+ * fails, the transaction rolls back and transaction() rejects with its error. `tx` must be a
+ * transaction opened with transaction().
  */
 export function writeAtCommit(tx: Database, query: DeferrableQuery): void {
   const open = openTransactions.get(tx)
