@@ -405,7 +405,7 @@ async function profileScenario(env, options, mode = 'paid') {
 
 /** The profile's tables: each group's and each busiest function's CPU per order and share. */
 function profileRows({ orders, groups, functions, nativeCalls }) {
-  const row = column => ({ name, ms, share }) => ({ [column]: name, 'CPU ms per order': (ms / orders).toFixed(3), 'share': `${(share * 100).toFixed(1)} %` })
+  const row = column => ({ name, ms, share }) => ({ [column]: name, 'profiled ms per order': (ms / orders).toFixed(3), 'share': `${(share * 100).toFixed(1)} %` })
   return { groups: groups.map(row('where')), functions: functions.map(row('function (bundled server)')), nativeCalls: nativeCalls.map(row('native or Node.js call ← bundled function')) }
 }
 
