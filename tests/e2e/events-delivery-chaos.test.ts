@@ -159,7 +159,14 @@ describeWithServices('events delivered through crashes and a flaky receiver', ['
     expect([...copies.values()].filter(count => count > 1).length).toBeGreaterThanOrEqual(30)
 
     // The outbox agrees: every delivery job completed, none dead, and failed attempts were recorded.
-    const jobs = await sql<Array<{ status: string, n: number }>>`select status, count(*)::int as n from jobs where kind = 'webhook.deliver' group by status`
+    // An event the receiver applied while its answer was lost leaves its job failed until the next
+    // attempt (seconds later, by the retry schedule) is answered: wait for the jobs to settle.
+    const deliveryJobs = () => sql<Array<{ status: string, n: number }>>`select status, count(*)::int as n from jobs where kind = 'webhook.deliver' group by status order by status`
+    let jobs = await deliveryJobs()
+    await pollUntil(`every delivery job settled (${JSON.stringify(jobs)} so far)`, async () => {
+      jobs = await deliveryJobs()
+      return jobs.every(row => row.status !== 'queued' && row.status !== 'failed' && row.status !== 'running')
+    }, { timeoutMs: 60_000, intervalMs: 250 })
     expect(jobs).toEqual([{ status: 'completed', n: ORDERS + CANCELS }])
     const [attempts] = await sql<Array<{ failed: number, delivered: number }>>`
       select count(*) filter (where not delivered)::int as failed, count(*) filter (where delivered)::int as delivered from webhook_attempts`
