@@ -7,12 +7,10 @@ const handles = new WeakMap<object, DatabaseHandle>()
 interface OpenTransaction {
   handle: DatabaseHandle
   hooks: Set<AfterCommitHook>
-  /** The queries writeAtCommit() deferred: the driver's, which it sends with COMMIT, when it pipelines. */
+  /** The queries writeAtCommit() deferred: the pipeline's own list, which it sends with COMMIT, when there is one. */
   deferred: DeferrableQuery[]
-  /** Whether the driver sends the deferred queries itself (postgres.js with pipelining). */
-  sentWithCommit: boolean
-  /** The driver's way to send a statement on the transaction's connection, when it pipelines. */
-  run?: CommitPipeline['run']
+  /** The driver's pipeline for this transaction (postgres.js with pipelining): it sends the deferred queries and queryPrepared's statements itself. */
+  pipeline?: CommitPipeline
 }
 const openTransactions = new WeakMap<object, OpenTransaction>()
 
@@ -47,11 +45,11 @@ export async function transaction<T>(db: Database, work: (tx: Database) => Promi
   const hooks = new Set<AfterCommitHook>()
   const result = await db.transaction(async (tx) => {
     const pipeline = takeOpeningPipeline()
-    const open: OpenTransaction = { handle, hooks, deferred: pipeline?.atCommit ?? [], sentWithCommit: pipeline !== undefined, run: pipeline?.run }
+    const open: OpenTransaction = { handle, hooks, deferred: pipeline?.atCommit ?? [], pipeline }
     openTransactions.set(tx, open)
     const done = await work(tx as unknown as Database)
     // Issued together: on postgres.js one write on the transaction's connection, before its COMMIT.
-    if (!open.sentWithCommit) await Promise.all(open.deferred.map(query => ('text' in query ? tx.execute(asDrizzleSql(query)) : query)))
+    if (!open.pipeline) await Promise.all(open.deferred.map(query => ('text' in query ? tx.execute(asDrizzleSql(query)) : query)))
     return done
   })
   runAfterCommit(handle, hooks)
@@ -91,8 +89,8 @@ export function writeAtCommit(tx: Database, query: DeferrableQuery): void {
  * driver on the transaction's connection where it pipelines, through drizzle otherwise.
  */
 export async function queryInTransaction(tx: Database, statement: BoundStatement): Promise<Array<Record<string, unknown>>> {
-  const run = openTransactions.get(tx)?.run
-  if (run) return run(statement)
+  const pipeline = openTransactions.get(tx)?.pipeline
+  if (pipeline) return pipeline.run(statement)
   const result = await tx.execute(asDrizzleSql(statement)) as Array<Record<string, unknown>> | { rows: Array<Record<string, unknown>> }
   return Array.isArray(result) ? result : result.rows
 }
