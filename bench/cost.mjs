@@ -1,5 +1,5 @@
 // What an order costs the machine, per process kind: CPU time of the app's processes, of a separate
-// worker process, of every Postgres process (backends, WAL writer, checkpointer, autovacuum) and of
+// worker process, of a payment provider's stand-in in its own process, of every Postgres process (backends, WAL writer, checkpointer, autovacuum) and of
 // Redis, read from /proc/<pid>/stat (utime + stime) before and after a measured run; and the write
 // transactions Postgres committed meanwhile, as the number of transaction ids it handed out. Linux only.
 import { readdirSync, readFileSync } from 'node:fs'
@@ -58,13 +58,15 @@ async function transactionIds(sql) {
 }
 
 /**
- * Meters a run: `appPids()` and `workerPids()` list the app's and a separate worker's processes.
+ * Meters a run: `appPids()` and `workerPids()` list the app's and a separate worker's processes,
+ * `providerPids()` (if given) a payment provider's stand-in's: its figure is `cpuMs.provider`.
  * `stop(units)` divides every figure by the units the run produced (orders created, or replays served).
  */
-export function costMeter(sql, { appPids, workerPids = () => [] }) {
+export function costMeter(sql, { appPids, workerPids = () => [], providerPids }) {
   const meters = {
     app: cpuOf(appPids),
     worker: cpuOf(workerPids),
+    ...(providerPids && { provider: cpuOf(providerPids) }),
     postgres: cpuOf(() => pidsNamed('postgres')),
     redis: cpuOf(() => pidsNamed('redis-server')),
   }

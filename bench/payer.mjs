@@ -8,6 +8,12 @@
 const pollMs = 50
 const confirmBody = JSON.stringify({ outcome: 'succeed' })
 
+/** The run's orders by status (those created since `since`): a paid run's check, every order `paid`. */
+async function ordersByStatus(sql, since) {
+  const rows = await sql`select status, count(*)::int as count from orders where created_at >= ${since} group by status order by status`
+  return rows.map(({ status, count }) => `${count} ${status}`).join(', ')
+}
+
 /** The request that pays one intent. */
 export const confirmRequest = intentId => ({
   path: `/api/mockpay/intents/${intentId}/confirm`,
@@ -61,6 +67,61 @@ export async function startPayer(sql) {
       }
       return paid
     },
+    outcome: () => ordersByStatus(sql, since),
+    stop: async () => {
+      stopped = true
+      await polling
+    },
+  }
+}
+
+/** Orders of the run still awaiting their payment, with the intent the worker created for them (null: not yet). */
+const awaitingPayment = (sql, since) => sql`select payment_intent_id as "intentId" from orders where status = 'pending_payment' and created_at >= ${since} limit 5000`
+
+/**
+ * The shopper of a run whose provider is the Stripe stand-in (`standInUrl`): every intent the worker
+ * created is paid on the stand-in (`POST /_stand-in/payment_intents/:id/succeed`) once, by the
+ * bench's process, as soon as it is seen. The stand-in then sends `payment_intent.succeeded` to the
+ * app. `take()` hands nothing to the load generator; `payRest()` pays what is left and resolves
+ * once no order of the run awaits its payment (every payment's webhook applied), to how many it paid.
+ */
+export async function startStandInPayer(sql, standInUrl) {
+  const [{ since }] = await sql`select now() as since`
+  const paid = new Set()
+  let stopped = false
+  const pay = async (intentId) => {
+    const response = await fetch(new URL(`/_stand-in/payment_intents/${intentId}/succeed`, standInUrl), { method: 'POST' })
+    if (!response.ok) throw new Error(`paying ${intentId} on the Stripe stand-in answered ${response.status}: ${await response.text()}`)
+  }
+  /** Pays the run's created intents not paid yet; resolves to the orders still awaiting payment and how many it paid. */
+  const payNew = async () => {
+    const awaiting = await awaitingPayment(sql, since)
+    const unpaid = awaiting.map(({ intentId }) => intentId).filter(id => id !== null && !paid.has(id))
+    // Marked before the first is sent: the poller and payRest() may both be looking.
+    for (const id of unpaid) paid.add(id)
+    for (let i = 0; i < unpaid.length; i += 8) await Promise.all(unpaid.slice(i, i + 8).map(pay))
+    return { awaiting: awaiting.length, paid: unpaid.length }
+  }
+  let failure
+  const polling = (async () => {
+    while (!stopped && !failure) {
+      await payNew().catch((error) => { failure = error })
+      await new Promise(resolve => setTimeout(resolve, pollMs))
+    }
+  })()
+  return {
+    take: () => undefined,
+    async payRest() {
+      let count = 0
+      for (;;) {
+        if (failure) throw failure
+        const { awaiting, paid: now } = await payNew()
+        count += now
+        if (awaiting === 0) return count
+        await new Promise(resolve => setTimeout(resolve, pollMs))
+      }
+    },
+    outcome: () => ordersByStatus(sql, since),
     stop: async () => {
       stopped = true
       await polling

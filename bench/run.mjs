@@ -29,7 +29,7 @@ import { summarizeProfiles } from './profile.mjs'
 import { startTurnsProxy } from './pg-turns-proxy.mjs'
 import { paidRoundTripsBySteps } from './paid-steps.mjs'
 import { describeEnvironment, writeBenchmarks } from './report.mjs'
-import { startPayer } from './payer.mjs'
+import { startPayer, startStandInPayer } from './payer.mjs'
 import { mockpaySecret, trackedSkus, webhookSecret, workload } from './requests.mjs'
 import { runStorm } from './storm.mjs'
 
@@ -50,9 +50,14 @@ const only = process.env.BENCH_ONLY?.split(',').map(name => name.trim()).filter(
  * of 2026-12-06): the CPU target is a share of it.
  */
 const PAID_ORDER_CPU_BEFORE_MS = 15.3
+/**
+ * The same with the provider's work out of the app (the "Stripe stand-in" row): that row's app +
+ * Postgres CPU on the code before the pipeline's diet (4ee0876), the mean of five runs (11.1–13.3 ms).
+ */
+const PAID_ORDER_STRIPE_CPU_BEFORE_MS = 12.3
 /** BENCH_ONLY names that profile a workload instead of measuring it. */
 // Rows printed on their own (BENCH_ONLY), not scenarios.
-const profiles = ['profile', 'profileNewKey', 'profileReplay', 'paidRoundTrips']
+const profiles = ['profile', 'profileStripe', 'profileNewKey', 'profileReplay', 'paidRoundTrips']
 // Counting round trips needs no long run, only enough orders to amortise the background traffic.
 const roundTripSeconds = 3
 const roundTripWarmUpSeconds = 1
@@ -278,32 +283,71 @@ function startWorkerProcess(env, webhookBase) {
 }
 
 /**
+ * Where a run with the Stripe stand-in as its provider finds it: the port it will listen on and the
+ * app's settings for it (its keys made up per run, in the shapes the app checks).
+ */
+async function stripeStandInPlan() {
+  const port = await freePort()
+  const secretKey = `sk_test_bench${randomUUID().replaceAll('-', '')}`
+  const webhookSecret = `whsec_bench${randomUUID().replaceAll('-', '')}`
+  return {
+    port, secretKey, webhookSecret,
+    env: { PAYMENT_PROVIDER: 'stripe', MOCKPAY_ENABLED: 'false', STRIPE_SECRET_KEY: secretKey, STRIPE_API_BASE: `http://127.0.0.1:${port}`, WEBHOOK_STRIPE_SECRET: webhookSecret },
+  }
+}
+
+/**
+ * The Stripe stand-in (`npm run stand-in -- stripe`) in its own process, as `plan` says, sending its
+ * signed events to `webhookUrl`: a provider whose work is not the app's, its CPU metered apart.
+ */
+async function startStripeStandIn(plan, webhookUrl) {
+  const child = spawn(process.execPath, [jitiCli, 'scripts/stand-in.ts', 'stripe', '--port', String(plan.port), '--webhook-url', webhookUrl, '--secret-key', plan.secretKey, '--webhook-secret', plan.webhookSecret], {
+    cwd: projectRoot, stdio: ['ignore', 'ignore', 'inherit'],
+  })
+  const exited = new Promise(resolve => child.once('exit', resolve))
+  const url = `http://127.0.0.1:${plan.port}`
+  const stop = () => (child.kill('SIGTERM'), exited)
+  for (let i = 0; i < 300; i++) {
+    if (await fetch(`${url}/_stand-in/events?type=none`).then(r => r.ok, () => false)) return { url, pid: child.pid, stop }
+    if (child.exitCode !== null) break
+    await sleep(100)
+  }
+  await stop()
+  throw new Error('the Stripe stand-in did not start')
+}
+
+/**
  * One measured run on `instances` servers sharing `env`, with the load spread over them.
  * `workerProcess` adds a standalone worker beside servers that run none. With `drain` the run
  * ends only once every job its orders queued has run, and its cost counts them: the table then
  * starts without open jobs, so that no earlier scenario's backlog is drained and counted.
  * `meter` counts something over the measured run; `stderr: 'ignore'` silences the servers.
+ * `provider: 'stripe'` makes the Stripe stand-in, in its own process, the servers' payment provider
+ * (its events sent to the first server), its CPU metered apart; a paid run pays on it.
  * `alongside(urls)` prepares work after the warm-up and resolves to `{ done }`, the work started to
  * run beside the measured run: the result's `alongside` holds what it prepared and `done` settled.
  * A scenario on Postgres counts the rows it left for retention (`retained`, per unit), unless
  * `alongside` changes those tables too.
  */
-async function scenario(label, env, kind, mode, { meter, duration = seconds, warmUp = warmUpSeconds, stderr, instances = 1, workerProcess = false, drain = false, nodeArgs, alongside } = {}) {
+async function scenario(label, env, kind, mode, { meter, duration = seconds, warmUp = warmUpSeconds, stderr, instances = 1, workerProcess = false, drain = false, nodeArgs, alongside, provider } = {}) {
   // The floors: bare node:http servers, not the app.
   const reference = { floor: { entry: floorEntry, nodeArgs: [] }, writes: { entry: writesEntry, nodeArgs: [jitiCli] } }[kind]
   const floor = reference !== undefined
   if (drain) await sql.unsafe('do $$ begin if to_regclass(\'jobs\') is not null then delete from jobs; end if; end $$')
   await settlePostgres()
-  const servers = await startServers(instances, env, reference?.entry ?? serverEntry, stderr, reference?.nodeArgs ?? nodeArgs)
+  const standInPlan = provider === 'stripe' ? await stripeStandInPlan() : undefined
+  const servers = await startServers(instances, { ...env, ...standInPlan?.env }, reference?.entry ?? serverEntry, stderr, reference?.nodeArgs ?? nodeArgs)
   const urls = servers.map(server => server.url)
   const worker = workerProcess ? startWorkerProcess(env, urls[0]) : undefined
   let stopPayer
+  let standIn
   return measureOn(servers, async () => {
     try {
+      standIn = standInPlan && await startStripeStandIn(standInPlan, `${urls[0]}/api/webhooks/stripe`)
       // The floors need no tenant key: they take the same order requests and ignore the credentials.
       const tenant = floor ? { secretKey: 'none' } : await createTenant(urls[0])
       if (kind === 'trackedOrder') await trackStock(urls[0], tenant.secretKey)
-      const payer = mode === 'paid' ? await startPayer(sql) : undefined
+      const payer = mode !== 'paid' ? undefined : standIn ? await startStandInPayer(sql, standIn.url) : await startPayer(sql)
       stopPayer = payer?.stop
       // Until every order is paid and every job has run: a payment creates jobs, and a job still
       // creating an intent when the unpaid ones were paid leaves one more to pay.
@@ -324,7 +368,7 @@ async function scenario(label, env, kind, mode, { meter, duration = seconds, war
       const indexEntriesBefore = countsIndexEntries ? await indexEntries() : 0
       const beside = await alongside?.(urls)
       await meter?.start()
-      const cost = costMeter(sql, { appPids: () => servers.map(server => server.pid), workerPids: () => (worker ? [worker.pid] : []) })
+      const cost = costMeter(sql, { appPids: () => servers.map(server => server.pid), workerPids: () => (worker ? [worker.pid] : []), providerPids: standIn && (() => [standIn.pid]) })
       await cost.start()
       const result = await run(urls, workload(kind, mode, tenant.secretKey, payer), duration)
       const units = unitsOf(result, mode)
@@ -337,11 +381,14 @@ async function scenario(label, env, kind, mode, { meter, duration = seconds, war
       if (kind === 'writes') await sleep(200)
       const retained = countsRetained ? (await retainedRows() - retainedBefore) / units : undefined
       const indexEntriesPerUnit = countsIndexEntries ? (await indexEntries() - indexEntriesBefore) / units : undefined
-      return { label, result, units, rate: rateOf(result, mode), count, cost: { ...costs, embedded: !floor && !env.DATABASE_URL }, drainMs, alongside: besideDone, retained, indexEntries: indexEntriesPerUnit }
+      // A paid run's orders, warm-up's included, by status: every one paid, or the run's figures are not a paid order's.
+      const check = payer && `orders: ${await payer.outcome()}`
+      return { label, result, units, rate: rateOf(result, mode), check, count, cost: { ...costs, embedded: !floor && !env.DATABASE_URL }, drainMs, alongside: besideDone, retained, indexEntries: indexEntriesPerUnit }
     }
     finally {
       await stopPayer?.()
       await worker?.stop()
+      await standIn?.stop()
     }
   })
 }
@@ -515,6 +562,8 @@ function costRow({ label, cost, retained, indexEntries }, roundTrips) {
     'per': `${cost.units} responses`,
     'app CPU ms': costFigure(cost.cpuMs.app),
     'worker process CPU ms': costFigure(cost.cpuMs.worker),
+    // A provider in its own process (the Stripe stand-in): its work, not the app's.
+    'provider CPU ms': costFigure(cost.cpuMs.provider),
     // Embedded, the database is PGlite inside the app: the Postgres server's figures are someone else's.
     'Postgres CPU ms': cost.embedded ? 'in app' : costFigure(cost.cpuMs.postgres),
     'Redis CPU ms': costFigure(cost.cpuMs.redis),
@@ -572,6 +621,7 @@ async function report(measured, { production, deployed, asDeployed }) {
   const perNewOrder = ({ count, orders, perOrder }, what) => `${perOrder.toFixed(2)} (${count} ${what} / ${orders} orders)`
   const toWrites = name => rps[name] / rps.orderWrites
   const paidCpuMs = measured.deployedPaid.cost.cpuMs.app + measured.deployedPaid.cost.cpuMs.postgres
+  const paidStripeCpuMs = measured.deployedPaidStripe.cost.cpuMs.app + measured.deployedPaidStripe.cost.cpuMs.postgres
   const paidRoundTrips = roundTripsOf.deployedPaid
   const paidSteps = paidRoundTripsBySteps(paidRoundTrips.statements)
   const targets = [
@@ -586,6 +636,7 @@ async function report(measured, { production, deployed, asDeployed }) {
     // The order's whole pipeline, its payment included.
     ['paid order as deployed: ≤ 10 Postgres round trips of the app\'s (mockpay\'s apart)', `${paidSteps.app.toFixed(2)} (${paidSteps.mockpay.toFixed(2)} more of mockpay's, ${perNewOrder(paidRoundTrips, 'round trips')} in all)`, paidSteps.app <= 10],
     [`paid order as deployed: app + Postgres CPU ≤ 60 % of ${PAID_ORDER_CPU_BEFORE_MS} ms`, `${paidCpuMs.toFixed(2)} ms (${Math.round(paidCpuMs / PAID_ORDER_CPU_BEFORE_MS * 100)} %)`, paidCpuMs <= 0.6 * PAID_ORDER_CPU_BEFORE_MS],
+    [`paid order as deployed, the provider in its own process (Stripe stand-in): app + Postgres CPU ≤ 60 % of ${PAID_ORDER_STRIPE_CPU_BEFORE_MS} ms`, `${paidStripeCpuMs.toFixed(2)} ms (${Math.round(paidStripeCpuMs / PAID_ORDER_STRIPE_CPU_BEFORE_MS * 100)} %; the provider's own ${measured.deployedPaidStripe.cost.cpuMs.provider.toFixed(2)} ms apart)`, paidStripeCpuMs <= 0.6 * PAID_ORDER_STRIPE_CPU_BEFORE_MS],
     ['commits per new order = 1', perNewOrder(commits, 'commits'), commits.perOrder <= 1.05],
     ['Postgres round trips per new order ≤ 2', perNewOrder(roundTrips, 'round trips'), roundTrips.perOrder <= 2],
     ['commits per new order of 3 tracked SKUs = 1', perNewOrder(measured.trackedNewKey.count, 'commits'), measured.trackedNewKey.count.perOrder <= 1.05],
@@ -638,6 +689,7 @@ async function report(measured, { production, deployed, asDeployed }) {
     `as deployed (${deployedInstances} instances, worker on, info logs) / 1 instance, worker off: new key ${ratio('deployedNewKey', 'newKey')}, replay ${ratio('deployedReplay', 'replay')}`,
     `as deployed, paid / not paid (new key): ${ratio('deployedPaid', 'deployedNewKey')}`,
     `worker in its own process / in the app (as deployed, new key, paid): ${ratio('deployedWorkerProcess', 'deployedPaid')}`,
+    `the Stripe stand-in in its own process / mockpay in the app (as deployed, new key, paid): ${ratio('deployedPaidStripe', 'deployedPaid')}`,
     `webhook new event / order new key: ${ratio('webhookNew', 'newKey')}, webhook redelivery / new event: ${ratio('webhookReplay', 'webhookNew')}`,
     `unknown API route (404 problem) / order replay: ${ratio('unknownRoute', 'replay')}`,
     `storm (${stormInstances} instances) / new key (1 instance): ${ratio('storm', 'newKey')}`,
@@ -676,7 +728,12 @@ async function report(measured, { production, deployed, asDeployed }) {
       + ' payment.create_intent, mockpay\'s signed deliveries back to the app (with its duplicate), webhook.apply and the order\'s two effects.'
       + ' Their req/s is orders per second (the confirmations not counted), and their costs are per order, its payment included.'
       + ' Such a run ends when the last of its jobs has run, and starts with no job open. "worker in its own process": the same, but the'
-      + ' servers run no worker and one standalone `npm run worker` runs the jobs',
+      + ' servers run no worker and one standalone `npm run worker` runs the jobs. "Stripe stand-in as the provider": the same, but the'
+      + ' provider is the Stripe stand-in (`npm run stand-in -- stripe`) in its own process, as a deployment\'s provider is another machine:'
+      + ' payment.create_intent creates a PaymentIntent there, the bench pays each (`POST /_stand-in/payment_intents/:id/succeed`) as soon as'
+      + ' the order has it, and the stand-in sends its signed `payment_intent.succeeded` once, as Stripe normally does, to the first instance;'
+      + ' webhook.apply reads the intent back from it. Its CPU is the "provider" column, not the app\'s. The "check" of a paid row is its'
+      + ' orders (warm-up\'s included) by status once the run ended: every one paid',
       'before each Postgres scenario the bench database is vacuumed and checkpointed, so that no scenario pays for the previous one\'s rows',
       'topologies: "through PgBouncer" reaches the same database through Debian\'s PgBouncer in transaction mode (default_pool_size 20,'
       + ' ignore_startup_parameters = extra_float_digits) with `DATABASE_POOL_MODE=transaction` and no direct URL; "transaction mode, no pooler"'
@@ -720,6 +777,7 @@ try {
     replay: () => scenario('order, replay · Postgres + Redis', production, 'order', 'replay'),
     deployedNewKey: () => scenario(`order, new key · as deployed (${deployedInstances} instances, worker on), not paid`, deployed, 'order', 'new', asDeployed),
     deployedPaid: () => scenario(`order, new key, paid · as deployed (${deployedInstances} instances, worker on)`, deployed, 'order', 'paid', asDeployed),
+    deployedPaidStripe: () => scenario(`order, new key, paid · as deployed, Stripe stand-in as the provider (its own process)`, deployed, 'order', 'paid', { ...asDeployed, provider: 'stripe' }),
     deployedReplay: () => scenario(`order, replay · as deployed (${deployedInstances} instances, worker on)`, deployed, 'order', 'replay', asDeployed),
     deployedWorkerProcess: () => scenario(`order, new key, paid · as deployed, worker in its own process`, { ...deployed, WORKER_ENABLED: 'false' }, 'order', 'paid', { ...asDeployed, workerProcess: true }),
     storm: () => stormScenario(`order storm · ${stormInstances} instances, ${stormCopies} copies per key`, production, sql),
@@ -749,8 +807,8 @@ try {
     for (const { label, count } of Object.values(measured)) if (count) console.log(`${label}: ${count.perOrder.toFixed(2)} commits per order (${count.count} / ${count.orders})`)
     const retention = measured.newKeyRetention?.retention
     if (retention) console.log(`retention: deleted ${retention.deleted.toLocaleString('en-US')} of ${retention.seeded.toLocaleString('en-US')} rows in ${(retention.ms / 1000).toFixed(1)} s: ${Math.round(retention.rowsPerSecond).toLocaleString('en-US')} rows/s`)
-    // profile: the paid order as deployed; profileNewKey and profileReplay: the order on one instance, worker off.
-    const profiled = { profile: () => profileScenario(deployed, asDeployed), profileNewKey: () => profileScenario(production, {}, 'new'), profileReplay: () => profileScenario(production, {}, 'replay') }
+    // profile: the paid order as deployed (profileStripe: the Stripe stand-in its provider); profileNewKey and profileReplay: the order on one instance, worker off.
+    const profiled = { profile: () => profileScenario(deployed, asDeployed), profileStripe: () => profileScenario(deployed, { ...asDeployed, provider: 'stripe' }), profileNewKey: () => profileScenario(production, {}, 'new'), profileReplay: () => profileScenario(production, {}, 'replay') }
     if (only.includes('paidRoundTrips')) {
       const paid = await roundTripScenario(deployed, 'paid', asDeployed, 'order', { byStatement: true })
       console.log(`paid order as deployed: ${paid.perOrder.toFixed(2)} round trips per order`)
