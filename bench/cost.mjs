@@ -1,5 +1,5 @@
 // What an order costs the machine, per process kind: CPU time of the app's processes, of a separate
-// worker process, of a payment provider's stand-in in its own process, of every Postgres process (backends, WAL writer, checkpointer, autovacuum) and of
+// worker process, of a payment provider's stand-in in its own process, of every Postgres process but the bench's own backends (backends, WAL writer, checkpointer, autovacuum) and of
 // Redis, read from /proc/<pid>/stat (utime + stime) before and after a measured run; and the write
 // transactions Postgres committed meanwhile, as the number of transaction ids it handed out. Linux only.
 import { readdirSync, readFileSync } from 'node:fs'
@@ -51,6 +51,18 @@ function cpuOf(listPids) {
   }
 }
 
+/**
+ * The `application_name` of the bench's own connections to the bench database (bench/run.mjs sets it):
+ * their backends' CPU is the bench's (polling for unpaid orders, open jobs, counts), not an order's.
+ */
+export const benchApplicationName = 'ic-bench'
+
+/** Pids of the bench's own backends (one query on a bench connection, which is one of them). */
+async function benchBackends(sql) {
+  const rows = await sql`select pid from pg_stat_activity where application_name = ${benchApplicationName}`
+  return rows.map(({ pid }) => pid)
+}
+
 /** Transaction ids handed out so far: one per transaction that wrote (the reading takes one itself). */
 async function transactionIds(sql) {
   const [{ xid }] = await sql`select txid_current()::text as xid`
@@ -63,21 +75,25 @@ async function transactionIds(sql) {
  * `stop(units)` divides every figure by the units the run produced (orders created, or replays served).
  */
 export function costMeter(sql, { appPids, workerPids = () => [], providerPids }) {
+  const ownBackends = new Set()
   const meters = {
     app: cpuOf(appPids),
     worker: cpuOf(workerPids),
     ...(providerPids && { provider: cpuOf(providerPids) }),
-    postgres: cpuOf(() => pidsNamed('postgres')),
+    postgres: cpuOf(() => pidsNamed('postgres').filter(pid => !ownBackends.has(pid))),
     redis: cpuOf(() => pidsNamed('redis-server')),
   }
   let xidsBefore
   return {
     async start() {
+      for (const pid of await benchBackends(sql)) ownBackends.add(pid)
       for (const meter of Object.values(meters)) meter.start()
       xidsBefore = await transactionIds(sql)
     },
     async stop(units) {
       const xids = await transactionIds(sql) - xidsBefore - 1
+      // A connection the bench opened meanwhile is its own too: left out of both readings.
+      for (const pid of await benchBackends(sql)) ownBackends.add(pid)
       const cpu = Object.fromEntries(Object.entries(meters).map(([name, meter]) => [name, meter.stop() / units]))
       return { units, cpuMs: cpu, writeCommits: xids / units }
     },
