@@ -178,7 +178,7 @@ database is created and dropped) and Redis (\`BENCH_REDIS_URL\`, default \`redis
 keys under a random prefix). \`BENCH_SECONDS\`, \`BENCH_WARMUP_SECONDS\`, \`BENCH_CONNECTIONS\`,
 \`BENCH_STORM_COPIES\`, \`BENCH_RETENTION_ROWS\` (rows seeded per table, default 1,000,000), \`BENCH_JOBS\` and
 \`BENCH_WORKER_CONCURRENCY\` change the settings above; \`BENCH_ONLY=newKey,deployedNewKey\` runs those scenarios
-(and the floor; \`profile\` adds the CPU profile of the paid order as deployed, \`profileNewKey\` and \`profileReplay\` those of the new-key order and its replay on one instance, \`paidRoundTrips\` the paid order's round trips by step) and prints their tables without writing this file;
+(and the floor; \`profile\` adds the CPU profile of the paid order as deployed, \`profileStripe\` the same with the Stripe stand-in as its provider, \`profileNewKey\` and \`profileReplay\` those of the new-key order and its replay on one instance, \`paidRoundTrips\` the paid order's round trips by step) and prints their tables without writing this file;
 \`APP_BUILD_ROOT\` points at a build made elsewhere (\`APP_BUILD_ROOT=/tmp/x npx nuxt build\`).
 `
   writeFileSync(documentPath, document)
