@@ -1,5 +1,6 @@
 // What an order costs the machine, per process kind: CPU time of the app's processes, of a separate
-// worker process, of a payment provider's stand-in in its own process, of every Postgres process but the bench's own backends (backends, WAL writer, checkpointer, autovacuum) and of
+// worker process, of a payment provider's stand-in in its own process, of every Postgres process
+// (backends, WAL writer, checkpointer, autovacuum) but the bench's own connections' backends, and of
 // Redis, read from /proc/<pid>/stat (utime + stime) before and after a measured run; and the write
 // transactions Postgres committed meanwhile, as the number of transaction ids it handed out. Linux only.
 import { readdirSync, readFileSync } from 'node:fs'

@@ -3,7 +3,9 @@
 // checkout page's shopper would. The load generator sends those confirmations between its orders;
 // what is still unpaid when it stops is paid right after, so that every order of a run goes the
 // whole way: create_intent, mockpay's signed deliveries (with their duplicate), webhook.apply and
-// the order's effects. Helpers only: bench/run.mjs drives them.
+// the order's effects. With the Stripe stand-in as the provider, in its own process, the bench pays
+// on the stand-in instead (startStandInPayer). Helpers only: bench/run.mjs drives them.
+import { setTimeout as sleep } from 'node:timers/promises'
 
 const pollMs = 50
 const confirmBody = JSON.stringify({ outcome: 'succeed' })
@@ -12,6 +14,38 @@ const confirmBody = JSON.stringify({ outcome: 'succeed' })
 async function ordersByStatus(sql, since) {
   const rows = await sql`select status, count(*)::int as count from orders where created_at >= ${since} group by status order by status`
   return rows.map(({ status, count }) => `${count} ${status}`).join(', ')
+}
+
+/** When the run began, by the database's clock: the orders and intents from then on are the payer's. */
+async function databaseNow(sql) {
+  const [{ now }] = await sql`select now() as now`
+  return now
+}
+
+/**
+ * Runs `poll` every `pollMs` until stopped. A failing poll stops the polling; `check()` throws its
+ * error, and so does `stop()`.
+ */
+function pollEvery(poll) {
+  let stopped = false
+  let failure
+  const polling = (async () => {
+    while (!stopped && !failure) {
+      await poll().catch((error) => { failure = error })
+      await sleep(pollMs)
+    }
+  })()
+  const check = () => {
+    if (failure) throw failure
+  }
+  return {
+    check,
+    async stop() {
+      stopped = true
+      await polling
+      check()
+    },
+  }
 }
 
 /** The request that pays one intent. */
@@ -30,10 +64,9 @@ const unpaid = (sql, since) => sql`select id from payment_intents where status =
  * answers how many. Only the intents created after the payer started are its own.
  */
 export async function startPayer(sql) {
-  const [{ since }] = await sql`select now() as since`
+  const since = await databaseNow(sql)
   const queue = []
   const handedOut = new Set()
-  let stopped = false
   const offer = (ids) => {
     for (const { id } of ids) {
       if (handedOut.has(id)) continue
@@ -41,15 +74,11 @@ export async function startPayer(sql) {
       queue.push(id)
     }
   }
-  const polling = (async () => {
-    while (!stopped) {
-      offer(await unpaid(sql, since))
-      await new Promise(resolve => setTimeout(resolve, pollMs))
-    }
-  })()
+  const polling = pollEvery(async () => offer(await unpaid(sql, since)))
   return {
     take: () => queue.shift(),
     async payRest(url) {
+      polling.check()
       queue.length = 0
       let paid = 0
       for (let ids = await unpaid(sql, since); ids.length; ids = await unpaid(sql, since)) {
@@ -68,10 +97,7 @@ export async function startPayer(sql) {
       return paid
     },
     outcome: () => ordersByStatus(sql, since),
-    stop: async () => {
-      stopped = true
-      await polling
-    },
+    stop: polling.stop,
   }
 }
 
@@ -86,9 +112,8 @@ const awaitingPayment = (sql, since) => sql`select payment_intent_id as "intentI
  * once no order of the run awaits its payment (every payment's webhook applied), to how many it paid.
  */
 export async function startStandInPayer(sql, standInUrl) {
-  const [{ since }] = await sql`select now() as since`
+  const since = await databaseNow(sql)
   const paid = new Set()
-  let stopped = false
   const pay = async (intentId) => {
     const response = await fetch(new URL(`/_stand-in/payment_intents/${intentId}/succeed`, standInUrl), { method: 'POST' })
     if (!response.ok) throw new Error(`paying ${intentId} on the Stripe stand-in answered ${response.status}: ${await response.text()}`)
@@ -102,29 +127,20 @@ export async function startStandInPayer(sql, standInUrl) {
     for (let i = 0; i < unpaid.length; i += 8) await Promise.all(unpaid.slice(i, i + 8).map(pay))
     return { awaiting: awaiting.length, paid: unpaid.length }
   }
-  let failure
-  const polling = (async () => {
-    while (!stopped && !failure) {
-      await payNew().catch((error) => { failure = error })
-      await new Promise(resolve => setTimeout(resolve, pollMs))
-    }
-  })()
+  const polling = pollEvery(payNew)
   return {
     take: () => undefined,
     async payRest() {
       let count = 0
       for (;;) {
-        if (failure) throw failure
+        polling.check()
         const { awaiting, paid: now } = await payNew()
         count += now
         if (awaiting === 0) return count
-        await new Promise(resolve => setTimeout(resolve, pollMs))
+        await sleep(pollMs)
       }
     },
     outcome: () => ordersByStatus(sql, since),
-    stop: async () => {
-      stopped = true
-      await polling
-    },
+    stop: polling.stop,
   }
 }

@@ -734,8 +734,8 @@ async function report(measured, { production, deployed, asDeployed }) {
       + ' servers run no worker and one standalone `npm run worker` runs the jobs. "Stripe stand-in as the provider": the same, but the'
       + ' provider is the Stripe stand-in (`npm run stand-in -- stripe`) in its own process, as a deployment\'s provider is another machine:'
       + ' payment.create_intent creates a PaymentIntent there, the bench pays each (`POST /_stand-in/payment_intents/:id/succeed`) as soon as'
-      + ' the order has it, and the stand-in sends its signed `payment_intent.succeeded` once, as Stripe normally does, to the first instance;'
-      + ' webhook.apply reads the intent back from it. Its CPU is the "provider" column, not the app\'s. The "check" of a paid row is its'
+      + ' the order has it, and the stand-in sends its signed `payment_intent.succeeded` once, as Stripe normally does, to the first instance'
+      + ' (webhook.apply takes a Stripe event as signed, without asking the API again). Its CPU is the "provider" column, not the app\'s. The "check" of a paid row is its'
       + ' orders (warm-up\'s included) by status once the run ended: every one paid',
       'before each Postgres scenario the bench database is vacuumed and checkpointed, so that no scenario pays for the previous one\'s rows',
       'topologies: "through PgBouncer" reaches the same database through Debian\'s PgBouncer in transaction mode (default_pool_size 20,'
