@@ -166,9 +166,9 @@ async function run(urls, requests, duration) {
   })
 }
 
-/** Starts `count` servers with one environment; if one fails to start, stops the others. */
-async function startServers(count, env, entry, stderr = 'inherit', nodeArgs = []) {
-  const started = await Promise.allSettled(Array.from({ length: count }, () => startServer(env, entry, stderr, nodeArgs)))
+/** Starts a server per environment given; if one fails to start, stops the others. */
+async function startServers(envs, entry, stderr = 'inherit', nodeArgs = []) {
+  const started = await Promise.allSettled(envs.map(env => startServer(env, entry, stderr, nodeArgs)))
   const servers = started.filter(outcome => outcome.status === 'fulfilled').map(outcome => outcome.value)
   const failed = started.find(outcome => outcome.status === 'rejected')
   if (!failed) return servers
@@ -331,14 +331,16 @@ async function startStripeStandIn(plan, webhookUrl) {
  * A scenario on Postgres counts the rows it left for retention (`retained`, per unit), unless
  * `alongside` changes those tables too.
  */
-async function scenario(label, env, kind, mode, { meter, duration = seconds, warmUp = warmUpSeconds, stderr, instances = 1, workerProcess = false, drain = false, nodeArgs, alongside, provider } = {}) {
+async function scenario(label, env, kind, mode, { meter, duration = seconds, warmUp = warmUpSeconds, stderr, instances = 1, workerInstances = instances, workerProcess = false, drain = false, nodeArgs, alongside, provider } = {}) {
   // The floors: bare node:http servers, not the app.
   const reference = { floor: { entry: floorEntry, nodeArgs: [] }, writes: { entry: writesEntry, nodeArgs: [jitiCli] } }[kind]
   const floor = reference !== undefined
   if (drain) await sql.unsafe('do $$ begin if to_regclass(\'jobs\') is not null then delete from jobs; end if; end $$')
   await settlePostgres()
   const standInPlan = provider === 'stripe' ? await stripeStandInPlan() : undefined
-  const servers = await startServers(instances, { ...env, ...standInPlan?.env }, reference?.entry ?? serverEntry, stderr, reference?.nodeArgs ?? nodeArgs)
+  // With `workerInstances` fewer than the instances, the first ones run the in-app worker and the rest serve requests only.
+  const envs = Array.from({ length: instances }, (_, index) => ({ ...env, ...standInPlan?.env, ...(index >= workerInstances ? { WORKER_ENABLED: 'false' } : {}) }))
+  const servers = await startServers(envs, reference?.entry ?? serverEntry, stderr, reference?.nodeArgs ?? nodeArgs)
   const urls = servers.map(server => server.url)
   const worker = workerProcess ? startWorkerProcess(env, urls[0]) : undefined
   let stopPayer
@@ -522,7 +524,8 @@ async function backlogScenario(label, env, { retention }) {
 /** Two instances sharing the database and the Redis prefix; a warm-up storm, then the measured one. */
 async function stormScenario(label, env, sql) {
   await settlePostgres()
-  const servers = await startServers(stormInstances, { ...env, REDIS_KEY_PREFIX: `bench:${randomUUID()}:` }, serverEntry)
+  const stormEnv = { ...env, REDIS_KEY_PREFIX: `bench:${randomUUID()}:` }
+  const servers = await startServers(Array.from({ length: stormInstances }, () => stormEnv), serverEntry)
   return measureOn(servers, async () => {
     const storm = async duration => runStorm({
       urls: servers.map(server => server.url), tenant: await createTenant(servers[0].url), sql, connections, seconds: duration, copies: stormCopies,
@@ -693,6 +696,7 @@ async function report(measured, { production, deployed, asDeployed }) {
     `as deployed, paid / not paid (new key): ${ratio('deployedPaid', 'deployedNewKey')}`,
     `worker in its own process / in the app (as deployed, new key, paid): ${ratio('deployedWorkerProcess', 'deployedPaid')}`,
     `the Stripe stand-in in its own process / mockpay in the app (as deployed, new key, paid): ${ratio('deployedPaidStripe', 'deployedPaid')}`,
+    `the worker on one instance / on both (as deployed, Stripe stand-in, new key, paid): ${ratio('deployedPaidStripeOneWorker', 'deployedPaidStripe')}`,
     `webhook new event / order new key: ${ratio('webhookNew', 'newKey')}, webhook redelivery / new event: ${ratio('webhookReplay', 'webhookNew')}`,
     `unknown API route (404 problem) / order replay: ${ratio('unknownRoute', 'replay')}`,
     `storm (${stormInstances} instances) / new key (1 instance): ${ratio('storm', 'newKey')}`,
@@ -735,7 +739,9 @@ async function report(measured, { production, deployed, asDeployed }) {
       + ' provider is the Stripe stand-in (`npm run stand-in -- stripe`) in its own process, as a deployment\'s provider is another machine:'
       + ' payment.create_intent creates a PaymentIntent there, the bench pays each (`POST /_stand-in/payment_intents/:id/succeed`) as soon as'
       + ' the order has it, and the stand-in sends its signed `payment_intent.succeeded` once, as Stripe normally does, to the first instance'
-      + ' (webhook.apply takes a Stripe event as signed, without asking the API again). Its CPU is the "provider" column, not the app\'s. The "check" of a paid row is its'
+      + ' (webhook.apply takes a Stripe event as signed, without asking the API again). Its CPU is the "provider" column, not the app\'s.'
+      + ` "the worker on one of the ${deployedInstances} instances": the same, but only the first instance (the one the stand-in sends its events to) runs the in-app worker`
+      + ' (`WORKER_ENABLED=false` on the other, which serves orders only). The "check" of a paid row is its'
       + ' orders (warm-up\'s included) by status once the run ended: every one paid',
       'before each Postgres scenario the bench database is vacuumed and checkpointed, so that no scenario pays for the previous one\'s rows',
       'topologies: "through PgBouncer" reaches the same database through Debian\'s PgBouncer in transaction mode (default_pool_size 20,'
@@ -782,6 +788,7 @@ try {
     deployedNewKey: () => scenario(`order, new key · as deployed (${deployedInstances} instances, worker on), not paid`, deployed, 'order', 'new', asDeployed),
     deployedPaid: () => scenario(`order, new key, paid · as deployed (${deployedInstances} instances, worker on)`, deployed, 'order', 'paid', asDeployed),
     deployedPaidStripe: () => scenario(`order, new key, paid · as deployed, Stripe stand-in as the provider (its own process)`, deployed, 'order', 'paid', { ...asDeployed, provider: 'stripe' }),
+    deployedPaidStripeOneWorker: () => scenario(`order, new key, paid · as deployed, Stripe stand-in as the provider, the worker on one of the ${deployedInstances} instances`, deployed, 'order', 'paid', { ...asDeployed, provider: 'stripe', workerInstances: 1 }),
     deployedReplay: () => scenario(`order, replay · as deployed (${deployedInstances} instances, worker on)`, deployed, 'order', 'replay', asDeployed),
     deployedWorkerProcess: () => scenario(`order, new key, paid · as deployed, worker in its own process`, { ...deployed, WORKER_ENABLED: 'false' }, 'order', 'paid', { ...asDeployed, workerProcess: true }),
     storm: () => stormScenario(`order storm · ${stormInstances} instances, ${stormCopies} copies per key`, production, sql),
