@@ -29,6 +29,7 @@ export function createConfiguredWorker(config: AppConfig, handle: DatabaseHandle
     concurrency: config.WORKER_CONCURRENCY,
     prefetch: config.WORKER_PREFETCH,
     pollIntervalMs: config.JOB_POLL_INTERVAL_MS,
+    claimCoalesceMs: config.JOB_CLAIM_COALESCE_MS,
     heartbeatTimeoutMs: config.JOB_HEARTBEAT_TIMEOUT_MS,
     lockTtlMs: config.JOB_LOCK_TTL_MS,
     lockBusyDelayMs: config.JOB_LOCK_BUSY_DELAY_MS,

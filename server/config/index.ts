@@ -130,6 +130,8 @@ const EnvSchema = z.object({
   WORKER_ID: z.string().regex(/^[\w:.@-]{1,64}$/).optional(),
   /** Fallback poll when no notification arrives (PGlite always polls). */
   JOB_POLL_INTERVAL_MS: intIn(10, 60_000, 1000),
+  /** After a claim that found the queue drained, a wake-up claims no sooner than this after it: claims in batches, at this price in latency. */
+  JOB_CLAIM_COALESCE_MS: intIn(0, 1000, 25),
   /** Retry n waits min(cap, base × 2^(n-1)), ±20 % jitter. */
   JOB_BACKOFF_BASE_MS: intIn(1, 60 * 60 * 1000, 1000),
   JOB_BACKOFF_CAP_MS: intIn(1, 24 * 60 * 60 * 1000, 60 * 60 * 1000),
@@ -325,6 +327,7 @@ export const settingHelp: Readonly<Record<ConfigVariable, SettingHelp>> = {
   WORKER_PREFETCH: { expected: 'jobs a worker claims beyond its free slots (a whole number, 0–256)', example: '8' },
   WORKER_ID: { expected: 'this worker\'s name in jobs.locked_by and logs (1–64 letters, digits, _ : . @ -)', example: 'worker-1' },
   JOB_POLL_INTERVAL_MS: msHelp('the fallback poll of the job queue', 10, 60_000, 1000),
+  JOB_CLAIM_COALESCE_MS: msHelp('how long after a claim that found the queue drained a wake-up may claim again', 0, 1000, 25),
   JOB_BACKOFF_BASE_MS: msHelp('the first retry\'s delay', 1, 3_600_000, 1000),
   JOB_BACKOFF_CAP_MS: msHelp('the longest retry delay', 1, 86_400_000, 3_600_000),
   JOB_HEARTBEAT_TIMEOUT_MS: msHelp('how long a running job may stay silent before it is rescued', 100, 3_600_000, 60_000),

@@ -69,6 +69,7 @@ function errorTextContract(driver: DatabaseDriver) {
       concurrency: 1,
       prefetch: 8,
       pollIntervalMs: 20,
+      claimCoalesceMs: 25,
       heartbeatTimeoutMs: 10_000,
       lockTtlMs: 10_000,
       lockBusyDelayMs: 20,

@@ -55,6 +55,7 @@ function extendingContract(driver: DatabaseDriver, openLockBackend: () => Promis
       concurrency: 2,
       prefetch: 2,
       pollIntervalMs: 50,
+      claimCoalesceMs: 25,
       heartbeatTimeoutMs: 30_000,
       lockTtlMs: 5_000,
       lockBusyDelayMs: 20,

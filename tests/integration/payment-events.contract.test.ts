@@ -419,6 +419,7 @@ function paymentEventsContract(driver: DatabaseDriver, openLockBackend: () => Pr
           concurrency: WORKER_CONCURRENCY,
           prefetch: 8,
           pollIntervalMs: POLL_INTERVAL_MS,
+          claimCoalesceMs: 25,
           heartbeatTimeoutMs: HEARTBEAT_TIMEOUT_MS,
           lockTtlMs: LOCK_TTL_MS,
           lockBusyDelayMs: LOCK_BUSY_DELAY_MS,

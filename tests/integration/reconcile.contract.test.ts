@@ -130,6 +130,7 @@ function reconcileContract(driver: DatabaseDriver, openLocks: () => Promise<Lock
       concurrency: 2,
       prefetch: 0,
       pollIntervalMs: 50,
+      claimCoalesceMs: 25,
       heartbeatTimeoutMs: 5_000,
       lockTtlMs: 2_000,
       lockBusyDelayMs: 50,

@@ -115,6 +115,7 @@ function workerContract(driver: DatabaseDriver, openLockBackend: () => Promise<L
       concurrency: 4,
       prefetch: 8,
       pollIntervalMs: POLL_INTERVAL_MS,
+      claimCoalesceMs: 25,
       heartbeatTimeoutMs: HEARTBEAT_TIMEOUT_MS,
       lockTtlMs: LOCK_TTL_MS,
       lockBusyDelayMs: LOCK_BUSY_DELAY_MS,

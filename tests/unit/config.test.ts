@@ -139,6 +139,7 @@ describe('parseConfig: values', () => {
     })
     expect({
       poll: config.JOB_POLL_INTERVAL_MS,
+      claimCoalesce: config.JOB_CLAIM_COALESCE_MS,
       backoffBase: config.JOB_BACKOFF_BASE_MS,
       backoffCap: config.JOB_BACKOFF_CAP_MS,
       heartbeatTimeout: config.JOB_HEARTBEAT_TIMEOUT_MS,
@@ -152,6 +153,7 @@ describe('parseConfig: values', () => {
       maxSnoozeMs: config.JOB_MAX_SNOOZE_MS,
     }).toEqual({
       poll: 1000,
+      claimCoalesce: 25,
       backoffBase: 1000,
       backoffCap: 3_600_000,
       heartbeatTimeout: 60_000,
@@ -222,6 +224,8 @@ describe('parseConfig: values', () => {
     ['JOB_LOCK_TTL_MS', '10'],
     ['JOB_BACKOFF_BASE_MS', '0'],
     ['JOB_POLL_INTERVAL_MS', '1.5'],
+    ['JOB_CLAIM_COALESCE_MS', '-1'],
+    ['JOB_CLAIM_COALESCE_MS', '1001'],
     ['WORKER_PREFETCH', '257'],
     ['JOB_MAX_SNOOZES', '-1'],
     // A longer delay would overflow Postgres' int milliseconds.
@@ -462,6 +466,8 @@ describe('parseConfig: the payment provider', () => {
     ['PAYMENT_PROVIDER_TIMEOUT_MS', '120000', 120_000],
     ['PAYMENT_RECONCILE_AFTER_SECONDS', '0', 0],
     ['PAYMENT_RECONCILE_AFTER_SECONDS', '2592000', 2_592_000],
+    ['JOB_CLAIM_COALESCE_MS', '0', 0],
+    ['JOB_CLAIM_COALESCE_MS', '1000', 1000],
   ] as const)('accepts %s=%s, at its bound', (name, value, parsed) => {
     expect(parseConfig({ ...deploymentEnv(), [name]: value })[name]).toBe(parsed)
   })

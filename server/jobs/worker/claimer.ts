@@ -17,6 +17,8 @@ export interface ClaimerOptions<Prepared> {
   /** Claimed beyond the free slots and held in the buffer, so a finished slot refills without a round trip. */
   prefetch: number
   pollIntervalMs: number
+  /** After a claim that found the queue drained, a wake-up claims no sooner than this after it. */
+  claimCoalesceMs: number
   slots: Slots
   prepare: (claimed: ClaimedJob[]) => Promise<Prepared[]>
   /** Starts buffered jobs in the free slots. */
@@ -27,7 +29,7 @@ export interface ClaimerOptions<Prepared> {
 export function createClaimer<Prepared>(options: ClaimerOptions<Prepared>) {
   const { store, slots } = options
   const buffer: Prepared[] = []
-  const pacer = createPacer(options.pollIntervalMs)
+  const pacer = createPacer(options)
   const capacity = options.concurrency + options.prefetch
   // Refilled when the buffer runs this low, so claims come in batches rather than one per finished job.
   const refillBelow = Math.floor(options.prefetch / 2)

@@ -25,6 +25,8 @@ export interface WorkerOptions {
   /** Claimed beyond the free slots and held in a local buffer, so a finished slot refills without a round trip. */
   prefetch: number
   pollIntervalMs: number
+  /** After a claim that found the queue drained, a wake-up claims no sooner than this after it (docs/architecture.md#the-worker). */
+  claimCoalesceMs: number
   heartbeatTimeoutMs: number
   lockTtlMs: number
   lockBusyDelayMs: number
@@ -64,6 +66,7 @@ function assemble(options: WorkerOptions) {
     concurrency: options.concurrency,
     prefetch: options.prefetch,
     pollIntervalMs: options.pollIntervalMs,
+    claimCoalesceMs: options.claimCoalesceMs,
     slots: {
       get inUse() { return dispatcher.inUse },
       get committing() { return dispatcher.committing },

@@ -1,18 +1,21 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 
-/**
- * After a claim that found the queue drained, a wake-up (a new order, a NOTIFY) claims no sooner
- * than this after it: under a stream of orders, one claim takes the jobs of several instead of one
- * each, and their loads, locks and completions go out together. What 25 ms saved and what it costs
- * in latency: docs/architecture.md#the-worker.
- */
-const CLAIM_COALESCE_MS = 25
+export interface PacerOptions {
+  pollIntervalMs: number
+  /**
+   * After a claim that found the queue drained, a wake-up (a new order, a NOTIFY) claims no sooner
+   * than this after it: under a stream of orders, one claim takes the jobs of several instead of one
+   * each, and their loads, locks and completions go out together. What that saves and what it costs
+   * in latency: docs/architecture.md#the-worker.
+   */
+  claimCoalesceMs: number
+}
 
 /**
  * When the claim loop claims next: once woken (jobs arrived; a slot freed while more may be due)
  * or once the poll interval passed.
  */
-export function createPacer(pollIntervalMs: number) {
+export function createPacer({ pollIntervalMs, claimCoalesceMs }: PacerOptions) {
   let wakeUp: (() => void) | undefined
   // A wake-up that arrives while the loop is claiming is kept for its next wait, not lost.
   let wokenWhileBusy = false
@@ -69,7 +72,7 @@ export function createPacer(pollIntervalMs: number) {
       if (!woken) queueDrained = false
       else if (drained) {
         const sinceClaim = performance.now() - lastClaimAt
-        if (sinceClaim < CLAIM_COALESCE_MS) await sleep(CLAIM_COALESCE_MS - sinceClaim)
+        if (sinceClaim < claimCoalesceMs) await sleep(claimCoalesceMs - sinceClaim)
       }
     },
   }

@@ -13,8 +13,9 @@ const SETTLE_MS = 30
  * A claimer at concurrency 4 and prefetch 8 (capacity 12, refilled at 4 buffered or fewer). Each
  * claim waits for the test to answer it (`answer(count)`); `limits` are the claims' limits.
  * Dispatch leaves the buffer as it is, or with `runAtOnce` empties it (jobs run and done at once).
+ * A wake-up claims at once unless `claimCoalesceMs` says otherwise.
  */
-function startClaimer(slots = { inUse: 0, committing: 0 }, { runAtOnce = false } = {}) {
+function startClaimer(slots = { inUse: 0, committing: 0 }, { runAtOnce = false, claimCoalesceMs = 0 } = {}) {
   const limits: number[] = []
   const pending: Array<Deferred<ClaimedJob[]>> = []
   let claimed = 0
@@ -34,6 +35,7 @@ function startClaimer(slots = { inUse: 0, committing: 0 }, { runAtOnce = false }
     concurrency: 4,
     prefetch: 8,
     pollIntervalMs: POLL_INTERVAL_MS,
+    claimCoalesceMs,
     slots,
     prepare: async claimedJobs => claimedJobs,
     dispatch: () => {
@@ -126,6 +128,23 @@ describe('createClaimer', () => {
     claimer.jobsArrived()
     await answer(0)
     expect(limits).toEqual([12, 11])
+  })
+
+  it('after a drained claim, a wake-up claims no sooner than claimCoalesceMs after it; after a full one, at once', async () => {
+    const { claimer, limits, answer } = startClaimer(undefined, { claimCoalesceMs: 300 })
+    await answer(0)
+    const drainedAt = performance.now()
+    claimer.jobsArrived()
+    claimer.jobsArrived()
+    await vi.waitFor(() => expect(limits).toEqual([12, 12]), { timeout: 2_000 })
+    // Both wake-ups fell within the wait: one claim, no sooner than 300 ms after the drained one.
+    expect(performance.now() - drainedAt).toBeGreaterThanOrEqual(290)
+    await answer(12)
+    claimer.buffer.length = 0
+    const fullAt = performance.now()
+    claimer.jobsArrived()
+    await vi.waitFor(() => expect(limits).toEqual([12, 12, 12]))
+    expect(performance.now() - fullAt).toBeLessThan(200)
   })
 
   it('after a full claim, a freed slot wakes the loop to refill', async () => {
