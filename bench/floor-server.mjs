@@ -1,6 +1,7 @@
 // The floor the product is measured against: a bare node:http server that parses the JSON body and
 // does one INSERT per request on postgres.js — no framework, no idempotency, no validation. Nothing
-// that writes an order can be cheaper than this on the same machine.
+// that writes an order can be cheaper than this on the same machine. Its GET /api/health answers a
+// constant, as the app's does: what any answer costs on this machine, with nothing behind it.
 import { createServer } from 'node:http'
 import postgres from 'postgres'
 
@@ -10,6 +11,10 @@ await sql`create table if not exists bench_floor (id bigserial primary key, key 
 const server = createServer(async (req, res) => {
   if (req.method === 'GET' && req.url === '/api/ready') {
     res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ready"}')
+    return
+  }
+  if (req.method === 'GET' && req.url === '/api/health') {
+    res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}')
     return
   }
   const chunks = []

@@ -33,12 +33,14 @@ function signedWebhook(webhookId, body = eventBody(webhookId)) {
 
 /**
  * What each request of a workload sends: new key or the same key, order (`trackedOrder`: of three
- * tracked SKUs) or webhook (or an unknown route). `replay` says
+ * tracked SKUs) or webhook (or an unknown route, or `GET /api/health`). `replay` says
  * that the first request must be sent (and stored) before the run replays it. `paid`: new orders,
  * and in between the confirmations that pay them, as `payer` hands their intents out (bench/payer.mjs).
  */
 export function workload(kind, mode, secretKey, payer) {
   const replay = mode === 'replay'
+  // A liveness probe: no body, no credentials, no work behind the answer.
+  if (kind === 'liveness') return { path: '/api/health', method: 'GET', replay: false, next: () => ({}) }
   // A client calling an endpoint that does not exist: every answer is a 404 problem.
   if (kind === 'unknownRoute') return { path: '/api/orders/ord_bench/capture', replay: false, next: () => ({ headers: { 'content-type': 'application/json' }, body: '{}' }) }
   if (kind === 'webhook') {

@@ -160,7 +160,7 @@ async function run(urls, requests, duration) {
     await fetch(targets[0], { method: 'POST', headers: first.headers, body: first.body })
   }
   return autocannon({
-    url: targets.length === 1 ? targets[0] : targets, method: 'POST', connections, duration,
+    url: targets.length === 1 ? targets[0] : targets, method: requests.method ?? 'POST', connections, duration,
     // A request may name its own path (a confirmation between orders); otherwise the target's.
     requests: [{ setupRequest: request => ({ ...request, ...requests.next() }) }],
   })
@@ -326,14 +326,15 @@ async function startStripeStandIn(plan, webhookUrl) {
  * `meter` counts something over the measured run; `stderr: 'ignore'` silences the servers.
  * `provider: 'stripe'` makes the Stripe stand-in, in its own process, the servers' payment provider
  * (its events sent to the first server), its CPU metered apart; a paid run pays on it.
+ * `server: 'floor'` runs the workload on the one-INSERT floor's bare server instead of the app.
  * `alongside(urls)` prepares work after the warm-up and resolves to `{ done }`, the work started to
  * run beside the measured run: the result's `alongside` holds what it prepared and `done` settled.
  * A scenario on Postgres counts the rows it left for retention (`retained`, per unit), unless
  * `alongside` changes those tables too.
  */
-async function scenario(label, env, kind, mode, { meter, duration = seconds, warmUp = warmUpSeconds, stderr, instances = 1, workerInstances = instances, workerProcess = false, drain = false, nodeArgs, alongside, provider } = {}) {
+async function scenario(label, env, kind, mode, { meter, duration = seconds, warmUp = warmUpSeconds, stderr, instances = 1, workerInstances = instances, workerProcess = false, drain = false, nodeArgs, alongside, provider, server = kind } = {}) {
   // The floors: bare node:http servers, not the app.
-  const reference = { floor: { entry: floorEntry, nodeArgs: [] }, writes: { entry: writesEntry, nodeArgs: [jitiCli] } }[kind]
+  const reference = { floor: { entry: floorEntry, nodeArgs: [] }, writes: { entry: writesEntry, nodeArgs: [jitiCli] } }[server]
   const floor = reference !== undefined
   if (drain) await sql.unsafe('do $$ begin if to_regclass(\'jobs\') is not null then delete from jobs; end if; end $$')
   await settlePostgres()
@@ -636,7 +637,7 @@ async function report(measured, { production, deployed, asDeployed }) {
     // The rows' diet: what the data model alone reaches.
     ['the order\'s own writes floor ≥ 0.5× the one-INSERT floor', `${toFloor('orderWrites').toFixed(2)}× (${measured.orderWrites.indexEntries.toFixed(1)} index entries per order)`, toFloor('orderWrites') >= 0.5],
     ['new-key order through PgBouncer (transaction mode) ≥ 0.7× direct', `${(rps.newKeyPooled / rps.newKey).toFixed(2)}×`, rps.newKeyPooled / rps.newKey >= 0.7],
-    ['replay ≥ 2× the one-INSERT floor', `${toFloor('replay').toFixed(2)}×`, toFloor('replay') >= 2],
+    ['replay ≥ 2× the one-INSERT floor', `${toFloor('replay').toFixed(2)}× (a no-work GET /api/health: this build ${toFloor('liveness').toFixed(2)}×, node:http ${toFloor('floorLiveness').toFixed(2)}×)`, toFloor('replay') >= 2],
     ['as deployed replay ≥ 1.5× the one-INSERT floor', `${toFloor('deployedReplay').toFixed(2)}×`, toFloor('deployedReplay') >= 1.5],
     // The order's whole pipeline, its payment included.
     ['paid order as deployed: ≤ 10 Postgres round trips of the app\'s (mockpay\'s apart)', `${paidSteps.app.toFixed(2)} (${paidSteps.mockpay.toFixed(2)} more of mockpay's, ${perNewOrder(paidRoundTrips, 'round trips')} in all)`, paidSteps.app <= 10],
@@ -687,6 +688,8 @@ async function report(measured, { production, deployed, asDeployed }) {
     `new key / the order's own writes on a bare server (what the app adds to the data model's cost): ${ratio('newKey', 'orderWrites')}`,
     `3 tracked SKUs / untracked (new key; the reservation rides in the order's statement): ${ratio('trackedNewKey', 'newKey')}`,
     `replay / new key: Postgres ${ratio('replay', 'newKey')}, embedded ${ratio('replayEmbedded', 'newKeyEmbedded')}`,
+    `replay / this build's GET /api/health (the same stack with no work behind the answer): ${ratio('replay', 'liveness')}`,
+    `this build's GET /api/health / node:http's (what Nuxt, Nitro, h3 and the request middleware cost an answer): ${ratio('liveness', 'floorLiveness')}`,
     `embedded / Postgres (new key): ${ratio('newKeyEmbedded', 'newKey')}`,
     `request log on / off (new key): ${ratio('newKey', 'newKeyNoLog')}`,
     `transaction mode / session mode, both direct (new key: unnamed statements, SET LOCAL timeouts): ${ratio('newKeyTransactionMode', 'newKey')}`,
@@ -743,6 +746,9 @@ async function report(measured, { production, deployed, asDeployed }) {
       + ` "the worker on one of the ${deployedInstances} instances": the same, but only the first instance (the one the stand-in sends its events to) runs the in-app worker`
       + ' (`WORKER_ENABLED=false` on the other, which serves orders only). The "check" of a paid row is its'
       + ' orders (warm-up\'s included) by status once the run ended: every one paid',
+      'the "ceiling" rows answer `GET /api/health` (no body, no credentials, nothing stored or logged): on the one-INSERT floor\'s bare'
+      + ' server, what any answer costs this machine and its load generator; on this build, what Nuxt, Nitro, h3 and the app\'s request'
+      + ' middleware (request ids, trace context) cost it. A replay can be no faster than the second',
       'before each Postgres scenario the bench database is vacuumed and checkpointed, so that no scenario pays for the previous one\'s rows',
       'topologies: "through PgBouncer" reaches the same database through Debian\'s PgBouncer in transaction mode (default_pool_size 20,'
       + ' ignore_startup_parameters = extra_float_digits) with `DATABASE_POOL_MODE=transaction` and no direct URL; "transaction mode, no pooler"'
@@ -782,6 +788,9 @@ try {
   const scenarios = {
     floor: () => scenario('floor: node:http + one INSERT', production, 'floor', 'new'),
     orderWrites: () => scenario('floor: node:http + a new-key order\'s own writes', production, 'writes', 'new'),
+    // What an answer with nothing behind it costs: on a bare server, and through this build's stack.
+    floorLiveness: () => scenario('ceiling: node:http, GET /api/health (a constant answer)', production, 'liveness', 'probe', { server: 'floor' }),
+    liveness: () => scenario('ceiling: this build, GET /api/health (no work: its request middleware only)', production, 'liveness', 'probe'),
     newKey: () => scenario('order, new key · Postgres + Redis', production, 'order', 'new', { meter: commitsPerOrder() }),
     trackedNewKey: () => scenario('order, new key, 3 tracked SKUs · Postgres + Redis', production, 'trackedOrder', 'new', { meter: commitsPerOrder() }),
     replay: () => scenario('order, replay · Postgres + Redis', production, 'order', 'replay'),
