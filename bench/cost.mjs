@@ -1,7 +1,8 @@
 // What an order costs the machine, per process kind: CPU time of the app's processes, of a separate
 // worker process, of a payment provider's stand-in in its own process, of every Postgres process
 // (backends, WAL writer, checkpointer, autovacuum) but the bench's own connections' backends, and of
-// Redis, read from /proc/<pid>/stat (utime + stime) before and after a measured run; and the write
+// Redis, and of the bench's own process (the load generator), read from /proc/<pid>/stat (utime +
+// stime) before and after a measured run; and the write
 // transactions Postgres committed meanwhile, as the number of transaction ids it handed out. Linux only.
 import { readdirSync, readFileSync } from 'node:fs'
 
@@ -83,6 +84,8 @@ export function costMeter(sql, { appPids, workerPids = () => [], providerPids })
     ...(providerPids && { provider: cpuOf(providerPids) }),
     postgres: cpuOf(() => pidsNamed('postgres').filter(pid => !ownBackends.has(pid))),
     redis: cpuOf(() => pidsNamed('redis-server')),
+    // autocannon runs in this process: what sending the requests and reading the answers cost.
+    loadGenerator: cpuOf(() => [process.pid]),
   }
   let xidsBefore
   return {

@@ -28,7 +28,7 @@ import { deleteSeededRows, expiredRowsLeft, runRetention, seedExpiredRows } from
 import { summarizeProfiles } from './profile.mjs'
 import { startTurnsProxy } from './pg-turns-proxy.mjs'
 import { paidRoundTripsBySteps } from './paid-steps.mjs'
-import { describeEnvironment, writeBenchmarks } from './report.mjs'
+import { cpuSpeedCheckMs, describeEnvironment, writeBenchmarks } from './report.mjs'
 import { startPayer, startStandInPayer } from './payer.mjs'
 import { mockpaySecret, trackedSkus, webhookSecret, workload } from './requests.mjs'
 import { runStorm } from './storm.mjs'
@@ -65,6 +65,7 @@ const roundTripWarmUpSeconds = 1
 const serverEntry = `${process.env.APP_BUILD_ROOT ?? '.'}/.output/server/index.mjs`
 const opsToken = `ops_bench_${randomUUID()}`
 const [loadAtStart] = loadavg()
+const speedAtStart = cpuSpeedCheckMs()
 
 if (!existsSync(serverEntry)) {
   console.error(`No build at ${serverEntry}: run \`npm run build\` first.`)
@@ -573,6 +574,8 @@ function costRow({ label, cost, retained, indexEntries }, roundTrips) {
     // Embedded, the database is PGlite inside the app: the Postgres server's figures are someone else's.
     'Postgres CPU ms': cost.embedded ? 'in app' : costFigure(cost.cpuMs.postgres),
     'Redis CPU ms': costFigure(cost.cpuMs.redis),
+    // The bench's own process: sharing the cores, it caps the fastest rows.
+    'load generator CPU ms': costFigure(cost.cpuMs.loadGenerator),
     'write commits': cost.embedded ? '' : costFigure(cost.writeCommits),
     'round trips': costFigure(roundTrips?.perOrder),
     // What it leaves in idempotency_records, jobs and request_log: the rows retention deletes later.
@@ -675,7 +678,9 @@ async function report(measured, { production, deployed, asDeployed }) {
     + ' until the last job the run\'s orders queued has run: "app" is the server processes (the in-app worker included where it runs there),'
     + ' "worker process" a standalone `npm run worker`, "Postgres" every postgres process (backends, WAL writer, checkpointer, autovacuum)'
     + ' but the backends of the bench\'s own connections (its polling for unpaid intents and open jobs),'
-    + ' "Redis" every redis-server process. The load generator\'s own CPU is not in the table.',
+    + ' "Redis" every redis-server process, "load generator" the bench\'s own process: autocannon sending the requests and reading'
+    + ' the answers (in the paid rows also paying the orders, and in every row with the worker on polling for open jobs). It shares'
+    + ' the two cores with the rest, so a row whose server costs little less than the load generator measures both.',
     'Write commits: transaction ids Postgres handed out over the same span (`txid_current()` before and after, less the reading\'s own):'
     + ' a transaction that only reads takes none. Cluster-wide, so another database\'s writes at the same time would count.',
     'Rows kept: what the run left in idempotency_records, jobs, request_log and request_log_replays, the tables retention empties, per unit:'
@@ -755,7 +760,7 @@ async function report(measured, { production, deployed, asDeployed }) {
       + ' is that mode on a direct connection (what unnamed statements and per-transaction timeouts cost without the pooler\'s hop);'
       + ' "Redis Cluster" uses three masters on loopback (`REDIS_CLUSTER_NODES`, no `REDIS_URL`)',
     ]
-    const environment = await describeEnvironment(sql, redisUrl, loadAtStart)
+    const environment = await describeEnvironment(sql, redisUrl, loadAtStart, speedAtStart)
     const path = writeBenchmarks({ environment, settings, scenarios: rows, costs, costNotes, paidSteps: paidStepRows(paidRoundTrips), targets, targetNotes, ratios, storm: stormLines, retention: retentionLines, profile })
     console.log(`\nwrote ${path}`)
   }
