@@ -11,7 +11,7 @@
 // (default 3, at most BENCH_SECONDS); the round-trip count runs 3 s after 1 s. Exits non-zero when
 // the duplicate storm did not create exactly one order per key.
 import { spawn } from 'node:child_process'
-import { randomUUID } from 'node:crypto'
+import { randomBytes, randomUUID } from 'node:crypto'
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -19,6 +19,7 @@ import { fileURLToPath } from 'node:url'
 import net from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import autocannon from 'autocannon'
+import Redis from 'ioredis'
 import postgres from 'postgres'
 import { startPgbouncer } from '../tests/support/pgbouncer.mjs'
 import { startRedisCluster } from '../tests/support/redis-topology-servers.mjs'
@@ -35,6 +36,9 @@ import { runStorm } from './storm.mjs'
 
 const adminUrl = process.env.BENCH_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/postgres'
 const redisUrl = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
+/** Every Redis key of this run is under it (each server group under a prefix of its own), and deleted at the end. */
+const redisRunPrefix = `bench:${randomBytes(6).toString('hex')}:`
+const redisPrefix = () => `${redisRunPrefix}${randomBytes(6).toString('hex')}:`
 const seconds = Number(process.env.BENCH_SECONDS ?? 8)
 const warmUpSeconds = Number(process.env.BENCH_WARMUP_SECONDS ?? Math.min(seconds, 3))
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 16)
@@ -97,7 +101,7 @@ const drainTimeoutMs = 120_000
 const appEnv = env => ({
   ...process.env, NODE_ENV: 'production', LOG_LEVEL: 'warn', OPS_TOKEN: opsToken,
   WEBHOOK_STANDARD_SECRET: webhookSecret, WEBHOOK_STRIPE_SECRET: randomUUID(),
-  MIDTRANS_SERVER_KEY: randomUUID(), WORKER_ENABLED: 'false', REDIS_KEY_PREFIX: `bench:${randomUUID()}:`,
+  MIDTRANS_SERVER_KEY: randomUUID(), WORKER_ENABLED: 'false', REDIS_KEY_PREFIX: redisPrefix(),
   // A payment provider, as a deployment has: each order gets its payment.create_intent job.
   PAYMENT_PROVIDER: 'mockpay', MOCKPAY_ENABLED: 'true', MOCKPAY_WEBHOOK_SECRET: mockpaySecret, ...env,
 })
@@ -165,6 +169,19 @@ async function run(urls, requests, duration) {
     // A request may name its own path (a confirmation between orders); otherwise the target's.
     requests: [{ setupRequest: request => ({ ...request, ...requests.next() }) }],
   })
+}
+
+/** Deletes the keys the run's servers left in Redis (cached replies live as long as their records). */
+async function deleteRedisKeys(prefix) {
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 })
+  try {
+    for await (const keys of redis.scanStream({ match: `${prefix}*`, count: 1000 })) {
+      if (keys.length) await redis.unlink(...keys)
+    }
+  }
+  finally {
+    redis.disconnect()
+  }
 }
 
 /** Starts a server per environment given; if one fails to start, stops the others. */
@@ -526,7 +543,7 @@ async function backlogScenario(label, env, { retention }) {
 /** Two instances sharing the database and the Redis prefix; a warm-up storm, then the measured one. */
 async function stormScenario(label, env, sql) {
   await settlePostgres()
-  const stormEnv = { ...env, REDIS_KEY_PREFIX: `bench:${randomUUID()}:` }
+  const stormEnv = { ...env, REDIS_KEY_PREFIX: redisPrefix() }
   const servers = await startServers(Array.from({ length: stormInstances }, () => stormEnv), serverEntry)
   return measureOn(servers, async () => {
     const storm = async duration => runStorm({
@@ -788,7 +805,7 @@ try {
   // every request logged at info. The log goes nowhere (stdout is discarded anyway), nor does
   // stderr, so the terminal is not flooded. The run ends when the last job has run.
   // The instances (and the worker process) share one Redis prefix, so their locks are one.
-  const deployed = { ...production, WORKER_ENABLED: 'true', LOG_LEVEL: 'info', REDIS_KEY_PREFIX: `bench:${randomUUID()}:` }
+  const deployed = { ...production, WORKER_ENABLED: 'true', LOG_LEVEL: 'info', REDIS_KEY_PREFIX: redisPrefix() }
   const asDeployed = { instances: deployedInstances, drain: true, stderr: 'ignore' }
   const scenarios = {
     floor: () => scenario('floor: node:http + one INSERT', production, 'floor', 'new'),
@@ -851,6 +868,7 @@ try {
   }
 }
 finally {
+  await deleteRedisKeys(redisRunPrefix)
   await sql.end()
   await pooler.destroy()
   await redisCluster.stop()
