@@ -24,9 +24,10 @@ function operatingSystem() {
 }
 
 /**
- * Milliseconds this process takes for a fixed piece of CPU work (SHA-256 chained 100,000 times). This
- * virtual machine's share of its host's CPU varies by the hour, and every CPU figure of a run moves
- * with it: the floor's CPU per request doubled between two runs of one day at the same load average.
+ * Milliseconds this process takes for a fixed piece of CPU work (SHA-256 chained 100,000 times): this
+ * virtual machine's CPU is slower at some hours than at others, and every CPU figure of a run moves
+ * with it. It reads the CPU alone: a slowdown of system calls or memory (the floors' CPU per request
+ * doubled from one day to the next while the check read the same) shows in the floors, not here.
  */
 export function cpuSpeedCheckMs() {
   const chain = (times) => {
@@ -107,8 +108,8 @@ ${keyValueTable(['machine', ''], environment.machine)}
 
 The load generator (autocannon) runs on the same machine and shares its CPUs with the server. A
 load average well above the CPU count means other work shared them too, and a slower speed check a
-smaller share of the host's CPU, which raises every CPU figure alike: compare runs taken at a similar
-load and speed.
+slower CPU, which raises every CPU figure; the floors' own CPU per request shows the slowdowns the
+check does not see (system calls, memory). Compare runs taken at a similar load, speed and floor.
 
 ## Versions
 

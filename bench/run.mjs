@@ -697,7 +697,7 @@ async function report(measured, { production, deployed, asDeployed }) {
     + ' but the backends of the bench\'s own connections (its polling for unpaid intents and open jobs),'
     + ' "Redis" every redis-server process, "load generator" the bench\'s own process: autocannon sending the requests and reading'
     + ' the answers (in the paid rows also paying the orders, and in every row with the worker on polling for open jobs). It shares'
-    + ' the two cores with the rest, so a row whose server costs little less than the load generator measures both.',
+    + ' the two cores with the rest: where a row\'s server costs not much more than the load generator, the row measures both.',
     'Write commits: transaction ids Postgres handed out over the same span (`txid_current()` before and after, less the reading\'s own):'
     + ' a transaction that only reads takes none. Cluster-wide, so another database\'s writes at the same time would count.',
     'Rows kept: what the run left in idempotency_records, jobs, request_log and request_log_replays, the tables retention empties, per unit:'
