@@ -1,9 +1,9 @@
 // What an order costs the machine, per process kind: CPU time of the app's processes, of a separate
 // worker process, of a payment provider's stand-in in its own process, of every Postgres process
-// (backends, WAL writer, checkpointer, autovacuum) but the bench's own connections' backends, and of
-// Redis, and of the bench's own process (the load generator), read from /proc/<pid>/stat (utime +
-// stime) before and after a measured run; and the write
-// transactions Postgres committed meanwhile, as the number of transaction ids it handed out. Linux only.
+// (backends, WAL writer, checkpointer, autovacuum) but the bench's own connections' backends, of Redis
+// and of the bench's own process (the load generator), read from /proc/<pid>/stat (utime + stime)
+// before and after a measured run; and the write transactions Postgres committed meanwhile, as the
+// number of transaction ids it handed out. Linux only.
 import { readdirSync, readFileSync } from 'node:fs'
 
 // /proc reports CPU time in USER_HZ ticks, 100 per second on every Linux the kernel ABI allows.

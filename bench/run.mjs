@@ -69,7 +69,8 @@ const roundTripWarmUpSeconds = 1
 const serverEntry = `${process.env.APP_BUILD_ROOT ?? '.'}/.output/server/index.mjs`
 const opsToken = `ops_bench_${randomUUID()}`
 const [loadAtStart] = loadavg()
-const speedAtStart = cpuSpeedCheckMs()
+// Only a full run reports it.
+const speedAtStart = only ? undefined : cpuSpeedCheckMs()
 
 if (!existsSync(serverEntry)) {
   console.error(`No build at ${serverEntry}: run \`npm run build\` first.`)

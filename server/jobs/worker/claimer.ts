@@ -1,6 +1,6 @@
 import { log } from '../../observability/logger'
 import type { ClaimedJob, JobStore } from '../store'
-import { createPacer } from './pacer'
+import { createPacer, type PacerOptions } from './pacer'
 
 /** The worker's slots as the claimer sees them. */
 export interface Slots {
@@ -9,16 +9,14 @@ export interface Slots {
   readonly committing: number
 }
 
-export interface ClaimerOptions<Prepared> {
+/** When to claim (`PacerOptions`: the poll interval and the claim wait), and what with. */
+export interface ClaimerOptions<Prepared> extends PacerOptions {
   store: Pick<JobStore, 'claim'>
   workerId: string
   kinds: string[]
   concurrency: number
   /** Claimed beyond the free slots and held in the buffer, so a finished slot refills without a round trip. */
   prefetch: number
-  pollIntervalMs: number
-  /** After a claim that found the queue drained, a wake-up claims no sooner than this after it. */
-  claimCoalesceMs: number
   slots: Slots
   prepare: (claimed: ClaimedJob[]) => Promise<Prepared[]>
   /** Starts buffered jobs in the free slots. */

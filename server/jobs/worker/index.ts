@@ -13,9 +13,11 @@ import { createHeartbeat } from './heartbeat'
 import { createInterruptions } from './interruptions'
 import { type PreparedJob, prepareBatch } from './prepare'
 import { createReporter, outcome } from './report'
+import type { PacerOptions } from './pacer'
 import { createLockKeeper } from './resource-locks'
 
-export interface WorkerOptions {
+/** `PacerOptions`: the poll interval and the claim wait (docs/architecture.md#the-worker). */
+export interface WorkerOptions extends PacerOptions {
   db: Database
   notifications?: DatabaseHandle['notifications']
   locks: Locks
@@ -24,9 +26,6 @@ export interface WorkerOptions {
   concurrency: number
   /** Claimed beyond the free slots and held in a local buffer, so a finished slot refills without a round trip. */
   prefetch: number
-  pollIntervalMs: number
-  /** After a claim that found the queue drained, a wake-up claims no sooner than this after it (docs/architecture.md#the-worker). */
-  claimCoalesceMs: number
   heartbeatTimeoutMs: number
   lockTtlMs: number
   lockBusyDelayMs: number

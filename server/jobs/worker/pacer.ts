@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 
 export interface PacerOptions {
+  /** The fallback poll: with no wake-up, the loop claims again after this long. */
   pollIntervalMs: number
   /**
    * After a claim that found the queue drained, a wake-up (a new order, a NOTIFY) claims no sooner
